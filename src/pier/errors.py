@@ -1,0 +1,63 @@
+"""pier's exceptions: one root, leaves that also inherit the matching builtin.
+
+Every message says what went wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class PierError(Exception):
+    """Root of every error pier raises on purpose."""
+
+
+class InputError(PierError, ValueError):
+    """Bad input from the user: a runbook, a flag, a parameter. CLI exit code 2."""
+
+
+class RunbookError(InputError):
+    """A RUNBOOK.md that cannot be parsed. `line` is 1-based when known."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
+        where = path or "runbook"
+        if line is not None:
+            where = f"{where}:{line}"
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        self.line = line
+
+
+class TaskError(InputError):
+    """A task or init_params that does not validate."""
+
+
+class AssetError(InputError):
+    """An attached file that cannot be placed safely in /app/assets."""
+
+
+class NotFoundError(PierError, LookupError):
+    """A run, task, collection or snapshot that does not exist."""
+
+
+class SandboxError(PierError, RuntimeError):
+    """The sandbox could not be created, reached or used (not a failed command)."""
+
+
+class ImageError(SandboxError):
+    """An image could not be pulled or built."""
+
+
+class StageError(PierError, RuntimeError):
+    """A run stage failed; `stage` names it, the message says what to do."""
+
+    def __init__(self, stage: str, message: str):
+        super().__init__(message)
+        self.stage = stage
+        self.message = message
+
+
+class RunTimeout(StageError, TimeoutError):
+    """The agent ran past the run's time limit."""
+
+
+class Cancelled(StageError):
+    """The run was cancelled while a stage was running."""

@@ -1,0 +1,79 @@
+"""Every PIER_* setting, in one place (pydantic-settings)."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Where Debian/Ubuntu keep the system trust store; a host that trusts other CAs
+# (an intercepting proxy) usually says so through one of the variables below.
+STANDARD_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+_CA_ENV_HINTS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
+
+
+def _default_home() -> Path:
+    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "pier"
+
+
+def detect_host_ca_bundle() -> Path | None:
+    """The host's CA bundle when the host points tools at one (proxy setups), else None."""
+    for name in _CA_ENV_HINTS:
+        value = os.environ.get(name)
+        if value and Path(value).is_file():
+            return Path(value)
+    return None
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PIER_", extra="ignore")
+
+    home: Path = Field(default_factory=_default_home, description="state: db, storage, snapshots.yaml")
+    database_url: str | None = Field(None, description="SQLAlchemy URL; default SQLite in home")
+    storage_dir: Path | None = Field(None, description="run outputs; default <home>/storage")
+
+    base_image: str = Field(
+        "python:3.13-slim-bookworm",
+        description="base of generated Dockerfiles (SPEC 2); point at a local image offline",
+    )
+    snapshot_base_image: str = Field(
+        "python:3.12-slim-bookworm", description="base of the built-in snapshot recipes"
+    )
+    ca_bundle: Path | None = Field(
+        default_factory=detect_host_ca_bundle,
+        description="extra CA certificates for image builds and sandboxes",
+    )
+
+    default_snapshot: str = "python312-uv"
+    default_cpus: float = 4.0
+    default_memory: str = "8G"
+    default_timeout_sec: int = 1800
+    max_timeout_sec: int = 1800
+    disk_limit: str = "10G"
+    pids_limit: int = 4096
+    create_timeout_sec: int = 1200
+    agent_install_timeout_sec: int = 600
+    cleanup_timeout_sec: int = 60
+    sweep_grace_sec: int = 300
+
+    docker_host: str | None = Field(None, description="Docker engine URL; default from DOCKER_HOST")
+
+    @property
+    def db_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.home / 'pier.db'}"
+
+    @property
+    def storage_root(self) -> Path:
+        return self.storage_dir or self.home / "storage"
+
+    @property
+    def snapshots_file(self) -> Path:
+        return self.home / "snapshots.yaml"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
