@@ -1,0 +1,79 @@
+"""The RUNBOOK.md frontmatter schema (SPEC 1). Unknown keys are kept, not rejected."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+KNOWN_AGENTS = ("claude-code", "codex", "opencode", "gemini-cli", "hermes", "script")
+KNOWN_PROVIDERS = ("anthropic", "openrouter", "openai", "google", "bedrock")
+
+
+class SecretDecl(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    env: str | None = None
+    description: str | None = None
+    required: bool = False
+
+
+def _as_list(value: Any) -> Any:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return value
+
+
+class Frontmatter(BaseModel):
+    """Known keys typed; anything else lands in model_extra and is reported."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    version: str | None = None
+    evaluation: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    model_provider: str | None = None
+    snapshot: str | None = None
+    image: str | None = None
+    primary_outputs: list[str] = Field(default_factory=list)
+    secrets: dict[str, SecretDecl] = Field(default_factory=dict)
+    origin: Any = None
+    # pier's own keys
+    checks: list[dict[str, Any]] = Field(default_factory=list)
+    checks_isolation: str | None = None
+    timeout_sec: int | None = Field(None, gt=0)
+    cpus: float | None = Field(None, gt=0)
+    memory: str | None = None
+    network_enabled: bool | None = None
+    base_image: str | None = None
+    apt_packages: list[str] = Field(default_factory=list)
+    pip_packages: list[str] = Field(default_factory=list)
+    vars: dict[str, Any] = Field(default_factory=dict)
+    mcp_servers: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_as_text(cls, value: Any) -> Any:
+        return None if value is None else str(value)
+
+    @field_validator("primary_outputs", "apt_packages", "pip_packages", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return _as_list(value)
+
+    @field_validator("secrets", "vars", "mcp_servers", mode="before")
+    @classmethod
+    def _empty_mapping(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    @field_validator("checks", mode="before")
+    @classmethod
+    def _empty_list(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+    @property
+    def unknown_keys(self) -> list[str]:
+        return sorted((self.model_extra or {}).keys())
