@@ -1,0 +1,50 @@
+"""The agent adapter contract: what the set up, run agent and clean up stages ask of
+an agent. One small adapter per agent."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pier.sandbox.base import LineSink, Sandbox
+
+if TYPE_CHECKING:
+    from pier.lifecycle.plan import RunPlan
+
+AGENT_LOG_DIR = "/logs/agent"
+AGENT_LOG = f"{AGENT_LOG_DIR}/agent.log"
+PIER_RUN_DIR = "/run/pier"  # pier's own files in the sandbox; removed before checks
+
+
+@dataclass(frozen=True)
+class AgentLaunch:
+    """How to start the agent: its command (run by bash in /app), its environment,
+    and the files to write first. `credential_files` are deleted after the agent."""
+
+    command: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, bytes] = field(default_factory=dict)
+    credential_files: Mapping[str, bytes] = field(default_factory=dict)
+
+
+class Agent(ABC):
+    name: str
+    needs_model: bool = True
+
+    def install(self, sandbox: Sandbox, log: LineSink, timeout: float) -> None:
+        """Make the agent runnable in the sandbox (install or pin its CLI).
+        Raises StageError naming the agent, the version and the installer's last lines."""
+
+    @abstractmethod
+    def launch(self, plan: RunPlan) -> AgentLaunch:
+        """The command, env and files for a headless run of plan's instruction."""
+
+    def readable(self, line: str) -> str | None:
+        """The run-log form of one output line (None hides it). Default: as is."""
+        return line
+
+    def usage(self, output: str) -> dict[str, Any]:
+        """Tokens and cost the CLI reported, when it does."""
+        return {}
