@@ -75,7 +75,9 @@ def _load_yaml(raw: str, path: str | None, first_line: int) -> dict[str, Any]:
     try:
         data = yaml.safe_load(raw)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
+        mark = exc.problem_mark
+        if exc.context_mark and (mark is None or mark.line >= len(raw.splitlines())):
+            mark = exc.context_mark  # "unexpected end": the opening bracket is the useful line
         line = first_line + mark.line if mark else None
         raise RunbookError(f"frontmatter is not valid YAML: {exc.problem}", path=path, line=line) from exc
     if data is None:

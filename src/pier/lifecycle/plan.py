@@ -1,0 +1,140 @@
+"""prepare: everything a run needs, resolved once into a frozen RunPlan. Nothing
+after this stage reads raw params."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pier.errors import InputError
+from pier.lifecycle.assets import check_assets
+from pier.runbook.render import render, variables
+from pier.settings import Settings
+from pier.tasks.build import infer_agent
+from pier.tasks.model import check_memory
+from pier.tasks.resolve import ResolvedStep
+
+# Resolves an init_params file path (an upload path or, for the CLI, a host path).
+FileResolver = Callable[[str], Path]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    trajectory_id: str
+    collection: str
+    task: str
+    agent: str
+    model: str | None
+    model_provider: str | None
+    instruction: str  # the rendered runbook body: the agent's instruction
+    snapshot: str | None
+    image: str | None
+    base_image: str | None
+    apt_packages: tuple[str, ...]
+    pip_packages: tuple[str, ...]
+    cpus: float
+    memory: str
+    timeout_sec: int
+    network: bool
+    assets: tuple[Path, ...]
+    checks: tuple[dict[str, Any], ...]
+    checks_isolation: str
+    primary_outputs: tuple[str, ...]
+    mcp_servers: Mapping[str, Any]
+    secret_decls: Mapping[str, Any]
+    env: Mapping[str, str]  # secrets and collection environment; never logged
+    vars: Mapping[str, str]
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def secret_values(self) -> tuple[str, ...]:
+        return tuple(self.env.values())
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What a caller hands to prepare besides the task."""
+
+    trajectory_id: str
+    collection: str
+    task: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    resolve_file: FileResolver | None = None
+
+
+def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> RunPlan:
+    env = dict(inputs.env)
+    vars_ = {key: str(value) for key, value in step.vars.items()}
+    secret_env = _secret_values(step.secrets, env)
+    rendered = render(step.body, variables(vars_, secret_env))
+    timeout = step.timeout_sec or settings.default_timeout_sec
+    warnings = list(step.warnings)
+    warnings += [f"unfilled variable {{{{{name}}}}} left as written" for name in rendered.unfilled]
+    if timeout > settings.max_timeout_sec:
+        warnings.append(f"timeout_sec {timeout} is above the limit; using {settings.max_timeout_sec}")
+        timeout = settings.max_timeout_sec
+    return RunPlan(
+        trajectory_id=inputs.trajectory_id,
+        collection=inputs.collection,
+        task=inputs.task,
+        agent=step.agent or infer_agent(step.model) or "",
+        model=step.model,
+        model_provider=step.model_provider,
+        instruction=rendered.text,
+        snapshot=step.snapshot or None,
+        image=step.image,
+        base_image=step.base_image,
+        apt_packages=step.apt_packages,
+        pip_packages=step.pip_packages,
+        cpus=step.cpus or settings.default_cpus,
+        memory=_memory(step.memory or settings.default_memory),
+        timeout_sec=timeout,
+        network=True if step.network_enabled is None else step.network_enabled,
+        assets=check_assets(_files(step.file_paths, inputs.resolve_file)),
+        checks=step.checks,
+        checks_isolation=step.checks_isolation or "same",
+        primary_outputs=tuple(_primary(step.primary_outputs)),
+        mcp_servers=step.mcp_servers,
+        secret_decls=step.secrets,
+        env=env,
+        vars=vars_,
+        warnings=tuple(warnings),
+    )
+
+
+def _secret_values(decls: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, str]:
+    """{{secrets.NAME}} values: the declared env variable's value, when provided."""
+    values: dict[str, str] = {}
+    for name, decl in decls.items():
+        key = (decl or {}).get("env") or name
+        if key in env:
+            values[name] = env[key]
+    return values
+
+
+def _memory(value: str) -> str:
+    try:
+        check_memory(value)
+    except ValueError as exc:
+        raise InputError(f"memory: {exc}") from None
+    return value.strip()
+
+
+def _files(paths: tuple[str, ...], resolve_file: FileResolver | None) -> list[Path]:
+    if resolve_file is None:
+        return [Path(os.path.expanduser(p)) for p in paths]
+    return [resolve_file(p) for p in paths]
+
+
+def _primary(outputs: tuple[str, ...]) -> list[str]:
+    cleaned = []
+    for output in outputs:
+        path = re.sub(r"^(\./|/app/results/)", "", str(output)).strip("/")
+        if not path or ".." in Path(path).parts:
+            raise InputError(f"primary_outputs entry '{output}' must be a path inside the results folder")
+        cleaned.append(path)
+    return cleaned

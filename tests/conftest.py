@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pier.settings import get_settings
+
+SHARED = Path(os.environ.get("PIER_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
+CORPUS = SHARED / "corpus" / "agent-runbooks"
+
+
+@pytest.fixture(autouse=True)
+def pier_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own PIER_HOME, so nothing touches the user's state."""
+    home = tmp_path_factory.mktemp("pier-home")
+    monkeypatch.setenv("PIER_HOME", str(home))
+    get_settings.cache_clear()
+    yield home
+    get_settings.cache_clear()

@@ -1,0 +1,57 @@
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from pier.errors import AssetError
+from pier.lifecycle.assets import assets_tar, check_assets
+
+
+def make_zip(path: Path, entries: dict[str, bytes], link: str | None = None) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+        if link:
+            info = zipfile.ZipInfo(link)
+            info.external_attr = 0o120777 << 16
+            archive.writestr(info, "/etc/passwd")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("entries", "link", "reason"),
+    [
+        ({"../evil.txt": b"x"}, None, "outside /app/assets"),
+        ({"a/../../evil.txt": b"x"}, None, "outside /app/assets"),
+        ({"/etc/evil": b"x"}, None, "absolute"),
+        ({"ok.txt": b"x"}, "link", "symbolic link"),
+    ],
+)
+def test_unsafe_zip_is_rejected(tmp_path, entries, link, reason):
+    archive = make_zip(tmp_path / "bad.zip", entries, link)
+    with pytest.raises(AssetError, match=reason):
+        check_assets([archive])
+
+
+def test_missing_and_duplicate_names(tmp_path):
+    with pytest.raises(AssetError, match="does not exist"):
+        check_assets([tmp_path / "nope.csv"])
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "x.csv").write_text("1")
+    (tmp_path / "b" / "x.csv").write_text("2")
+    with pytest.raises(AssetError, match="two attached files"):
+        check_assets([tmp_path / "a" / "x.csv", tmp_path / "b" / "x.csv"])
+
+
+def test_tar_extracts_zips_and_keeps_other_files(tmp_path):
+    archive = make_zip(tmp_path / "data.zip", {"d/one.txt": b"1", "a/./../two.txt": b"2"})
+    plain = tmp_path / "notes.md"
+    plain.write_text("hello")
+    paths = check_assets([archive, plain])
+    out = assets_tar(paths, tmp_path / "out.tar")
+    with tarfile.open(out) as tar:
+        names = {m.name: m for m in tar.getmembers()}
+        assert set(names) == {"d/one.txt", "two.txt", "notes.md"}
+        assert tar.extractfile(names["two.txt"]).read() == b"2"
