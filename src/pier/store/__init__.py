@@ -1,0 +1,35 @@
+"""pier's database: runs, their log events, collections, tokens, tasks and
+collection environment. SQLite by default, PostgreSQL for shared deployments.
+
+    store = Store.open(settings.db_url)   # migrates to head
+    store.create_run(record); store.append_event(record.trajectory_id, "started")
+"""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pier.store.collections import CollectionStore
+from pier.store.engine import create_store_engine, upgrade_to_head
+from pier.store.events import EventStore
+from pier.store.runs import RunStore
+from pier.store.schemas import Collection, Event, StoredTask
+
+__all__ = ["Collection", "Event", "Store", "StoredTask"]
+
+
+class Store(RunStore, EventStore, CollectionStore):
+    """Thread-safe: share one instance; each call uses its own session."""
+
+    @classmethod
+    def open(cls, url: str) -> Self:
+        """Connect to `url` (sqlite:///PATH or postgresql+psycopg://...) and bring
+        its schema to the latest migration. Safe to call from several processes
+        at once."""
+        engine = create_store_engine(url)
+        try:
+            upgrade_to_head(engine)
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine)

@@ -1,0 +1,22 @@
+"""Alembic environment for pier's store. Runs only through
+`pier.store.engine.upgrade_to_head` (or `new_revision`), which hand over an open
+connection already inside the transaction that holds the migration lock."""
+
+from alembic import context
+
+from pier.store.engine import VERSION_TABLE
+from pier.store.models import Base
+
+connection = context.config.attributes.get("connection")
+if connection is None:
+    raise RuntimeError("pier's migrations need a connection: run them with pier.store.engine.upgrade_to_head")
+
+context.configure(
+    connection=connection,
+    target_metadata=Base.metadata,
+    version_table=VERSION_TABLE,
+    render_as_batch=connection.dialect.name == "sqlite",  # SQLite cannot ALTER most things
+    compare_type=True,
+)
+with context.begin_transaction():
+    context.run_migrations()

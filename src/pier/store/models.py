@@ -1,0 +1,99 @@
+"""The store's tables as SQLAlchemy 2 typed ORM classes.
+
+The schema itself is owned by the Alembic migrations in `migrations/versions`;
+these classes must match them (a unit test compares the two).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Index, MetaData, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from pier.store.types import BigIntPK, JSONType, UTCDateTime
+
+NAME = 255
+
+# Fixed constraint names, so that the migrations can name (and later alter) them.
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {
+        datetime: UTCDateTime(),
+        dict[str, Any]: JSONType,
+    }
+
+
+class RunRow(Base):
+    __tablename__ = "runs"
+    __table_args__ = (
+        Index("ix_runs_collection_task_created", "collection", "task", "created_at"),
+        Index("ix_runs_status", "status"),
+    )
+
+    trajectory_id: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    collection: Mapped[str] = mapped_column(String(NAME))
+    task: Mapped[str] = mapped_column(String(NAME))
+    status: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    record: Mapped[dict[str, Any]]
+
+
+class RunEventRow(Base):
+    """One line of a run's log. The unique (trajectory_id, seq) index is also the
+    index that reads by run use."""
+
+    __tablename__ = "run_events"
+    __table_args__ = (UniqueConstraint("trajectory_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    trajectory_id: Mapped[str] = mapped_column(String(NAME))
+    seq: Mapped[int]
+    ts: Mapped[datetime]
+    stage: Mapped[str | None] = mapped_column(String(64))
+    line: Mapped[str] = mapped_column(Text)
+
+
+class CollectionRow(Base):
+    __tablename__ = "collections"
+
+    name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    created_at: Mapped[datetime]
+
+
+class TokenRow(Base):
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    collection: Mapped[str] = mapped_column(String(NAME), index=True)
+    token_hash: Mapped[str] = mapped_column(String(NAME), unique=True)
+    created_at: Mapped[datetime]
+    label: Mapped[str | None] = mapped_column(String(NAME))
+
+
+class TaskRow(Base):
+    __tablename__ = "tasks"
+
+    collection: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    definition: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class CollectionEnvRow(Base):
+    __tablename__ = "collection_env"
+
+    collection: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    value_encrypted: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime]

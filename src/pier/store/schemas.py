@@ -1,0 +1,39 @@
+"""What the store hands back besides RunRecord: plain frozen values."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Event(BaseModel):
+    """One line of a run's log; `seq` is 1-based and contiguous per run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    ts: datetime
+    stage: str | None
+    line: str
+
+
+class Collection(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    created_at: datetime
+
+
+class StoredTask(BaseModel):
+    """A task as stored: `definition` is the task's JSON ({init_params, steps,
+    step_configs}), validated by pier.tasks, not here."""
+
+    model_config = ConfigDict(frozen=True)
+
+    collection: str
+    name: str
+    definition: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime

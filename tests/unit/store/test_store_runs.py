@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from pier.errors import InputError, NotFoundError
+from pier.record import ResultFile, RunError, RunRecord, RunStatus
+from pier.store import Store
+
+T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def _run(tid: str, collection: str = "c", task: str = "t", minutes: int = 0, **kw) -> RunRecord:
+    return RunRecord.new(tid, collection, task, created_at=T0 + timedelta(minutes=minutes), **kw)
+
+
+def test_create_then_get_round_trips_the_whole_record(store: Store) -> None:
+    record = _run("r1", init_params={"agent": "script", "vars": {"x": 1}})
+    record.step("prepare").detail = "ok"
+    record.results_files = [ResultFile(path="a.md", content_type="text/markdown", extension="md", size=3)]
+    record.error = RunError(stage="create", message="boom")
+    store.create_run(record)
+    got = store.get_run("r1")
+    assert got == record
+    assert got.created_at.tzinfo is not None
+    assert got.created_at == T0
+
+
+def test_create_twice_is_refused(store: Store) -> None:
+    store.create_run(_run("r1"))
+    with pytest.raises(InputError, match="'r1' already exists"):
+        store.create_run(_run("r1"))
+
+
+def test_get_missing_run_names_the_id(store: Store) -> None:
+    with pytest.raises(NotFoundError, match="run 'nope' not found"):
+        store.get_run("nope")
+
+
+def test_save_run_inserts_then_updates(store: Store) -> None:
+    record = _run("r1")
+    store.save_run(record)
+    assert store.get_run("r1").status == RunStatus.pending
+    record.status = RunStatus.completed
+    record.success = True
+    store.save_run(record)
+    got = store.get_run("r1")
+    assert (got.status, got.success) == (RunStatus.completed, True)
+    assert store.list_runs(statuses=["completed"]) == ([got], 1)
+    assert store.list_runs(statuses=["pending"]) == ([], 0)
+
+
+def test_save_run_bumps_updated_at(store: Store) -> None:
+    from sqlalchemy import select
+
+    from pier.store.models import RunRow
+
+    def updated_at() -> datetime:
+        with store.engine.connect() as connection:
+            value = connection.scalar(select(RunRow.updated_at))
+            assert value is not None
+            return value
+
+    store.save_run(_run("r1"))
+    first = updated_at()
+    store.save_run(_run("r1", status=RunStatus.running))
+    assert updated_at() > first
+
+
+def test_list_runs_is_newest_first_with_total_and_paging(store: Store) -> None:
+    for i in range(7):
+        store.create_run(_run(f"r{i}", minutes=i))
+    page, total = store.list_runs(limit=3)
+    assert total == 7
+    assert [r.trajectory_id for r in page] == ["r6", "r5", "r4"]
+    page, total = store.list_runs(limit=3, offset=6)
+    assert ([r.trajectory_id for r in page], total) == (["r0"], 7)
+    assert store.list_runs(limit=3, offset=10) == ([], 7)
+    assert store.list_runs(limit=0)[1] == 7
+
+
+def test_list_runs_filters_by_collection_task_and_status(store: Store) -> None:
+    store.create_run(_run("a1", "ca", "t1", 0))
+    store.create_run(_run("a2", "ca", "t2", 1, status=RunStatus.running))
+    store.create_run(_run("b1", "cb", "t1", 2, status=RunStatus.failed))
+
+    def ids(**kw) -> list[str]:
+        runs, total = store.list_runs(**kw)
+        assert total == len(runs)
+        return [r.trajectory_id for r in runs]
+
+    assert ids() == ["b1", "a2", "a1"]
+    assert ids(collection="ca") == ["a2", "a1"]
+    assert ids(collection="ca", task="t1") == ["a1"]
+    assert ids(task="t1") == ["b1", "a1"]
+    assert ids(statuses=[RunStatus.running, "failed"]) == ["b1", "a2"]
+    assert ids(collection="ca", statuses=["failed"]) == []
+    assert ids(statuses=[]) == []
+    assert ids(collection="zz") == []
+
+
+def test_list_runs_refuses_bad_input(store: Store) -> None:
+    with pytest.raises(InputError, match="run status is one of"):
+        store.list_runs(statuses=["done"])
+    with pytest.raises(InputError, match="limit and offset"):
+        store.list_runs(limit=-1)
+    with pytest.raises(InputError, match="limit and offset"):
+        store.list_runs(offset=-1)
+
+
+def test_runs_with_status_is_oldest_first(store: Store) -> None:
+    store.create_run(_run("late", minutes=5, status=RunStatus.running))
+    store.create_run(_run("early", minutes=1, status=RunStatus.pending))
+    store.create_run(_run("done", minutes=0, status=RunStatus.completed))
+    found = store.runs_with_status([RunStatus.pending, RunStatus.running])
+    assert [r.trajectory_id for r in found] == ["early", "late"]
+    assert store.runs_with_status(["cancelled"]) == []
