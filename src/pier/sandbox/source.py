@@ -1,0 +1,85 @@
+"""Where a run's sandbox comes from (SPEC 2): the first of snapshot, image and
+generated Dockerfile that applies, with the log line the run shows and notes on
+what was asked for but has no effect."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from pier.sandbox.base import SandboxSource
+from pier.sandbox.dockerfile import generate_dockerfile
+from pier.sandbox.snapshots import SnapshotCatalog
+from pier.settings import Settings
+
+
+def _given(value: str | None) -> str | None:
+    """An empty or blank value means unset: a run sends `"snapshot": ""` to clear it."""
+    value = (value or "").strip()
+    return value or None
+
+
+def _ignored_note(source: str, base_image: str | None, apt: Sequence[str], pip: Sequence[str]) -> str | None:
+    named = [
+        key
+        for key, value in (
+            ("base_image", base_image),
+            ("apt_packages", apt),
+            ("pip_packages", pip),
+        )
+        if value
+    ]
+    if not named:
+        return None
+    return (
+        f"{' and '.join(named)} had no effect: the sandbox comes from {source}, which "
+        "already contains its packages; they apply only to a generated Dockerfile "
+        "(clear snapshot and image to use them)"
+    )
+
+
+def _with_notes(source: SandboxSource, notes: list[str | None]) -> SandboxSource:
+    return replace(source, notes=source.notes + tuple(note for note in notes if note))
+
+
+def resolve_source(
+    *,
+    snapshot: str | None,
+    image: str | None,
+    base_image: str | None,
+    apt_packages: Sequence[str],
+    pip_packages: Sequence[str],
+    catalog: SnapshotCatalog,
+    settings: Settings,
+) -> SandboxSource:
+    """The sandbox source for a run, by SPEC 2's order. Raises InputError when the
+    generated Dockerfile would get an invalid base image or package name."""
+    snapshot, image, base = _given(snapshot), _given(image), _given(base_image)
+    notes: list[str | None] = []
+    found = catalog.get(snapshot) if snapshot else None
+    if found is not None:
+        ignored = _ignored_note(f"snapshot {snapshot!r}", base, apt_packages, pip_packages)
+        return _with_notes(found.source(), [ignored])
+    if snapshot:
+        fallback = f"image {image}" if image else "a generated Dockerfile"
+        notes.append(f"snapshot {snapshot!r} not found, falling through to {fallback}")
+    if image:
+        notes.append(_ignored_note(f"image {image}", base, apt_packages, pip_packages))
+        source = SandboxSource(
+            kind="image",
+            name=image,
+            image=image,
+            log_line=f"Creating sandbox from registry image: {image}",
+        )
+        return _with_notes(source, notes)
+    base = base or settings.base_image
+    dockerfile = generate_dockerfile(
+        base, apt_packages, pip_packages, ca_bundle=settings.ca_bundle is not None
+    )
+    source = SandboxSource(
+        kind="dockerfile",
+        name="generated",
+        dockerfile=dockerfile,
+        log_line=f"Creating sandbox from generated Dockerfile (base: {base})",
+    )
+    return _with_notes(source, notes)
