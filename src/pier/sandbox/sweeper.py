@@ -1,0 +1,134 @@
+"""The sweep (SPEC 3): delete sandboxes whose run is over, unknown, past its
+deadline, or owned by a process that died, so an interrupted run leaves nothing
+behind. The decision is a pure function of labels, so it is tested without an engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from pier.sandbox.base import (
+    LABEL_CREATED,
+    LABEL_DEADLINE,
+    LABEL_OWNER,
+    LABEL_RUN,
+    SandboxBackend,
+    SandboxInfo,
+)
+
+log = logging.getLogger(__name__)
+
+TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
+RunStatus = Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True)
+class SweptSandbox:
+    id: str
+    run_id: str | None
+    reason: str
+
+
+def _process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot, which tells a process
+    from a later one that reuses its pid; "?" where /proc is not available."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            # Field 2 (comm) may hold spaces and parentheses: split after its ")".
+            return stat.read().rsplit(")", 1)[1].split()[19]
+    except FileNotFoundError:
+        return None if os.path.isdir("/proc") else "?"
+    except (OSError, IndexError):
+        return "?"
+
+
+def owner_label(pid: int | None = None) -> str:
+    """ "hostname:pid:start" of this process (or pid), for the pier.owner label."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_process_start(pid) or '?'}"
+
+
+def owner_alive(label: str) -> bool | None:
+    """Whether the process an owner label names is still running; None when it
+    ran on another host (or the label is not one pier writes)."""
+    try:
+        host, pid_text, start = label.rsplit(":", 2)
+        pid = int(pid_text)
+    except ValueError:
+        return None
+    if host != socket.gethostname():
+        return None
+    current = _process_start(pid)
+    if current is None:
+        return False
+    if current == "?" or start == "?":
+        return _pid_exists(pid)
+    return current == start
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _epoch(labels: Mapping[str, str], key: str) -> float | None:
+    try:
+        return float(labels[key])
+    except (KeyError, ValueError):
+        return None
+
+
+def sweep_reason(info: SandboxInfo, status: str | None, now: float, grace_sec: float) -> str | None:
+    """Why this sandbox should go, or None to keep it. status is its run's status
+    in the store (None when the store does not know the run)."""
+    labels = info.labels
+    created = _epoch(labels, LABEL_CREATED)
+    age = now - created if created is not None else None
+    old = age is None or age > grace_sec
+    if status in TERMINAL_STATUSES:
+        return f"its run is {status}"
+    deadline = _epoch(labels, LABEL_DEADLINE)
+    if deadline is not None and now > deadline:
+        return f"it is {now - deadline:.0f}s past its deadline"
+    owner = labels.get(LABEL_OWNER)
+    if owner and owner_alive(owner) is False:
+        return f"its owner process ({owner}) is gone"
+    if status is None and old:
+        return "its run is unknown to the store" + (f" ({age:.0f}s old)" if age is not None else "")
+    if not info.running and old:
+        return "it is not running"
+    return None
+
+
+def sweep(
+    backend: SandboxBackend,
+    run_status: RunStatus,
+    now: float | None = None,
+    grace_sec: float = 300,
+) -> list[SweptSandbox]:
+    """Remove every sandbox pier made that no live run needs; return what went and why."""
+    now = time.time() if now is None else now
+    swept = []
+    for info in backend.list_sandboxes():
+        run_id = info.labels.get(LABEL_RUN) or None
+        try:
+            status = run_status(run_id) if run_id else None
+        except Exception as exc:  # the store is down: keep what we cannot judge
+            log.warning("sweep: status of run %s unavailable (%s); keeping it", run_id, exc)
+            continue
+        reason = sweep_reason(info, status, now, grace_sec)
+        if reason:
+            log.info("sweep: removing sandbox %s of run %s: %s", info.id[:12], run_id, reason)
+            backend.remove(info.id)
+            swept.append(SweptSandbox(id=info.id, run_id=run_id, reason=reason))
+    return swept

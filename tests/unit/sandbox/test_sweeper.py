@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from pier.sandbox.base import (
+    LABEL_CREATED,
+    LABEL_DEADLINE,
+    LABEL_OWNER,
+    LABEL_RUN,
+    SandboxBackend,
+    SandboxInfo,
+)
+from pier.sandbox.sweeper import owner_alive, owner_label, sweep, sweep_reason
+
+NOW = 1_800_000_000.0
+GRACE = 300
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def info(running: bool = True, **labels: str) -> SandboxInfo:
+    base = {LABEL_RUN: "run-1", LABEL_CREATED: str(int(NOW - 60)), LABEL_OWNER: owner_label()}
+    base.update(labels)
+    return SandboxInfo(id="c" * 64, labels={k: v for k, v in base.items() if v}, running=running)
+
+
+class FakeBackend(SandboxBackend):
+    name = "fake"
+
+    def __init__(self, sandboxes: list[SandboxInfo]):
+        self.sandboxes = sandboxes
+        self.removed: list[str] = []
+
+    def list_sandboxes(self) -> list[SandboxInfo]:
+        return list(self.sandboxes)
+
+    def remove(self, sandbox_id: str) -> None:
+        self.removed.append(sandbox_id)
+
+    ensure_image = image_exists = create = ping = None  # type: ignore[assignment]
+
+
+def test_owner_label_names_this_host_and_process():
+    host, pid, start = owner_label().rsplit(":", 2)
+    assert host == socket.gethostname() and int(pid) == os.getpid()
+    assert start.isdigit() or start == "?"
+
+
+def test_owner_alive():
+    assert owner_alive(owner_label()) is True
+    assert owner_alive(owner_label(dead_pid())) is False
+    assert owner_alive(f"elsewhere.example:{os.getpid()}:1") is None
+    assert owner_alive("not a label") is None
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="start times come from /proc")
+def test_a_reused_pid_is_not_the_owner():
+    host, pid, start = owner_label().rsplit(":", 2)
+    assert owner_alive(f"{host}:{pid}:{int(start) + 1}") is False
+
+
+@pytest.mark.parametrize("status", ["completed", "failed", "cancelled"])
+def test_a_finished_run_is_swept(status):
+    assert sweep_reason(info(), status, NOW, GRACE) == f"its run is {status}"
+
+
+def test_a_live_run_with_a_live_owner_is_kept():
+    assert sweep_reason(info(), "running", NOW, GRACE) is None
+    assert sweep_reason(info(), "pending", NOW, GRACE) is None
+
+
+def test_past_the_deadline_is_swept_even_when_running():
+    sandbox = info(**{LABEL_DEADLINE: str(int(NOW - 10))})
+    assert sweep_reason(sandbox, "running", NOW, GRACE) == "it is 10s past its deadline"
+    before = info(**{LABEL_DEADLINE: str(int(NOW + 10))})
+    assert sweep_reason(before, "running", NOW, GRACE) is None
+
+
+def test_a_dead_owner_is_swept():
+    sandbox = info(**{LABEL_OWNER: owner_label(dead_pid())})
+    assert "owner process" in sweep_reason(sandbox, "running", NOW, GRACE)
+
+
+def test_an_owner_on_another_host_is_left_to_the_other_rules():
+    sandbox = info(**{LABEL_OWNER: "elsewhere.example:1:1"})
+    assert sweep_reason(sandbox, "running", NOW, GRACE) is None
+
+
+def test_an_unknown_run_is_swept_only_after_the_grace():
+    young = info()
+    old = info(**{LABEL_CREATED: str(int(NOW - GRACE - 1))})
+    assert sweep_reason(young, None, NOW, GRACE) is None
+    assert sweep_reason(old, None, NOW, GRACE) == f"its run is unknown to the store ({GRACE + 1}s old)"
+    assert sweep_reason(info(**{LABEL_CREATED: ""}), None, NOW, GRACE).startswith("its run is unknown")
+
+
+def test_a_stopped_sandbox_is_swept_after_the_grace():
+    old = str(int(NOW - GRACE - 1))
+    assert sweep_reason(info(running=False), "running", NOW, GRACE) is None
+    stopped = info(running=False, **{LABEL_CREATED: old})
+    assert sweep_reason(stopped, "running", NOW, GRACE) == "it is not running"
+
+
+def test_sweep_removes_what_no_live_run_needs_and_says_why():
+    keep = info(**{LABEL_RUN: "live"})
+    done = SandboxInfo(id="d" * 64, labels={**info().labels, LABEL_RUN: "done"}, running=True)
+    orphan = SandboxInfo(
+        id="e" * 64, labels={**info().labels, LABEL_RUN: "x", LABEL_OWNER: owner_label(dead_pid())},
+        running=True,
+    )  # fmt: skip
+    backend = FakeBackend([keep, done, orphan])
+    statuses = {"live": "running", "done": "completed", "x": "running"}
+    swept = sweep(backend, statuses.get, now=NOW, grace_sec=GRACE)
+    assert backend.removed == ["d" * 64, "e" * 64]
+    assert (swept[0].run_id, swept[0].reason) == ("done", "its run is completed")
+    assert swept[1].run_id == "x" and "owner process" in swept[1].reason
+
+
+def test_sweep_keeps_what_it_cannot_judge():
+    def broken_store(run_id: str) -> str | None:
+        raise RuntimeError("database is down")
+
+    backend = FakeBackend([info(**{LABEL_CREATED: "1"})])
+    assert sweep(backend, broken_store, now=NOW) == []
+    assert backend.removed == []
