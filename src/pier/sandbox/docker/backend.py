@@ -1,0 +1,127 @@
+"""The Docker engine as a SandboxBackend: wires images, containers and execs."""
+
+from __future__ import annotations
+
+import logging
+import os
+from functools import cached_property
+
+import docker
+import docker.errors
+import requests
+
+from pier.errors import SandboxError
+from pier.sandbox.base import LineSink, SandboxBackend, SandboxInfo, SandboxSource, SandboxSpec
+from pier.sandbox.docker import images
+from pier.sandbox.docker.client import (
+    EngineFacts,
+    connect,
+    docker_errors,
+    engine_facts,
+    engine_url,
+    no_engine_error,
+)
+from pier.sandbox.docker.containers import (
+    ContainerPlan,
+    create_container,
+    list_containers,
+    plan_container,
+    remove_container,
+    start_container,
+)
+from pier.sandbox.docker.sandbox import DockerSandbox
+from pier.sandbox.dockerfile import CA_PATH, ca_env, read_ca_bundle
+from pier.sandbox.sweeper import owner_label
+from pier.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+
+class DockerBackend(SandboxBackend):
+    """Sandboxes as containers on one Docker engine. Connects on first use."""
+
+    name = "docker"
+
+    def __init__(self, settings: Settings | None = None, api: docker.APIClient | None = None):
+        self._settings = settings or get_settings()
+        self._url = engine_url(self._settings)
+        if api is not None:
+            self.__dict__["api"] = api
+
+    @cached_property
+    def api(self) -> docker.APIClient:
+        return connect(self._settings)
+
+    @cached_property
+    def facts(self) -> EngineFacts:
+        with docker_errors("asking the engine what it supports", self._url):
+            return engine_facts(self.api.info())
+
+    @cached_property
+    def _ca_bytes(self) -> bytes | None:
+        return read_ca_bundle(self._settings.ca_bundle)
+
+    def ping(self) -> None:
+        try:
+            self.api.ping()
+        except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+            raise no_engine_error(self._url, exc) from exc
+
+    def image_exists(self, ref: str) -> bool:
+        with docker_errors(f"looking up image {ref}", self._url):
+            return images.image_exists(self.api, ref)
+
+    def ensure_image(self, source: SandboxSource, log: LineSink, timeout: float) -> str:
+        return images.ensure_image(self.api, source, self._ca_bytes, log, timeout)
+
+    def create(self, spec: SandboxSpec) -> DockerSandbox:
+        extra_env = ca_env() if self._ca_bytes else None
+        plan = plan_container(spec, self.facts, owner=owner_label(), extra_env=extra_env)
+        with docker_errors(f"creating a sandbox from {spec.image}", self._url):
+            container_id = self._create(plan)
+        sandbox = DockerSandbox(self.api, container_id, self._url)
+        try:
+            with docker_errors(f"starting sandbox {container_id[:12]}", self._url):
+                start_container(self.api, container_id)
+            self._install_ca(sandbox)
+        except BaseException:
+            sandbox.delete()
+            raise
+        return sandbox
+
+    def _create(self, plan: ContainerPlan) -> str:
+        try:
+            return create_container(self.api, plan)
+        except docker.errors.APIError as exc:
+            # overlay2 over xfs takes a size only when mounted with pquota, which
+            # the engine's info does not say: run without a disk limit then.
+            if "storage_opt" not in plan.host or "storage-opt" not in str(exc.explanation):
+                raise
+            log.debug("disk limit not supported here (%s); creating without it", exc.explanation)
+            host = {k: v for k, v in plan.host.items() if k != "storage_opt"}
+            return create_container(self.api, ContainerPlan(create=plan.create, host=host))
+
+    def _install_ca(self, sandbox: DockerSandbox) -> None:
+        """Put the CA bundle where the sandbox's TLS variables point (set at create)."""
+        if self._ca_bytes:
+            sandbox.put_files(os.path.dirname(CA_PATH), {os.path.basename(CA_PATH): self._ca_bytes})
+
+    def list_sandboxes(self) -> list[SandboxInfo]:
+        with docker_errors("listing sandboxes", self._url):
+            return list_containers(self.api)
+
+    def remove(self, sandbox_id: str) -> None:
+        try:
+            api = self.api
+        except SandboxError as exc:  # never raises: the sweep or a finally calls this
+            log.warning("could not remove sandbox %s: %s", sandbox_id[:12], exc)
+            return
+        remove_container(api, sandbox_id)
+
+    def sandbox(self, sandbox_id: str) -> DockerSandbox:
+        """The sandbox with this id, to reach one made earlier. Raises SandboxError."""
+        with docker_errors(f"finding sandbox {sandbox_id[:12]}", self._url):
+            found = self.api.inspect_container(sandbox_id)
+        if not found.get("State", {}).get("Running"):
+            raise SandboxError(f"sandbox {sandbox_id[:12]} is not running")
+        return DockerSandbox(self.api, found["Id"], self._url)

@@ -1,0 +1,124 @@
+"""Containers as sandboxes: what a SandboxSpec maps to on the engine, and one small
+function per container verb (create, start, list, remove)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import docker
+import docker.errors
+import requests
+
+from pier.errors import InputError
+from pier.sandbox.base import LABEL_CREATED, LABEL_OWNER, LABEL_RUN, SandboxInfo, SandboxSpec
+from pier.sandbox.docker.client import EngineFacts
+
+log = logging.getLogger(__name__)
+
+# Minimal images have no init and an entrypoint that exits; a plain sleep keeps
+# the sandbox up, and docker-init (init=True) reaps what the agent orphans.
+KEEPALIVE = ["sleep", "infinity"]
+WORKDIR = "/app"
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?")
+_UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(size: str | int) -> int:
+    """Bytes in a size such as "8G", "512m", "1.5GiB" or 1048576 (binary units,
+    as Docker reads them). Raises InputError."""
+    if isinstance(size, int):
+        return size
+    match = _SIZE.fullmatch(size.strip().lower())
+    if not match:
+        raise InputError(f"memory/disk size {size!r} is not a size (expected e.g. 8G or 512M)")
+    return int(float(match[1]) * _UNIT[match[2]])
+
+
+def hostname_for(run_id: str | None) -> str:
+    """A valid hostname (RFC 1123 label) that names the run."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", (run_id or "").lower()).strip("-")
+    return f"pier-{slug}"[:63].rstrip("-") if slug else "pier-sandbox"
+
+
+@dataclass(frozen=True)
+class ContainerPlan:
+    create: dict[str, Any]  # APIClient.create_container arguments, but host_config
+    host: dict[str, Any]  # APIClient.create_host_config arguments
+
+
+def plan_container(
+    spec: SandboxSpec,
+    facts: EngineFacts,
+    *,
+    owner: str,
+    extra_env: Mapping[str, str] | None = None,
+    now: float | None = None,
+) -> ContainerPlan:
+    """The engine arguments for spec: limits, labels, keepalive, network. Pure."""
+    labels = {LABEL_OWNER: owner, LABEL_CREATED: str(int(now or time.time())), **spec.labels}
+    memory = parse_size(spec.limits.memory)
+    host: dict[str, Any] = {
+        "init": True,
+        "nano_cpus": int(min(spec.limits.cpus, facts.ncpu) * 1e9),
+        "mem_limit": memory,
+        "memswap_limit": memory,  # equal to mem_limit: no swap
+        "pids_limit": spec.limits.pids,
+        "binds": {src: {"bind": dest, "mode": "ro"} for src, dest in spec.mounts},
+    }
+    if not spec.limits.network:
+        host["network_mode"] = "none"
+    if spec.limits.disk and facts.disk_quota:
+        host["storage_opt"] = {"size": spec.limits.disk}
+    create = {
+        "image": spec.image,
+        "entrypoint": KEEPALIVE[:1],
+        "command": KEEPALIVE[1:],
+        "working_dir": WORKDIR,
+        "user": "0",  # SPEC 3: the agent runs as root
+        "hostname": hostname_for(spec.labels.get(LABEL_RUN)),
+        "labels": labels,
+        "environment": {**(extra_env or {}), **spec.env},
+        "name": spec.name,
+    }
+    return ContainerPlan(create=create, host=host)
+
+
+def create_container(api: docker.APIClient, plan: ContainerPlan) -> str:
+    host_config = api.create_host_config(**plan.host)
+    return str(api.create_container(host_config=host_config, **plan.create)["Id"])
+
+
+def start_container(api: docker.APIClient, container_id: str) -> None:
+    api.start(container_id)
+
+
+def list_containers(api: docker.APIClient) -> list[SandboxInfo]:
+    """Every container with a pier.run label, running or not."""
+    found = api.containers(all=True, filters={"label": LABEL_RUN})
+    return [
+        SandboxInfo(id=c["Id"], labels=c.get("Labels") or {}, running=c.get("State") == "running")
+        for c in found
+    ]
+
+
+def remove_container(api: docker.APIClient, container_id: str) -> None:
+    """Force-remove a container and its anonymous volumes. Idempotent; logs, never raises."""
+    try:
+        api.remove_container(container_id, force=True, v=True)
+    except docker.errors.NotFound:
+        return
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409:  # removal already in progress elsewhere
+            return
+        log.warning("could not remove sandbox %s: %s", container_id[:12], exc.explanation or exc)
+    except (requests.RequestException, OSError) as exc:
+        log.warning("could not remove sandbox %s: %s", container_id[:12], exc)
+
+
+def container_state(api: docker.APIClient, container_id: str) -> dict[str, Any]:
+    return dict(api.inspect_container(container_id).get("State") or {})

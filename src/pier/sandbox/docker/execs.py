@@ -1,0 +1,227 @@
+"""Running a command in a sandbox: output streamed line by line, bounded, and a
+timeout that kills the command's whole process tree.
+
+Two layers enforce the timeout. Inside the sandbox the command runs under
+`timeout -s KILL`, which puts it in a process group of its own and kills that
+group on time. From the host, a watchdog kills every process carrying the exec's
+marker (and the groups they lead) a little later, which catches children that
+left the group, then stops reading if the output still has not ended.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import docker
+
+from pier.sandbox.base import ExecResult, LineSink
+
+log = logging.getLogger(__name__)
+
+MARKER_VAR = "PIER_EXEC_ID"
+CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+KILL_GRACE_S = 2.0  # after the in-sandbox timeout, before the host kills
+CLOSE_GRACE_S = 5.0  # after the host kill, before the host stops reading
+MAX_OUTPUT_CHARS = 1 << 20
+MAX_LINE_CHARS = 1 << 16  # a longer run without a newline is passed on in pieces
+TIMEOUT_EXIT_CODES = (124, 137)
+# The engine carries stdout and stderr on two pipes, which reorders them; one
+# pipe keeps the output in the order the command wrote it.
+MERGE_STDERR = ("sh", "-c", 'exec "$@" 2>&1', "sh")
+
+# $1 is MARKER_VAR=<id>. Every process whose environment holds it is killed, and
+# first the process groups they lead (`timeout` leads one), so children that
+# reset their environment go too, even when their group leader exits first.
+KILL_SCRIPT = r"""
+pids=""
+for d in /proc/[0-9]*; do
+  if tr '\000' '\n' 2>/dev/null < "$d/environ" | grep -qxF "$1"; then
+    pids="$pids ${d#/proc/}"
+  fi
+done
+for pid in $pids; do kill -s KILL -- "-$pid" 2>/dev/null; done
+for pid in $pids; do kill -s KILL "$pid" 2>/dev/null; done
+true
+"""
+
+
+def exec_argv(
+    command: str | Sequence[str],
+    *,
+    env: Mapping[str, str] | None,
+    clean_env: bool,
+    timeout: float | None,
+) -> list[str]:
+    """The argv that runs command with its env and timeout (`timeout 0` is none),
+    stderr merged into stdout."""
+    argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
+    if clean_env:
+        assignments = [f"{key}={value}" for key, value in (env or {}).items()]
+        base = [f"PATH={CLEAN_PATH}", "HOME=/root", "LANG=C.UTF-8"]
+        argv = ["env", "-i", *base, *assignments, *argv]
+    seconds = "0" if timeout is None else f"{max(timeout, 0.1):g}"
+    return ["timeout", "-s", "KILL", seconds, *MERGE_STDERR, *argv]
+
+
+def exec_environment(env: Mapping[str, str] | None, clean_env: bool, marker: str) -> dict:
+    """What the exec's first process gets; under clean_env, env travels in argv."""
+    return {**({} if clean_env else dict(env or {})), MARKER_VAR: marker}
+
+
+class OutputCollector:
+    """Decodes output chunks, hands complete lines to on_line, and keeps the last
+    MAX_OUTPUT_CHARS characters, noting how much was dropped before them."""
+
+    def __init__(self, on_line: LineSink | None, limit: int = MAX_OUTPUT_CHARS):
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._on_line = on_line
+        self._limit = limit
+        self._chunks: list[str] = []
+        self._size = 0
+        self._dropped = 0
+        self._partial = ""
+
+    def feed(self, data: bytes) -> None:
+        self._take(self._decoder.decode(data))
+
+    def finish(self) -> str:
+        self._take(self._decoder.decode(b"", final=True))
+        if self._partial and self._on_line:
+            self._on_line(self._partial.rstrip("\r"))
+        self._partial = ""
+        self._trim(self._limit)
+        text = "".join(self._chunks)
+        if self._dropped:
+            return f"[... {self._dropped} characters of earlier output dropped ...]\n{text}"
+        return text
+
+    def _take(self, text: str) -> None:
+        if not text:
+            return
+        self._chunks.append(text)
+        self._size += len(text)
+        if self._size > 2 * self._limit:
+            self._trim(self._limit)
+        if self._on_line:
+            *lines, self._partial = (self._partial + text).split("\n")
+            if len(self._partial) > MAX_LINE_CHARS:
+                lines.append(self._partial)
+                self._partial = ""
+            for line in lines:
+                self._on_line(line.rstrip("\r"))
+
+    def _trim(self, limit: int) -> None:
+        if self._size <= limit:
+            return
+        text = "".join(self._chunks)
+        self._dropped += len(text) - limit
+        self._chunks, self._size = [text[-limit:]], limit
+
+
+class Watchdog:
+    """Past timeout + KILL_GRACE_S calls kill; CLOSE_GRACE_S later calls close."""
+
+    def __init__(self, timeout: float | None, kill: Callable[[], None], close: Callable[[], None]):
+        self.fired = False
+        self._done = threading.Event()
+        self._timeout, self._kill, self._close = timeout, kill, close
+        self._thread = threading.Thread(target=self._watch, name="pier-exec-watchdog", daemon=True)
+
+    def start(self) -> Watchdog:
+        if self._timeout is not None:
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._done.set()
+
+    def _watch(self) -> None:
+        assert self._timeout is not None
+        if self._done.wait(self._timeout + KILL_GRACE_S):
+            return
+        self.fired = True
+        self._kill()
+        if not self._done.wait(CLOSE_GRACE_S):
+            self._close()
+
+
+def kill_marked(api: docker.APIClient, container_id: str, marker: str) -> None:
+    """Kill every process of one exec, from a second exec. Best effort."""
+    try:
+        exec_id = api.exec_create(
+            container_id, ["sh", "-c", KILL_SCRIPT, "pier-kill", f"{MARKER_VAR}={marker}"]
+        )["Id"]
+        api.exec_start(exec_id)
+    except Exception as exc:  # the sandbox may be gone: nothing left to kill
+        log.debug("could not kill the processes of exec %s: %s", marker, exc)
+
+
+def _close_quietly(stream: Any) -> None:
+    """Stop reading an exec's output; unblocks a reader waiting in another thread."""
+    with contextlib.suppress(Exception):  # already closed by the engine or the watchdog
+        stream.close()
+
+
+def wait_exit_code(api: docker.APIClient, exec_id: str, wait_s: float = 3.0) -> int | None:
+    """The exec's exit code; the engine can report it a moment after output ends."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        state = api.exec_inspect(exec_id)
+        if not state.get("Running") or time.monotonic() > deadline:
+            code = state.get("ExitCode")
+            return None if state.get("Running") or code is None else int(code)
+        time.sleep(0.05)
+
+
+def run_exec(
+    api: docker.APIClient,
+    container_id: str,
+    command: str | Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    workdir: str = "/app",
+    timeout: float | None = None,
+    on_line: LineSink | None = None,
+    clean_env: bool = False,
+) -> ExecResult:
+    """Run command to its end or its timeout. Docker errors propagate to the caller."""
+    marker = uuid.uuid4().hex
+    started = time.monotonic()
+    exec_id = api.exec_create(
+        container_id,
+        exec_argv(command, env=env, clean_env=clean_env, timeout=timeout),
+        environment=exec_environment(env, clean_env, marker),
+        workdir=workdir,
+        stdout=True,
+        stderr=True,
+        tty=False,
+    )["Id"]
+    stream = api.exec_start(exec_id, stream=True)
+    collector = OutputCollector(on_line)
+    kill = partial(kill_marked, api, container_id, marker)
+    close = partial(_close_quietly, stream)
+    watchdog = Watchdog(timeout, kill=kill, close=close).start()
+    try:
+        for chunk in stream:  # ends when the command's output closes or on close()
+            collector.feed(chunk)
+    except BaseException:
+        kill()  # a failing line sink, or a cancel: the command must not linger
+        raise
+    finally:
+        watchdog.stop()
+        close()
+    output = collector.finish()
+    duration = time.monotonic() - started
+    code = wait_exit_code(api, exec_id)
+    timed_out = watchdog.fired or (timeout is not None and code in TIMEOUT_EXIT_CODES and duration >= timeout)
+    if code is None:
+        code = 137 if timed_out else -1
+    return ExecResult(exit_code=code, output=output, duration_s=duration, timed_out=timed_out)

@@ -1,0 +1,173 @@
+"""Images: use what is present, pull what is named, build what is described, and
+never rebuild a recipe whose content-hash tag already exists."""
+
+from __future__ import annotations
+
+import io
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+
+import docker
+import docker.errors
+import requests
+
+from pier.errors import ImageError
+from pier.sandbox.base import LABEL_CREATED, LABEL_RECIPE, LineSink, SandboxSource
+from pier.sandbox.docker.streams import iterate_until
+from pier.sandbox.dockerfile import CA_CONTEXT_NAME, recipe_hash, recipe_tag
+from pier.sandbox.tarutil import tar_of_files
+
+ERROR_TAIL_LINES = 30
+# Pull progress that would flood the log: one line per layer per chunk.
+_NOISY_PULL_STATUS = ("Downloading", "Extracting", "Waiting", "Verifying Checksum")
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+_build_locks: dict[str, threading.Lock] = {}
+_build_locks_guard = threading.Lock()
+
+
+def image_exists(api: docker.APIClient, ref: str) -> bool:
+    try:
+        api.inspect_image(ref)
+    except docker.errors.NotFound:
+        return False
+    return True
+
+
+def ensure_image(
+    api: docker.APIClient,
+    source: SandboxSource,
+    ca_bytes: bytes | None,
+    log: LineSink,
+    timeout: float,
+) -> str:
+    """An image ref ready to run for source. Raises ImageError."""
+    if source.image:
+        if not image_exists(api, source.image):
+            pull_image(api, source.image, log, timeout)
+        return source.image
+    if not source.dockerfile:
+        raise ImageError(f"sandbox source {source.name!r} names neither an image nor a Dockerfile")
+    tag = recipe_tag(source.name, source.dockerfile, ca_bytes)
+    with _lock_for(tag):
+        # Concurrent runs of one recipe in this process build it once.
+        if image_exists(api, tag):
+            log(f"Using cached image {tag}")
+            return tag
+        build_image(api, tag, source.dockerfile, ca_bytes, log, timeout)
+    return tag
+
+
+def _lock_for(tag: str) -> threading.Lock:
+    with _build_locks_guard:
+        return _build_locks.setdefault(tag, threading.Lock())
+
+
+def _pull_hint(ref: str) -> str:
+    return (
+        f"check that `docker pull {ref}` works without logging in "
+        "(pier uses no registry credentials) and that the reference is right"
+    )
+
+
+def pull_image(api: docker.APIClient, ref: str, log: LineSink, timeout: float) -> None:
+    log(f"Pulling image {ref}")
+    deadline = time.monotonic() + timeout
+    try:
+        events = iterate_until(lambda: api.pull(ref, stream=True, decode=True), deadline)
+        _follow_pull(events, log)
+    except TimeoutError as exc:
+        raise ImageError(f"Pulling {ref} took more than {timeout:.0f}s: {_pull_hint(ref)}") from exc
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise ImageError(f"Could not pull {ref} ({_reason(exc)}): {_pull_hint(ref)}") from exc
+    if not image_exists(api, ref):
+        raise ImageError(f"Pulled {ref} but the engine does not list it: {_pull_hint(ref)}")
+
+
+def _follow_pull(events: Iterable[dict], log: LineSink) -> None:
+    for event in events:
+        if "error" in event:
+            raise docker.errors.DockerException(event["error"])
+        status = str(event.get("status", ""))
+        if status and not status.startswith(_NOISY_PULL_STATUS):
+            layer = event.get("id")
+            log(f"{layer}: {status}" if layer else status)
+
+
+def _reason(exc: Exception) -> str:
+    return str(getattr(exc, "explanation", None) or exc).strip()
+
+
+def build_context(dockerfile: str, ca_bytes: bytes | None) -> bytes:
+    """A tar of the Dockerfile and, when there is one, the CA bundle (as pier-ca.crt)."""
+    files = {"Dockerfile": dockerfile.encode()}
+    if ca_bytes:
+        files[CA_CONTEXT_NAME] = ca_bytes
+    return tar_of_files(files)
+
+
+def build_image(
+    api: docker.APIClient,
+    tag: str,
+    dockerfile: str,
+    ca_bytes: bytes | None,
+    log: LineSink,
+    timeout: float,
+) -> None:
+    """Build dockerfile as tag, streaming its log lines to log. Raises ImageError
+    with the build's last lines when it fails or runs past timeout."""
+    log(f"Building image {tag}")
+    labels = {
+        LABEL_RECIPE: recipe_hash(dockerfile, ca_bytes),
+        LABEL_CREATED: str(int(time.time())),
+    }
+    context = build_context(dockerfile, ca_bytes)
+    tail: deque[str] = deque(maxlen=ERROR_TAIL_LINES)
+
+    def open_build() -> Iterable[dict]:
+        return api.build(
+            fileobj=io.BytesIO(context),
+            custom_context=True,
+            tag=tag,
+            labels=labels,
+            rm=True,
+            forcerm=True,
+            decode=True,
+        )
+
+    try:
+        _follow_build(iterate_until(open_build, time.monotonic() + timeout), log, tail)
+    except TimeoutError as exc:
+        raise _build_error(tag, f"took more than {timeout:.0f}s", tail) from exc
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise _build_error(tag, _reason(exc), tail) from exc
+    if not image_exists(api, tag):
+        raise _build_error(tag, "the engine reported no image", tail)
+
+
+def _follow_build(events: Iterable[dict], log: LineSink, tail: deque[str]) -> None:
+    # The builder sends text in pieces that do not end at line ends, and colours a
+    # step's stderr with ANSI codes: rejoin lines and drop the codes.
+    partial = ""
+
+    def emit(line: str) -> None:
+        if line.strip():
+            tail.append(line)
+            log(line)
+
+    for event in events:
+        if "error" in event:
+            raise docker.errors.BuildError(event["error"].strip(), build_log=[])
+        *lines, partial = (partial + _ANSI.sub("", str(event.get("stream", "")))).split("\n")
+        for line in lines:
+            emit(line)
+    emit(partial)
+
+
+def _build_error(tag: str, reason: str, tail: Iterable[str]) -> ImageError:
+    last = "\n".join(tail)
+    return ImageError(f"Building {tag} failed: {reason}. Last build lines:\n{last}")

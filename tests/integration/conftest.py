@@ -1,0 +1,43 @@
+"""Integration tests run on a real Docker engine with a local image (no registry:
+scripts/build-test-image.sh builds pier-base:bookworm). Where there is no engine
+they skip, except under CI (CI set), where that is a failure: CI must run them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from pier.errors import SandboxError
+from pier.sandbox.docker.backend import DockerBackend
+from pier.settings import Settings
+
+TEST_IMAGE_ENV = "PIER_TEST_IMAGE"
+DEFAULT_TEST_IMAGE = "pier-base:bookworm"
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI must run the integration tests)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def docker_backend() -> Iterator[DockerBackend]:
+    """A DockerBackend on the engine DOCKER_HOST (or the local socket) names."""
+    backend = DockerBackend(Settings())
+    try:
+        backend.ping()
+    except SandboxError as exc:
+        _unavailable(str(exc))
+    yield backend
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_backend: DockerBackend) -> str:
+    """The local image integration tests run on ($PIER_TEST_IMAGE)."""
+    image = os.environ.get(TEST_IMAGE_ENV, DEFAULT_TEST_IMAGE)
+    if not docker_backend.image_exists(image):
+        _unavailable(f"image {image} is missing: run scripts/build-test-image.sh")
+    return image

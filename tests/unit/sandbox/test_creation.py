@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import pytest
+
+from pier.errors import ImageError, InputError, SandboxError
+from pier.sandbox import create_with_retry
+from pier.sandbox.base import Limits, SandboxBackend, SandboxSource, SandboxSpec
+
+SPEC = SandboxSpec(image="placeholder", limits=Limits(), labels={"pier.run": "r"})
+SOURCE = SandboxSource(kind="dockerfile", name="generated", dockerfile="FROM x\n")
+
+
+class FlakyBackend(SandboxBackend):
+    name = "flaky"
+
+    def __init__(self, failures: list[Exception]):
+        self.failures = failures
+        self.created: list[SandboxSpec] = []
+        self.timeouts: list[float] = []
+
+    def ensure_image(self, source, log, timeout):
+        self.timeouts.append(timeout)
+        return "built:1"
+
+    def create(self, spec):
+        self.created.append(spec)
+        if self.failures:
+            raise self.failures.pop(0)
+        return "sandbox"  # stands in for a Sandbox
+
+    image_exists = list_sandboxes = remove = ping = None  # type: ignore[assignment]
+
+
+def test_a_failed_creation_is_retried_once():
+    backend = FlakyBackend([SandboxError("engine hiccup")])
+    lines: list[str] = []
+    assert create_with_retry(backend, SPEC, 60, on_line=lines.append) == "sandbox"
+    assert len(backend.created) == 2
+    assert lines and "retrying once" in lines[0] and "engine hiccup" in lines[0]
+
+
+def test_the_second_failure_is_raised():
+    backend = FlakyBackend([ImageError("first"), ImageError("second")])
+    with pytest.raises(ImageError, match="second"):
+        create_with_retry(backend, SPEC, 60)
+    assert len(backend.created) == 2
+
+
+def test_no_retry_without_time_left_or_for_bad_input():
+    with pytest.raises(SandboxError):
+        create_with_retry(FlakyBackend([SandboxError("x"), SandboxError("y")]), SPEC, 1)
+    backend = FlakyBackend([InputError("bad memory size")])
+    with pytest.raises(InputError):
+        create_with_retry(backend, SPEC, 60)
+    assert len(backend.created) == 1
+
+
+def test_with_a_source_each_attempt_gets_the_image_within_the_budget():
+    backend = FlakyBackend([SandboxError("x")])
+    create_with_retry(backend, SPEC, 60, source=SOURCE)
+    assert [spec.image for spec in backend.created] == ["built:1", "built:1"]
+    assert all(0 < timeout <= 60 for timeout in backend.timeouts) and len(backend.timeouts) == 2

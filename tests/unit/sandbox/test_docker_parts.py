@@ -1,0 +1,286 @@
+"""The Docker backend's pure parts, and its verbs against a fake engine client."""
+
+from __future__ import annotations
+
+import tarfile
+import threading
+import time
+
+import docker.errors
+import pytest
+
+from pier.errors import ImageError, InputError
+from pier.sandbox.base import LABEL_CREATED, LABEL_OWNER, LABEL_RUN, Limits, SandboxSource, SandboxSpec
+from pier.sandbox.docker import execs, images
+from pier.sandbox.docker.client import EngineFacts, engine_facts
+from pier.sandbox.docker.containers import hostname_for, parse_size, plan_container
+from pier.sandbox.docker.execs import MARKER_VAR, OutputCollector, Watchdog, exec_argv
+from pier.sandbox.docker.streams import iterate_until
+from pier.sandbox.dockerfile import recipe_tag
+
+EXT4 = EngineFacts(ncpu=2, storage_driver="overlay2", backing_fs="extfs")
+XFS = EngineFacts(ncpu=8, storage_driver="overlay2", backing_fs="xfs")
+
+
+def spec(**limits: object) -> SandboxSpec:
+    return SandboxSpec(
+        image="pier-base:bookworm",
+        limits=Limits(**limits),  # type: ignore[arg-type]
+        labels={LABEL_RUN: "Run_42"},
+        env={"A": "1"},
+        mounts=[("/host/data", "/data")],
+    )
+
+
+# --- containers -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("size", "expected"),
+    [("8G", 8 << 30), ("512m", 512 << 20), ("1.5GiB", 3 << 29), ("64MB", 64 << 20), ("1024", 1024), (7, 7)],
+)
+def test_parse_size(size, expected):
+    assert parse_size(size) == expected
+
+
+@pytest.mark.parametrize("size", ["", "lots", "8 X", "-1G"])
+def test_parse_size_rejects_nonsense(size):
+    with pytest.raises(InputError, match=repr(size)):
+        parse_size(size)
+
+
+def test_hostname_names_the_run():
+    assert hostname_for("Run_42") == "pier-run-42"
+    assert hostname_for(None) == "pier-sandbox"
+    assert len(hostname_for("x" * 200)) == 63
+
+
+def test_plan_sets_limits_keepalive_and_labels():
+    plan = plan_container(spec(cpus=1.5, memory="64m", pids=100), EXT4, owner="h:1:2", now=1000.0)
+    host, create = plan.host, plan.create
+    assert host["init"] is True
+    assert host["nano_cpus"] == 1_500_000_000
+    assert host["mem_limit"] == host["memswap_limit"] == 64 << 20
+    assert host["pids_limit"] == 100
+    assert host["binds"] == {"/host/data": {"bind": "/data", "mode": "ro"}}
+    assert "network_mode" not in host
+    assert create["entrypoint"] == ["sleep"] and create["command"] == ["infinity"]
+    assert create["working_dir"] == "/app" and create["user"] == "0"
+    assert create["hostname"] == "pier-run-42"
+    assert create["labels"] == {LABEL_RUN: "Run_42", LABEL_OWNER: "h:1:2", LABEL_CREATED: "1000"}
+    assert create["environment"] == {"A": "1"}
+
+
+def test_plan_clamps_cpus_to_the_engine():
+    assert plan_container(spec(cpus=4), EXT4, owner="o").host["nano_cpus"] == 2_000_000_000
+
+
+def test_plan_turns_the_network_off():
+    assert plan_container(spec(network=False), EXT4, owner="o").host["network_mode"] == "none"
+
+
+def test_plan_sets_a_disk_limit_only_where_the_storage_driver_can():
+    assert "storage_opt" not in plan_container(spec(disk="10G"), EXT4, owner="o").host
+    assert plan_container(spec(disk="10G"), XFS, owner="o").host["storage_opt"] == {"size": "10G"}
+    assert "storage_opt" not in plan_container(spec(disk=None), XFS, owner="o").host
+
+
+def test_plan_env_wins_over_backend_env():
+    plan = plan_container(spec(), EXT4, owner="o", extra_env={"A": "0", "SSL_CERT_FILE": "/x"})
+    assert plan.create["environment"] == {"A": "1", "SSL_CERT_FILE": "/x"}
+
+
+def test_engine_facts_from_info():
+    info = {"NCPU": 2, "Driver": "overlay2", "DriverStatus": [["Backing Filesystem", "extfs"]]}
+    facts = engine_facts(info)
+    assert facts == EXT4 and not facts.disk_quota
+    assert XFS.disk_quota and EngineFacts(1, "btrfs", None).disk_quota
+
+
+# --- execs ------------------------------------------------------------------
+
+
+def test_exec_argv_wraps_strings_in_bash_and_everything_in_timeout():
+    argv = exec_argv("echo hi", env=None, clean_env=False, timeout=None)
+    assert argv[:4] == ["timeout", "-s", "KILL", "0"]
+    assert argv[-3:] == ["bash", "-c", "echo hi"]
+    assert exec_argv(["ls", "-l"], env=None, clean_env=False, timeout=2.5)[3:4] == ["2.5"]
+    assert exec_argv(["ls"], env=None, clean_env=False, timeout=0)[3] == "0.1"  # 0 would mean never
+
+
+def test_exec_argv_clean_env_starts_from_nothing():
+    argv = exec_argv(["python3"], env={"K": "v"}, clean_env=True, timeout=10)
+    start = argv.index("env")
+    assert argv[start : start + 2] == ["env", "-i"]
+    assert "HOME=/root" in argv and "K=v" in argv and argv[-1] == "python3"
+    assert argv.index("K=v") < argv.index("python3")
+    assert execs.exec_environment({"K": "v"}, True, "m") == {MARKER_VAR: "m"}
+    assert execs.exec_environment({"K": "v"}, False, "m") == {"K": "v", MARKER_VAR: "m"}
+
+
+def test_collector_splits_lines_across_chunks_and_utf8_boundaries():
+    lines: list[str] = []
+    collector = OutputCollector(lines.append)
+    snow = "☃".encode()
+    for chunk in [b"one\r\ntw", b"o\n" + snow[:1], snow[1:] + b"\nlast"]:
+        collector.feed(chunk)
+    assert lines == ["one", "two", "☃"]
+    assert collector.finish() == "one\r\ntwo\n☃\nlast"
+    assert lines == ["one", "two", "☃", "last"]
+
+
+def test_collector_replaces_invalid_utf8():
+    collector = OutputCollector(None)
+    collector.feed(b"bad \xff byte\n")
+    assert collector.finish() == "bad \ufffd byte\n"
+
+
+def test_collector_keeps_the_last_part_of_long_output():
+    collector = OutputCollector(None, limit=100)
+    for i in range(1000):
+        collector.feed(f"{i:09d}\n".encode())
+    output = collector.finish()
+    assert output.startswith("[... 9900 characters of earlier output dropped ...]\n")
+    assert output.endswith("000000999\n") and len(output.split("]\n", 1)[1]) == 100
+
+
+def test_collector_passes_on_a_huge_line_in_pieces():
+    lines: list[str] = []
+    collector = OutputCollector(lines.append)
+    collector.feed(b"x" * (execs.MAX_LINE_CHARS + 10))
+    collector.feed(b"y\n")
+    collector.finish()
+    assert lines == ["x" * (execs.MAX_LINE_CHARS + 10), "y"]
+
+
+def test_watchdog_kills_then_closes(monkeypatch):
+    monkeypatch.setattr(execs, "KILL_GRACE_S", 0.05)
+    monkeypatch.setattr(execs, "CLOSE_GRACE_S", 0.05)
+    calls: list[tuple[str, float]] = []
+    started = time.monotonic()
+    kill = lambda: calls.append(("kill", time.monotonic() - started))  # noqa: E731
+    close = lambda: calls.append(("close", time.monotonic() - started))  # noqa: E731
+    watchdog = Watchdog(0.1, kill=kill, close=close).start()
+    time.sleep(0.5)
+    assert watchdog.fired and [name for name, _ in calls] == ["kill", "close"]
+    assert 0.15 <= calls[0][1] < calls[1][1]
+
+
+def test_watchdog_does_nothing_when_stopped_in_time_or_without_timeout():
+    calls: list[str] = []
+    watchdog = Watchdog(0.2, kill=lambda: calls.append("kill"), close=lambda: None).start()
+    watchdog.stop()
+    Watchdog(None, kill=lambda: calls.append("kill"), close=lambda: None).start()
+    time.sleep(0.4)
+    assert calls == [] and not watchdog.fired
+
+
+# --- streams ----------------------------------------------------------------
+
+
+def test_iterate_until_passes_items_and_errors_through():
+    assert list(iterate_until(lambda: iter([1, 2, 3]), time.monotonic() + 5)) == [1, 2, 3]
+
+    def broken():
+        yield 1
+        raise docker.errors.APIError("boom")
+
+    with pytest.raises(docker.errors.APIError):
+        list(iterate_until(broken, time.monotonic() + 5))
+
+
+def test_iterate_until_stops_at_the_deadline_of_a_silent_stream():
+    never = threading.Event()
+
+    def silent():
+        yield "first"
+        never.wait(10)
+
+    started = time.monotonic()
+    seen = []
+    with pytest.raises(TimeoutError):
+        for item in iterate_until(silent, time.monotonic() + 0.3):
+            seen.append(item)
+    assert seen == ["first"] and time.monotonic() - started < 2
+    never.set()
+
+
+# --- images -----------------------------------------------------------------
+
+
+class FakeImagesApi:
+    def __init__(self, present=(), build_events=(), pull_error=None):
+        self.present = set(present)
+        self.build_events = list(build_events)
+        self.pull_error = pull_error
+        self.builds: list[dict] = []
+
+    def inspect_image(self, ref):
+        if ref not in self.present:
+            raise docker.errors.ImageNotFound(f"no such image: {ref}")
+        return {"Id": ref}
+
+    def build(self, **kwargs):
+        self.builds.append(kwargs)
+        if not any("error" in event for event in self.build_events):
+            self.present.add(kwargs["tag"])
+        return iter(self.build_events)
+
+    def pull(self, ref, stream, decode):
+        if self.pull_error:
+            raise self.pull_error
+        self.present.add(ref)
+        return iter([{"status": "Pulling fs layer", "id": "abc"}, {"status": "Downloading", "id": "abc"}])
+
+
+GENERATED = SandboxSource(kind="dockerfile", name="generated", dockerfile="FROM x\n")
+
+
+def test_a_present_image_is_used_as_it_is():
+    api = FakeImagesApi(present={"acme/env:1"})
+    lines: list[str] = []
+    source = SandboxSource(kind="image", name="acme/env:1", image="acme/env:1")
+    assert images.ensure_image(api, source, None, lines.append, 10) == "acme/env:1"
+    assert lines == []
+
+
+def test_an_absent_image_is_pulled_with_quiet_progress():
+    api = FakeImagesApi()
+    lines: list[str] = []
+    source = SandboxSource(kind="image", name="acme/env:1", image="acme/env:1")
+    assert images.ensure_image(api, source, None, lines.append, 10) == "acme/env:1"
+    assert lines == ["Pulling image acme/env:1", "abc: Pulling fs layer"]
+
+
+def test_a_failed_pull_says_to_check_docker_pull_without_login():
+    api = FakeImagesApi(pull_error=docker.errors.APIError("pull access denied"))
+    source = SandboxSource(kind="image", name="acme/private:1", image="acme/private:1")
+    with pytest.raises(ImageError) as err:
+        images.ensure_image(api, source, None, lambda _: None, 10)
+    assert "`docker pull acme/private:1` works without logging in" in str(err.value)
+
+
+def test_a_recipe_builds_once_under_its_content_tag_with_labels_and_context():
+    events = [{"stream": "Step 1/1 : FROM x\n"}, {"stream": "\x1b[91mpart"}, {"stream": "ial\n\x1b[0m"}]
+    api = FakeImagesApi(build_events=events)
+    lines: list[str] = []
+    tag = images.ensure_image(api, GENERATED, b"pem", lines.append, 10)
+    assert tag == recipe_tag("generated", "FROM x\n", b"pem")
+    assert lines == [f"Building image {tag}", "Step 1/1 : FROM x", "partial"]
+    (build,) = api.builds
+    assert build["labels"]["pier.recipe"] == tag.rsplit(":", 1)[1]
+    assert "pier.created" in build["labels"]
+    with tarfile.open(fileobj=build["fileobj"]) as context:
+        assert sorted(context.getnames()) == ["Dockerfile", "pier-ca.crt"]
+
+    lines.clear()
+    assert images.ensure_image(api, GENERATED, b"pem", lines.append, 10) == tag
+    assert len(api.builds) == 1 and lines == [f"Using cached image {tag}"]
+
+
+def test_a_failed_build_raises_with_its_last_lines():
+    events = [{"stream": "Step 2/3 : RUN false\n"}, {"error": "The command returned 1"}]
+    api = FakeImagesApi(build_events=events)
+    with pytest.raises(ImageError) as err:
+        images.ensure_image(api, GENERATED, None, lambda _: None, 10)
+    assert "The command returned 1" in str(err.value) and "RUN false" in str(err.value)
