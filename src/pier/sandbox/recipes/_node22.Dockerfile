@@ -18,3 +18,4 @@ RUN set -eu; \
     ln -sf ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx; \
     rm -f /tmp/node.tgz /tmp/npm.tgz; \
     node --version; npm --version
+ENV NPM_CONFIG_UPDATE_NOTIFIER=false NPM_CONFIG_FUND=false

@@ -6,9 +6,10 @@
 FROM {{base_image}}
 ENV DEBIAN_FRONTEND=noninteractive PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 {{ca_setup}}
+# libatomic1: the Node that the Playwright Python library runs its driver on needs it.
 RUN apt-get update && apt-get install -y --no-install-recommends \
       git curl ca-certificates xz-utils unzip procps \
-      chromium chromium-driver xvfb xauth \
+      chromium chromium-driver xvfb xauth libatomic1 \
       fonts-liberation fonts-noto-core fonts-noto-cjk fonts-noto-color-emoji \
  && (command -v python3 >/dev/null || apt-get install -y --no-install-recommends python3 python3-pip python3-venv) \
  && rm -rf /var/lib/apt/lists/*
