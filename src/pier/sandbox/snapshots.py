@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -90,9 +91,14 @@ class _SnapshotsFile(BaseModel):
     snapshots: dict[str, _Entry] = Field(default_factory=dict)
 
 
+@cache
+def _recipe_text(name: str) -> str:
+    return resources.files("pier.sandbox").joinpath(f"recipes/{name}.Dockerfile").read_text()
+
+
 def render_recipe(text: str, base_image: str, ca_bundle: bool) -> str:
     """Fill a recipe's placeholders; text without them comes back unchanged."""
-    node = resources.files("pier.sandbox").joinpath("recipes/_node22.Dockerfile").read_text()
+    node = _recipe_text("_node22")
     values = {
         "base_image": base_image,
         "ca_setup": "\n".join(ca_setup_lines(ca_bundle)),
@@ -105,14 +111,11 @@ def render_recipe(text: str, base_image: str, ca_bundle: bool) -> str:
 
 
 def load_builtin_snapshots(base_image: str, ca_bundle: bool) -> dict[str, Snapshot]:
-    recipes = resources.files("pier.sandbox").joinpath("recipes")
     return {
         name: Snapshot(
             name=name,
             description=description,
-            dockerfile=render_recipe(
-                recipes.joinpath(f"{name}.Dockerfile").read_text(), base_image, ca_bundle
-            ),
+            dockerfile=render_recipe(_recipe_text(name), base_image, ca_bundle),
         )
         for name, description in BUILTIN_SNAPSHOTS.items()
     }
@@ -191,7 +194,11 @@ class SnapshotCatalog:
         if snapshot.image:
             return snapshot.image
         assert snapshot.dockerfile is not None
-        return recipe_tag(snapshot.name, snapshot.dockerfile, read_ca_bundle(self._ca_path))
+        return recipe_tag(snapshot.name, snapshot.dockerfile, self._ca_bytes)
+
+    @cached_property
+    def _ca_bytes(self) -> bytes | None:
+        return read_ca_bundle(self._ca_path)
 
     def list(self, backend: SandboxBackend) -> list[SnapshotStatus]:
         """Every snapshot, by name, with whether its image is on the engine already."""
