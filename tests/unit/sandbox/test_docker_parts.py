@@ -226,7 +226,8 @@ class FakeImagesApi:
             self.present.add(kwargs["tag"])
         return iter(self.build_events)
 
-    def pull(self, ref, stream, decode):
+    def pull(self, ref, stream, decode, auth_config):
+        assert auth_config == {}, "pulls must not use the host's registry logins"
         if self.pull_error:
             raise self.pull_error
         self.present.add(ref)

@@ -72,7 +72,8 @@ class DockerBackend(SandboxBackend):
             return images.image_exists(self.api, ref)
 
     def ensure_image(self, source: SandboxSource, log: LineSink, timeout: float) -> str:
-        return images.ensure_image(self.api, source, self._ca_bytes, log, timeout)
+        with docker_errors(f"preparing the image for {source.name}", self._url):
+            return images.ensure_image(self.api, source, self._ca_bytes, log, timeout)
 
     def create(self, spec: SandboxSpec) -> DockerSandbox:
         extra_env = ca_env() if self._ca_bytes else None

@@ -53,12 +53,18 @@ def ensure_image(
     if not source.dockerfile:
         raise ImageError(f"sandbox source {source.name!r} names neither an image nor a Dockerfile")
     tag = recipe_tag(source.name, source.dockerfile, ca_bytes)
-    with _lock_for(tag):
-        # Concurrent runs of one recipe in this process build it once.
+    deadline = time.monotonic() + timeout
+    # Concurrent runs of one recipe in this process build it once; the others wait.
+    lock = _lock_for(tag)
+    if not lock.acquire(timeout=timeout):
+        raise ImageError(f"Another run's build of {tag} took more than {timeout:.0f}s")
+    try:
         if image_exists(api, tag):
             log(f"Using cached image {tag}")
             return tag
-        build_image(api, tag, source.dockerfile, ca_bytes, log, timeout)
+        build_image(api, tag, source.dockerfile, ca_bytes, log, deadline - time.monotonic())
+    finally:
+        lock.release()
     return tag
 
 
@@ -78,7 +84,8 @@ def pull_image(api: docker.APIClient, ref: str, log: LineSink, timeout: float) -
     log(f"Pulling image {ref}")
     deadline = time.monotonic() + timeout
     try:
-        events = iterate_until(lambda: api.pull(ref, stream=True, decode=True), deadline)
+        # auth_config={}: never the host's saved logins, so what runs here runs anywhere.
+        events = iterate_until(lambda: api.pull(ref, stream=True, decode=True, auth_config={}), deadline)
         _follow_pull(events, log)
     except TimeoutError as exc:
         raise ImageError(f"Pulling {ref} took more than {timeout:.0f}s: {_pull_hint(ref)}") from exc
