@@ -145,12 +145,15 @@ def test_out_of_memory_is_detected(make_sandbox):
 def test_delete_is_idempotent_and_the_sandbox_is_gone(make_sandbox, docker_backend):
     sandbox = make_sandbox(memory="256m")
     assert sandbox.id in {s.id for s in docker_backend.list_sandboxes()}
+    assert docker_backend.sandbox(sandbox.id).exec("echo found").output == "found\n"
     sandbox.delete()
     sandbox.delete()
     docker_backend.remove(sandbox.id)
     assert sandbox.id not in {s.id for s in docker_backend.list_sandboxes()}
     with pytest.raises(SandboxError):
         sandbox.exec("true")
+    with pytest.raises(SandboxError):
+        docker_backend.sandbox(sandbox.id)
 
 
 def test_creating_from_a_missing_image_is_a_sandbox_error(docker_backend):
