@@ -1,0 +1,54 @@
+"""What the stages share for one run."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pier.agents.base import Agent, AgentLaunch
+from pier.lifecycle.plan import RunInputs, RunPlan
+from pier.record import RunRecord, StepRecord
+from pier.redact import Redactor
+from pier.sandbox.base import Sandbox, SandboxBackend, SandboxSource
+from pier.settings import Settings
+from pier.tasks.model import Task
+
+# (stage, line): a human line for the run's log.
+LogSink = Callable[[str, str], None]
+
+
+@dataclass
+class RunContext:
+    task: Task
+    run_params: dict
+    inputs: RunInputs
+    record: RunRecord
+    settings: Settings
+    backend: SandboxBackend
+    output_dir: Path  # where this run's outputs are stored
+    emit: LogSink  # store + console, already redacted by `log`
+    save_record: Callable[[RunRecord], None]
+    redactor: Redactor = field(default_factory=Redactor)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    plan: RunPlan | None = None
+    source: SandboxSource | None = None
+    image: str | None = None
+    sandbox: Sandbox | None = None
+    agent: Agent | None = None
+    launch: AgentLaunch | None = None
+    agent_output: str = ""
+    stage: str = "prepare"
+    on_step: Callable[[StepRecord], None] | None = None  # a stage started or ended
+
+    def log(self, line: str, stage: str | None = None) -> None:
+        self.emit(stage or self.stage, self.redactor.text(line))
+
+    def require_plan(self) -> RunPlan:
+        assert self.plan is not None, "prepare has not run"
+        return self.plan
+
+    def require_sandbox(self) -> Sandbox:
+        assert self.sandbox is not None, "create has not run"
+        return self.sandbox

@@ -1,0 +1,55 @@
+"""collect: copy /logs/agent, /app/results and /app/assets out of the sandbox into
+the run's storage folder, and describe the results (primary outputs first)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pier.errors import StageError
+from pier.lifecycle.context import RunContext
+from pier.sandbox.tarutil import extract_stream
+from pier.storage.files import describe
+
+OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app/assets"}
+
+
+def collect_outputs(ctx: RunContext) -> None:
+    sandbox = ctx.require_sandbox()
+    for name, path in OUTPUT_DIRS.items():
+        try:
+            extract_stream(sandbox.get_archive(path), ctx.output_dir / name)
+        except FileNotFoundError:
+            ctx.log(f"{path} does not exist in the sandbox")
+    _redact_logs(ctx, ctx.output_dir / "logs")
+    results = ctx.output_dir / "results"
+    files = sorted(p for p in results.rglob("*") if p.is_file()) if results.is_dir() else []
+    _describe(ctx, results, files)
+    if not files:
+        raise StageError(
+            "collect",
+            "the agent finished with nothing in /app/results: results are the run's contract, "
+            "so have the runbook write its deliverables to {{results_dir}}",
+        )
+    ctx.log(f"collected {len(files)} result file(s)")
+
+
+def _redact_logs(ctx: RunContext, logs: Path) -> None:
+    if not ctx.redactor or not logs.is_dir():
+        return
+    for file in logs.rglob("*"):
+        if file.is_file():
+            data = file.read_bytes()
+            clean = ctx.redactor.bytes(data)
+            if clean != data:
+                file.write_bytes(clean)
+
+
+def _describe(ctx: RunContext, results: Path, files: list[Path]) -> None:
+    plan = ctx.require_plan()
+    described = {str(f.relative_to(results)): describe(f, results) for f in files}
+    primary = [p for p in plan.primary_outputs if p in described]
+    for missing in (p for p in plan.primary_outputs if p not in described):
+        ctx.log(f"warning: primary output {missing} was not produced")
+    ordered = primary + [p for p in described if p not in primary]
+    ctx.record.primary_files = primary
+    ctx.record.results_files = [described[p] for p in ordered]

@@ -1,0 +1,37 @@
+"""Stopping what the agent left running, before checks.
+
+The sandbox's own keep-alive process is the oldest process after pid 1 (nothing
+the agent starts can be older), so it is found by start time, not by name, which
+the agent could imitate. Processes are frozen first so none can fork away, then
+killed; this repeats until nothing else is left. Prints the number stopped."""
+
+STOP_PROCESSES_SCRIPT = r"""
+self=$$
+starttime() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
+keep=""; oldest=""
+for dir in /proc/[0-9]*; do
+  pid=${dir#/proc/}
+  [ "$pid" = 1 ] && continue
+  st=$(starttime "$pid"); [ -n "$st" ] || continue
+  if [ -z "$oldest" ] || [ "$st" -lt "$oldest" ]; then oldest=$st; keep=$pid; fi
+done
+others() {
+  for dir in /proc/[0-9]*; do
+    pid=${dir#/proc/}
+    case "$pid" in 1|"$self"|"$keep") continue;; esac
+    ppid=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f2)
+    [ "$ppid" = "$self" ] && continue
+    [ -n "$ppid" ] && echo "$pid"
+  done
+}
+total=0
+for round in 1 2 3 4 5; do
+  victims=$(others)
+  [ -z "$victims" ] && break
+  total=$((total + $(echo "$victims" | wc -l)))
+  kill -STOP $victims 2>/dev/null
+  kill -KILL $victims 2>/dev/null
+  sleep 0.2
+done
+echo "$total"
+"""

@@ -1,0 +1,118 @@
+"""Runs the stages in order and always reaches delete, whatever failed."""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable
+
+from pier.errors import PierError, StageError
+from pier.lifecycle import stages
+from pier.lifecycle.context import RunContext
+from pier.record import RunError, RunRecord, RunStatus, StepRecord, StepStatus, utcnow
+
+log = logging.getLogger(__name__)
+
+Stage = Callable[[RunContext], None]
+STAGES: tuple[tuple[str, Stage], ...] = (
+    ("prepare", stages.prepare),
+    ("create", stages.create),
+    ("setup", stages.setup),
+    ("run_agent", stages.run_agent),
+    ("cleanup_credentials", stages.cleanup_credentials),
+    ("collect", stages.collect),
+    ("check", stages.check),
+    ("save", stages.save),
+)
+# After a failure these still run (when there is a sandbox): credentials must go,
+# and what the agent wrote is worth keeping to see why it failed.
+AFTER_FAILURE = frozenset({"cleanup_credentials", "collect", "save"})
+
+
+def execute(ctx: RunContext) -> RunRecord:
+    record = ctx.record
+    record.status = RunStatus.running
+    record.started_at = utcnow()
+    ctx.save_record(record)
+    started = time.monotonic()
+    try:
+        for name, stage in STAGES:
+            _step(ctx, name, stage)
+    finally:
+        _delete_sandbox(ctx)
+        _finish(ctx, time.monotonic() - started)
+    return record
+
+
+def _step(ctx: RunContext, name: str, stage: Stage) -> None:
+    record = ctx.record
+    step = record.step(name)
+    if record.error is not None and (name not in AFTER_FAILURE or ctx.sandbox is None):
+        step.status = StepStatus.skipped
+        return
+    if ctx.cancel.is_set() and record.error is None:
+        record.error = RunError(stage=name, message="the run was cancelled")
+        step.status = StepStatus.skipped
+        return
+    ctx.stage = name
+    step.status, step.started = StepStatus.running, utcnow()
+    _saved(ctx, step)
+    began = time.monotonic()
+    try:
+        stage(ctx)
+        step.status = StepStatus.completed
+    except Exception as exc:  # every failure is recorded against its stage
+        step.status = StepStatus.failed
+        message = _message(ctx, name, exc)
+        step.detail = message
+        if record.error is None:
+            record.error = RunError(stage=name, message=message)
+        ctx.log(f"{name} failed: {message}", name)
+    finally:
+        step.ended = utcnow()
+        step.duration_seconds = round(time.monotonic() - began, 3)
+        _saved(ctx, step)
+
+
+def _saved(ctx: RunContext, step: StepRecord) -> None:
+    ctx.save_record(ctx.record)
+    if ctx.on_step is not None:
+        ctx.on_step(step)
+
+
+def _message(ctx: RunContext, stage: str, exc: Exception) -> str:
+    if ctx.cancel.is_set():
+        return "the run was cancelled"
+    if isinstance(exc, StageError):
+        return ctx.redactor.text(exc.message)
+    if isinstance(exc, PierError):
+        return ctx.redactor.text(str(exc))
+    log.error("unexpected error in stage %s:\n%s", stage, traceback.format_exc())
+    return ctx.redactor.text(f"internal error in {stage}: {type(exc).__name__}: {exc}")
+
+
+def _delete_sandbox(ctx: RunContext) -> None:
+    if ctx.sandbox is None:
+        return
+    ctx.sandbox.delete()
+    ctx.log(f"sandbox {ctx.sandbox.id[:12]} deleted", "save")
+
+
+def _finish(ctx: RunContext, elapsed: float) -> None:
+    record = ctx.record
+    if ctx.cancel.is_set():
+        record.status = RunStatus.cancelled
+    elif record.error is not None:
+        record.status = RunStatus.failed
+    else:
+        record.status = RunStatus.completed
+    record.success = record.status == RunStatus.completed and all(c.passed for c in record.checks)
+    record.ended_at = utcnow()
+    record.duration_seconds = round(elapsed, 3)
+    ctx.log(f"run {record.status.value} in {elapsed:.1f}s", "save")
+    try:
+        (ctx.output_dir / "run.json").write_text(record.model_dump_json(indent=2))
+    except OSError as exc:
+        log.warning("could not write run.json: %s", exc)
+    ctx.save_record(record)

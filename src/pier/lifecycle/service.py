@@ -1,0 +1,106 @@
+"""Starting runs: what the CLI, the API and the executors share."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from pier.agents import get_agent
+from pier.lifecycle.context import LogSink, RunContext
+from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan, build_plan
+from pier.lifecycle.runner import execute
+from pier.record import RunRecord, StepRecord
+from pier.redact import Redactor
+from pier.sandbox import get_backend
+from pier.sandbox.base import SandboxBackend
+from pier.settings import Settings, get_settings
+from pier.storage.local import LocalStorage, check_name
+from pier.store import Store
+from pier.tasks.model import Task
+from pier.tasks.resolve import resolve
+
+
+@dataclass
+class Services:
+    settings: Settings = field(default_factory=get_settings)
+
+    @cached_property
+    def store(self) -> Store:
+        self.settings.home.mkdir(parents=True, exist_ok=True)
+        return Store.open(self.settings.db_url)
+
+    @cached_property
+    def storage(self) -> LocalStorage:
+        return LocalStorage(self.settings.storage_root)
+
+    @cached_property
+    def backend(self) -> SandboxBackend:
+        backend = get_backend(self.settings)
+        backend.ping()
+        return backend
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    collection: str
+    task_name: str
+    task: Task
+    run_params: Mapping[str, Any] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    resolve_file: FileResolver | None = None
+    trajectory_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def inputs(self) -> RunInputs:
+        return RunInputs(self.trajectory_id, self.collection, self.task_name, self.env, self.resolve_file)
+
+
+def preflight(request: RunRequest, settings: Settings) -> RunPlan:
+    """Everything prepare checks, without side effects: raises InputError on bad input
+    so callers can refuse a run before accepting it."""
+    check_name("collection", request.collection)
+    check_name("task", request.task_name)
+    plan = build_plan(resolve(request.task, dict(request.run_params)), request.inputs(), settings)
+    get_agent(plan.agent)
+    return plan
+
+
+@dataclass(frozen=True)
+class Observer:
+    """Callbacks for a live view of a run (the CLI's progress)."""
+
+    on_log: Callable[[str, str], None] | None = None
+    on_step: Callable[[StepRecord], None] | None = None
+
+
+def new_context(services: Services, request: RunRequest, observer: Observer | None = None) -> RunContext:
+    on_log = observer.on_log if observer else None
+    store = services.store
+    record = RunRecord.new(request.trajectory_id, request.collection, request.task_name)
+    store.create_run(record)
+
+    def emit(stage: str, line: str) -> None:
+        store.append_event(record.trajectory_id, line, stage)
+        if on_log is not None:
+            on_log(stage, line)
+
+    sink: LogSink = emit
+    return RunContext(
+        task=request.task,
+        run_params=dict(request.run_params),
+        inputs=request.inputs(),
+        record=record,
+        settings=services.settings,
+        backend=services.backend,
+        output_dir=services.storage.run_dir(request.collection, request.task_name, record.trajectory_id),
+        emit=sink,
+        save_record=store.save_run,
+        redactor=Redactor(request.env.values()),
+        on_step=observer.on_step if observer else None,
+    )
+
+
+def run(services: Services, request: RunRequest, observer: Observer | None = None) -> RunRecord:
+    return execute(new_context(services, request, observer))

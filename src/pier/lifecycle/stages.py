@@ -1,0 +1,220 @@
+"""The run's stages, one function each (DESIGN.md). Each takes the RunContext,
+does its work, and raises StageError (or a PierError) when the run must stop."""
+
+from __future__ import annotations
+
+import shlex
+import tempfile
+import time
+from pathlib import Path
+
+from pier.agents import get_agent
+from pier.errors import InputError, StageError
+from pier.lifecycle.assets import assets_tar
+from pier.lifecycle.context import RunContext
+from pier.lifecycle.outputs import collect_outputs
+from pier.lifecycle.plan import build_plan
+from pier.lifecycle.processes import STOP_PROCESSES_SCRIPT
+from pier.record import SandboxRecord
+from pier.sandbox import create_with_retry, resolve_source
+from pier.sandbox.base import (
+    LABEL_COLLECTION,
+    LABEL_CREATED,
+    LABEL_DEADLINE,
+    LABEL_OWNER,
+    LABEL_RUN,
+    Limits,
+    SandboxSpec,
+)
+from pier.sandbox.ca import CA_PATH, ca_env
+from pier.sandbox.snapshots import SnapshotCatalog
+from pier.sandbox.sweeper import owner_label
+from pier.tasks.resolve import resolve
+
+SANDBOX_DIRS = ("/app/assets", "/app/results", "/app/checks", "/logs/agent", "/run/pier")
+REQUIRED_TOOLS = ("bash", "mkdir", "rm", "cat", "tee", "timeout", "kill")
+
+
+def prepare(ctx: RunContext) -> None:
+    step = resolve(ctx.task, ctx.run_params)
+    plan = build_plan(step, ctx.inputs, ctx.settings)
+    ctx.redactor.add(plan.secret_values)
+    ctx.plan = plan
+    ctx.agent = get_agent(plan.agent)
+    ctx.record.init_params = ctx.redactor.data(step.init_params)
+    ctx.record.warnings = list(plan.warnings)
+    for warning in plan.warnings:
+        ctx.log(f"warning: {warning}")
+    ctx.log(f"agent {plan.agent}, {len(plan.assets)} attached file(s), time limit {plan.timeout_sec}s")
+
+
+def create(ctx: RunContext) -> None:
+    plan = ctx.require_plan()
+    settings = ctx.settings
+    source = resolve_source(
+        snapshot=plan.snapshot,
+        image=plan.image,
+        base_image=plan.base_image,
+        apt_packages=plan.apt_packages,
+        pip_packages=plan.pip_packages,
+        catalog=SnapshotCatalog(settings),
+        settings=settings,
+    )
+    ctx.source = source
+    ctx.log(source.log_line)
+    for note in source.notes:
+        ctx.log(f"warning: {note}")
+        ctx.record.warnings.append(note)
+    deadline = time.monotonic() + settings.create_timeout_sec
+    ctx.image = ctx.backend.ensure_image(source, ctx.log, timeout=settings.create_timeout_sec)
+    limits = Limits(
+        cpus=plan.cpus,
+        memory=plan.memory,
+        pids=settings.pids_limit,
+        disk=settings.disk_limit,
+        network=plan.network,
+    )
+    spec = SandboxSpec(image=ctx.image, limits=limits, labels=_labels(ctx), env=_sandbox_env(ctx))
+    ctx.sandbox = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
+    ctx.record.sandbox = SandboxRecord(
+        source=source.kind,
+        name=source.name,
+        image=ctx.image,
+        cpus=plan.cpus,
+        memory=plan.memory,
+        network=plan.network,
+        id=ctx.sandbox.id,
+    )
+    ctx.log(
+        f"sandbox {ctx.sandbox.id[:12]} up ({plan.cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
+    )
+
+
+def _labels(ctx: RunContext) -> dict[str, str]:
+    plan = ctx.require_plan()
+    now = int(time.time())
+    settings = ctx.settings
+    budget = settings.create_timeout_sec + settings.agent_install_timeout_sec + plan.timeout_sec
+    return {
+        LABEL_RUN: plan.trajectory_id,
+        LABEL_COLLECTION: plan.collection,
+        LABEL_CREATED: str(now),
+        LABEL_DEADLINE: str(now + budget + settings.sweep_grace_sec),
+        LABEL_OWNER: owner_label(),
+    }
+
+
+def _sandbox_env(ctx: RunContext) -> dict[str, str]:
+    return ca_env() if ctx.settings.ca_bundle else {}
+
+
+def _onoff(flag: bool) -> str:
+    return "on" if flag else "off"
+
+
+def setup(ctx: RunContext) -> None:
+    plan, sandbox, agent = ctx.require_plan(), ctx.require_sandbox(), ctx.agent
+    assert agent is not None
+    _verify_tools(ctx)
+    sandbox.exec(f"mkdir -p {' '.join(SANDBOX_DIRS)}", workdir="/")
+    if ctx.settings.ca_bundle:
+        sandbox.put_files(
+            str(Path(CA_PATH).parent), {Path(CA_PATH).name: ctx.settings.ca_bundle.read_bytes()}
+        )
+    if plan.assets:
+        with tempfile.TemporaryDirectory() as tmp:
+            tar = assets_tar(plan.assets, Path(tmp) / "assets.tar")
+            with open(tar, "rb") as stream:
+                sandbox.put_archive("/app/assets", stream.read())
+        ctx.log(f"placed {len(plan.assets)} file(s) in /app/assets")
+    agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
+    launch = agent.launch(plan)
+    for path, content in {**launch.files, **launch.credential_files}.items():
+        sandbox.put_files(str(Path(path).parent), {Path(path).name: content}, mode=0o600)
+    ctx.launch = launch
+
+
+def _verify_tools(ctx: RunContext) -> None:
+    sandbox = ctx.require_sandbox()
+    probe = " ".join(f"command -v {tool} >/dev/null || echo {tool};" for tool in REQUIRED_TOOLS)
+    result = sandbox.exec(["/bin/sh", "-c", probe], workdir="/")
+    missing = result.output.split()
+    if result.exit_code != 0 or missing:
+        what = ", ".join(missing) or result.output.strip()[-200:]
+        raise StageError(
+            "setup",
+            f"the image {ctx.image} lacks what every sandbox needs ({what}): "
+            "use an image with bash and the core utilities (Debian or Ubuntu based)",
+        )
+
+
+def run_agent(ctx: RunContext) -> None:
+    plan, sandbox, agent, launch = ctx.require_plan(), ctx.require_sandbox(), ctx.agent, ctx.launch
+    assert agent is not None and launch is not None
+    ctx.log(f"starting agent {plan.agent}")
+
+    def on_line(line: str) -> None:
+        readable = agent.readable(line)
+        if readable is not None:
+            ctx.log(readable, "run_agent")
+
+    result = sandbox.exec(
+        launch.command, env={**plan.env, **launch.env}, timeout=plan.timeout_sec, on_line=on_line
+    )
+    ctx.agent_output = result.output
+    ctx.record.usage = agent.usage(result.output)
+    if result.timed_out:
+        raise StageError(
+            "run_agent",
+            f"the agent timed out after {plan.timeout_sec} seconds and was stopped: raise timeout_sec "
+            f"(at most {ctx.settings.max_timeout_sec}) or have the runbook write its outputs as it goes",
+        )
+    if result.exit_code != 0:
+        if sandbox.oom_killed():
+            raise StageError(
+                "run_agent",
+                f"the agent ran out of memory (limit {plan.memory}) and was killed (OOM): "
+                "raise `memory` on the task's step or make the work use less",
+            )
+        raise StageError(
+            "run_agent",
+            f"the agent exited with code {result.exit_code}: see the agent log (`pier logs "
+            f"{plan.trajectory_id}`) for the failing step",
+        )
+    ctx.log(f"agent finished in {result.duration_s:.1f}s")
+
+
+def cleanup_credentials(ctx: RunContext) -> None:
+    plan, sandbox = ctx.require_plan(), ctx.require_sandbox()
+    files = list(ctx.launch.credential_files) if ctx.launch else []
+    paths = " ".join(shlex.quote(p) for p in [*files, "/run/pier"])
+    result = sandbox.exec(f"rm -rf -- {paths}", workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
+    if not result.ok:
+        raise StageError("cleanup_credentials", f"could not delete credential files: {result.output[-300:]}")
+    if files:
+        ctx.log(f"deleted {len(files)} credential file(s)")
+    if plan.checks:
+        stopped = sandbox.exec(STOP_PROCESSES_SCRIPT, workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
+        ctx.log(f"stopped what the agent left running{_count(stopped.output)}")
+
+
+def _count(output: str) -> str:
+    last = output.strip().splitlines()[-1:] or [""]
+    return f" ({last[0]} process(es))" if last[0].isdigit() else ""
+
+
+def collect(ctx: RunContext) -> None:
+    collect_outputs(ctx)
+
+
+def check(ctx: RunContext) -> None:
+    plan = ctx.require_plan()
+    if not plan.checks:
+        ctx.record.step("check").detail = "no checks declared"
+        return
+    raise InputError("checks are declared but this pier has no check runner yet")
+
+
+def save(ctx: RunContext) -> None:
+    ctx.record.storage_path = str(ctx.output_dir)
+    ctx.log(f"outputs saved in {ctx.output_dir}")
