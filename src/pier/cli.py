@@ -1,0 +1,279 @@
+"""`pier`: run runbooks, look at runs, keep the machine clean."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pier.cli_progress import Progress
+from pier.cli_validate import validate_paths
+from pier.errors import InputError, NotFoundError, PierError
+from pier.lifecycle.service import RunRequest, Services, preflight, run
+from pier.record import RunRecord, RunStatus
+from pier.runbook import load
+from pier.tasks import step_override, task_from_runbook
+
+app = typer.Typer(help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True)
+snapshot_app = typer.Typer(help="Named, prebuilt sandbox images.", no_args_is_help=True)
+app.add_typer(snapshot_app, name="snapshot")
+out = Console()
+err = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def parse_vars(pairs: list[str]) -> dict[str, str]:
+    result = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise InputError(f"--var {pair!r} must look like NAME=VALUE")
+        result[name.strip()] = value
+    return result
+
+
+def secret_env(declared: dict, environ: dict[str, str]) -> dict[str, str]:
+    """Only the host variables the runbook's secrets name, never the whole environment."""
+    env = {}
+    for name, decl in declared.items():
+        key = decl.env or name
+        if key in environ:
+            env[key] = environ[key]
+    return env
+
+
+@app.command("run")
+def run_command(
+    path: Annotated[Path, typer.Argument(help="a RUNBOOK.md, or a folder holding one")],
+    var: Annotated[list[str], typer.Option("--var", help="NAME=VALUE, fills {{NAME}}")] = [],  # noqa: B006
+    file: Annotated[list[Path], typer.Option("--file", help="attach a file (zips are extracted)")] = [],  # noqa: B006
+    agent: Annotated[str | None, typer.Option(help="override the runbook's agent")] = None,
+    snapshot: Annotated[str | None, typer.Option(help="snapshot name ('' for none)")] = None,
+    image: Annotated[str | None, typer.Option(help="image ref (use with --snapshot '')")] = None,
+    timeout: Annotated[int | None, typer.Option(help="agent time limit, seconds")] = None,
+    cpus: Annotated[float | None, typer.Option(help="CPUs for the sandbox")] = None,
+    memory: Annotated[str | None, typer.Option(help="memory for the sandbox, e.g. 8G")] = None,
+    no_network: Annotated[bool, typer.Option("--no-network", help="no outbound network")] = False,
+    collection: Annotated[str, typer.Option(help="collection the run belongs to")] = "local",
+    as_json: Annotated[bool, typer.Option("--json", help="print only the run record as JSON")] = False,
+) -> None:
+    """Run a runbook end to end in a fresh sandbox."""
+    services = Services()
+    try:
+        request = build_request(
+            path, var, file, agent, snapshot, image, timeout, cpus, memory, no_network, collection
+        )
+        preflight(request, services.settings)
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    progress = None if as_json else Progress(err)
+    try:
+        if progress:
+            progress.start(request)
+        record = run(services, request, progress.observer() if progress else None)
+    except PierError as exc:
+        raise fail(str(exc), code=1) from None
+    finally:
+        if progress:
+            progress.stop()
+    if as_json:
+        print(record.model_dump_json(indent=2))
+    else:
+        show_summary(record)
+    raise typer.Exit(0 if record.success else 1)
+
+
+def build_request(
+    path: Path,
+    var: list[str],
+    files: list[Path],
+    agent: str | None,
+    snapshot: str | None,
+    image: str | None,
+    timeout: int | None,
+    cpus: float | None,
+    memory: str | None,
+    no_network: bool,
+    collection: str,
+) -> RunRequest:
+    runbook = load(path)
+    task = task_from_runbook(runbook)
+    try:
+        step = step_override(
+            task.run_step(),
+            timeout_sec=timeout,
+            cpus=cpus,
+            memory=memory,
+            network_enabled=False if no_network else None,
+        )
+    except ValueError as exc:
+        raise InputError(str(exc).splitlines()[-1] if "\n" in str(exc) else str(exc)) from None
+    task = task.model_copy(update={"step_configs": {"run": step}})
+    params: dict = {}
+    if var:
+        params["vars"] = {**task.init_params.get("vars", {}), **parse_vars(var)}
+    if files:
+        params["file_paths"] = [str(f.expanduser().resolve()) for f in files]
+    for key, value in (("agent", agent), ("snapshot", snapshot), ("image", image)):
+        if value is not None:
+            params[key] = value
+    if image is not None and snapshot is None:
+        params["snapshot"] = ""  # an image given on the command line is meant to be used
+    name = Path(runbook.path or path).resolve().parent.name or "runbook"
+    env = secret_env(runbook.frontmatter.secrets, dict(os.environ))
+    return RunRequest(collection=collection, task_name=_slug(name), task=task, run_params=params, env=env)
+
+
+def _slug(name: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "-_" else "-" for c in name).strip("-.")
+    return cleaned or "runbook"
+
+
+def show_summary(record: RunRecord) -> None:
+    colour = "green" if record.success else "red"
+    out.print(
+        f"[{colour}]{record.status.value}[/{colour}] run {record.trajectory_id} "
+        f"in {record.duration_seconds or 0:.1f}s",
+        highlight=False,
+    )
+    if record.error:
+        out.print(f"  [red]{record.error.stage}:[/red] {record.error.message}", highlight=False)
+    for item in record.results_files:
+        star = "★" if item.path in record.primary_files else " "
+        out.print(f"  {star} {item.path}  ({item.size} bytes)", highlight=False)
+    if record.storage_path:
+        out.print(f"  outputs: {record.storage_path}", highlight=False)
+
+
+@app.command("runs")
+def runs_command(
+    limit: Annotated[int, typer.Option(help="how many")] = 20,
+    collection: Annotated[str | None, typer.Option(help="only this collection")] = None,
+) -> None:
+    """Recent runs, newest first."""
+    records, total = Services().store.list_runs(collection=collection, limit=limit)
+    table = Table("run", "collection/task", "status", "success", "created", "duration")
+    for r in records:
+        table.add_row(
+            r.trajectory_id,
+            f"{r.collection}/{r.task}",
+            r.status.value,
+            "" if r.success is None else ("yes" if r.success else "no"),
+            r.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
+            f"{r.duration_seconds:.1f}s" if r.duration_seconds is not None else "",
+        )
+    out.print(table)
+    out.print(f"{len(records)} of {total} run(s)")
+
+
+@app.command("logs")
+def logs_command(
+    run_id: Annotated[str, typer.Argument(help="the run's trajectory id")],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
+) -> None:
+    """A run's log, from the start."""
+    store = Services().store
+    try:
+        store.get_run(run_id)
+    except NotFoundError as exc:
+        raise fail(str(exc), code=1) from None
+    seq = 0
+    while True:
+        for event in store.events(run_id, after_seq=seq):
+            print(f"[{event.stage or '-'}] {event.line}", flush=True)
+            seq = event.seq
+        if not follow:
+            return
+        status = store.get_run(run_id).status
+        if RunStatus(status).terminal and not store.events(run_id, after_seq=seq, limit=1):
+            return
+        time.sleep(0.3)
+
+
+@app.command("sweep")
+def sweep_command() -> None:
+    """Delete sandboxes that crashed or abandoned runs left behind."""
+    from pier.sandbox.sweeper import sweep
+
+    services = Services()
+    try:
+        removed = sweep(services.backend, run_status_lookup(services))
+    except PierError as exc:
+        raise fail(str(exc), code=1) from None
+    for item in removed:
+        out.print(f"removed {item.id[:12]} (run {item.run_id}): {item.reason}", highlight=False)
+    out.print(f"{len(removed)} sandbox(es) removed")
+
+
+def run_status_lookup(services: Services):
+    def status(trajectory_id: str) -> str | None:
+        try:
+            return services.store.get_run(trajectory_id).status.value
+        except NotFoundError:
+            return None
+
+    return status
+
+
+@app.command("validate")
+def validate_command(
+    paths: Annotated[list[Path], typer.Argument(help="runbook files or folders (searched recursively)")],
+) -> None:
+    """Parse, render and plan runbooks without running them; exit 1 when any has an error."""
+    errors = validate_paths(paths, out)
+    raise typer.Exit(1 if errors else 0)
+
+
+@snapshot_app.command("list")
+def snapshot_list() -> None:
+    """Snapshots pier knows: built-in and from snapshots.yaml."""
+    from pier.sandbox.snapshots import SnapshotCatalog
+
+    services = Services()
+    try:
+        entries = SnapshotCatalog(services.settings).list(services.backend)
+    except PierError as exc:
+        raise fail(str(exc), code=1) from None
+    table = Table("name", "kind", "built", "description")
+    for entry in entries:
+        table.add_row(entry.name, entry.kind, "yes" if entry.built else "no", entry.description or "")
+    out.print(table)
+
+
+@snapshot_app.command("build")
+def snapshot_build(name: Annotated[str, typer.Argument(help="snapshot name")]) -> None:
+    """Build (or find cached) the snapshot's image."""
+    from pier.sandbox.snapshots import SnapshotCatalog
+
+    services = Services()
+    try:
+        snapshot = SnapshotCatalog(services.settings).get(name)
+        if snapshot is None:
+            raise NotFoundError(f"no snapshot named '{name}': see `pier snapshot list`")
+        source = snapshot.source()
+        ref = services.backend.ensure_image(
+            source,
+            lambda line: err.print(line, highlight=False, markup=False),
+            services.settings.create_timeout_sec,
+        )
+    except PierError as exc:
+        raise fail(str(exc), code=1) from None
+    out.print(f"{name}: {ref}")
+
+
+def main() -> None:  # pragma: no cover
+    app(prog_name="pier")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
