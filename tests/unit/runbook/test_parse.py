@@ -73,5 +73,5 @@ def test_load_folder_and_missing(tmp_path: Path):
         load(tmp_path / "nothing-here")
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(RunbookError, match="no RUNBOOK.md in this folder"):
+    with pytest.raises(RunbookError, match=r"no RUNBOOK\.md in this folder"):
         load(empty)

@@ -1,0 +1,92 @@
+"""pier's overhead on a trivial runbook, against raw docker doing the same work.
+
+Prints the median wall time of `pier run` (a script runbook that writes one file)
+and of `docker run` + `docker cp` doing the same on the same image, their ratio
+(goal: <= 1.5), and the median time from `pier run` starting to the agent's first
+output line. Needs a Docker engine and the image (default pier-base:bookworm).
+
+    uv run python bench/overhead.py [--runs 10] [--image pier-base:bookworm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RUNBOOK = """---
+agent: script
+snapshot: ""
+---
+```bash
+echo "first line"
+echo hello > {{results_dir}}/out.txt
+```
+"""
+
+
+def time_pier(runbook: Path, image: str, env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, seconds to the first agent output line)."""
+    cmd = [sys.executable, "-m", "pier.cli", "run", str(runbook), "--image", image]
+    began = time.perf_counter()
+    first = None
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if first is None and "first line" in line:
+                first = time.perf_counter() - began
+        code = proc.wait()
+    wall = time.perf_counter() - began
+    if code != 0 or first is None:
+        raise SystemExit(f"pier run failed (exit {code})")
+    return wall, first
+
+
+def time_docker(image: str, out: Path) -> float:
+    began = time.perf_counter()
+    cid = subprocess.check_output(
+        ["docker", "run", "-d", "--init", image, "bash", "-c", "mkdir -p /app/results && "
+         "echo 'first line' && echo hello > /app/results/out.txt && sleep infinity"],
+        text=True,
+    ).strip()  # fmt: skip
+    try:
+        subprocess.run(["docker", "exec", cid, "true"], check=True)
+        subprocess.run(["docker", "cp", f"{cid}:/app/results", str(out)], check=True, capture_output=True)
+    finally:
+        subprocess.run(["docker", "rm", "-f", cid], check=True, capture_output=True)
+    return time.perf_counter() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--image", default=os.environ.get("PIER_TEST_IMAGE", "pier-base:bookworm"))
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="pier-bench-"))
+    env = {**os.environ, "PIER_HOME": str(work / "home")}
+    runbook = work / "RUNBOOK.md"
+    runbook.write_text(RUNBOOK)
+    time_pier(runbook, args.image, env)  # warm-up: store created, image checked
+    pier, first, raw = [], [], []
+    for index in range(args.runs):
+        wall, to_first = time_pier(runbook, args.image, env)
+        pier.append(wall)
+        first.append(to_first)
+        raw.append(time_docker(args.image, work / f"raw-{index}"))
+    shutil.rmtree(work, ignore_errors=True)
+    p, r = statistics.median(pier), statistics.median(raw)
+    print(f"runs: {args.runs} on {args.image}")
+    print(f"pier run (median):            {p:.3f} s")
+    print(f"docker run + cp (median):     {r:.3f} s")
+    print(f"ratio pier / docker:          {p / r:.2f}  (goal <= 1.5)")
+    print(f"start to first agent line:    {statistics.median(first):.3f} s (median)")
+
+
+if __name__ == "__main__":
+    main()
