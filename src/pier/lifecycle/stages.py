@@ -26,7 +26,6 @@ from pier.sandbox.base import (
     Limits,
     SandboxSpec,
 )
-from pier.sandbox.ca import CA_PATH, ca_env
 from pier.sandbox.snapshots import SnapshotCatalog
 from pier.sandbox.sweeper import owner_label
 from pier.tasks.resolve import resolve
@@ -74,7 +73,7 @@ def create(ctx: RunContext) -> None:
         disk=settings.disk_limit,
         network=plan.network,
     )
-    spec = SandboxSpec(image=ctx.image, limits=limits, labels=_labels(ctx), env=_sandbox_env(ctx))
+    spec = SandboxSpec(image=ctx.image, limits=limits, labels=_labels(ctx))
     ctx.sandbox = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
     ctx.record.sandbox = SandboxRecord(
         source=source.kind,
@@ -104,10 +103,6 @@ def _labels(ctx: RunContext) -> dict[str, str]:
     }
 
 
-def _sandbox_env(ctx: RunContext) -> dict[str, str]:
-    return ca_env() if ctx.settings.ca_bundle else {}
-
-
 def _onoff(flag: bool) -> str:
     return "on" if flag else "off"
 
@@ -117,10 +112,6 @@ def setup(ctx: RunContext) -> None:
     assert agent is not None
     _verify_tools(ctx)
     sandbox.exec(f"mkdir -p {' '.join(SANDBOX_DIRS)}", workdir="/")
-    if ctx.settings.ca_bundle:
-        sandbox.put_files(
-            str(Path(CA_PATH).parent), {Path(CA_PATH).name: ctx.settings.ca_bundle.read_bytes()}
-        )
     if plan.assets:
         with tempfile.TemporaryDirectory() as tmp:
             tar = assets_tar(plan.assets, Path(tmp) / "assets.tar")

@@ -101,12 +101,17 @@ def sweep_reason(info: SandboxInfo, status: str | None, now: float, grace_sec: f
     if deadline is not None and now > deadline:
         return f"it is {now - deadline:.0f}s past its deadline"
     owner = labels.get(LABEL_OWNER)
-    if owner and owner_alive(owner) is False:
+    alive = owner_alive(owner) if owner else None
+    if alive is False:
         return f"its owner process ({owner}) is gone"
-    if status is None and old:
-        return "its run is unknown to the store" + (f" ({age:.0f}s old)" if age is not None else "")
     if not info.running and old:
         return "it is not running"
+    if alive:
+        # A live process on this host owns it, maybe with another store (a CLI run
+        # beside a server): only that process, its deadline or its run's end removes it.
+        return None
+    if status is None and old:
+        return "its run is unknown to the store" + (f" ({age:.0f}s old)" if age is not None else "")
     return None
 
 

@@ -96,11 +96,19 @@ def test_an_owner_on_another_host_is_left_to_the_other_rules():
 
 
 def test_an_unknown_run_is_swept_only_after_the_grace():
-    young = info()
-    old = info(**{LABEL_CREATED: str(int(NOW - GRACE - 1))})
+    remote = {LABEL_OWNER: "elsewhere.example:1:1"}  # owner on another host: the store decides
+    young = info(**remote)
+    old = info(**remote, **{LABEL_CREATED: str(int(NOW - GRACE - 1))})
     assert sweep_reason(young, None, NOW, GRACE) is None
     assert sweep_reason(old, None, NOW, GRACE) == f"its run is unknown to the store ({GRACE + 1}s old)"
-    assert sweep_reason(info(**{LABEL_CREATED: ""}), None, NOW, GRACE).startswith("its run is unknown")
+    assert sweep_reason(info(**remote, **{LABEL_CREATED: ""}), None, NOW, GRACE).startswith(
+        "its run is unknown"
+    )
+
+
+def test_a_live_owner_keeps_a_run_another_store_does_not_know():
+    old = info(**{LABEL_CREATED: str(int(NOW - GRACE - 1))})  # owned by this live test process
+    assert sweep_reason(old, None, NOW, GRACE) is None
 
 
 def test_a_stopped_sandbox_is_swept_after_the_grace():
