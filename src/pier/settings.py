@@ -6,7 +6,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Where Debian/Ubuntu keep the system trust store; a host that trusts other CAs
@@ -17,6 +17,12 @@ _CA_ENV_HINTS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_
 
 def _default_home() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "pier"
+
+
+def _default_concurrency() -> int:
+    # One run per core: a run's own work is mostly in its sandbox, and the
+    # default sandbox asks for 4 CPUs, so more would only oversubscribe.
+    return max(1, os.cpu_count() or 1)
 
 
 def detect_host_ca_bundle() -> Path | None:
@@ -61,6 +67,17 @@ class Settings(BaseSettings):
 
     docker_host: str | None = Field(None, description="Docker engine URL; default from DOCKER_HOST")
 
+    # pier serve (the run API)
+    admin_token: SecretStr | None = Field(None, description="bearer token that manages collections")
+    secret_key: SecretStr | None = Field(
+        None, description="Fernet key for collection environment values; default <home>/secret.key"
+    )
+    max_concurrent_runs: int = Field(default_factory=_default_concurrency, ge=1)
+    max_upload_bytes: int = Field(512 * 1024 * 1024, ge=1, description="per request, else 413")
+    sweep_interval_sec: float = Field(300, gt=0, description="how often the server sweeps sandboxes")
+    webhook_attempts: int = Field(6, ge=1)
+    webhook_backoff_sec: float = Field(1.0, ge=0, description="first retry delay; doubles each time")
+
     @property
     def db_url(self) -> str:
         return self.database_url or f"sqlite:///{self.home / 'pier.db'}"
@@ -72,6 +89,10 @@ class Settings(BaseSettings):
     @property
     def snapshots_file(self) -> Path:
         return self.home / "snapshots.yaml"
+
+    @property
+    def secret_key_file(self) -> Path:
+        return self.home / "secret.key"
 
 
 @lru_cache(maxsize=1)

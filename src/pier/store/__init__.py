@@ -12,13 +12,14 @@ from typing import Self
 from pier.store.collections import CollectionStore
 from pier.store.engine import create_store_engine, upgrade_to_head
 from pier.store.events import EventStore
+from pier.store.requests import RequestStore
 from pier.store.runs import RunStore
 from pier.store.schemas import Collection, Event, StoredTask
 
 __all__ = ["Collection", "Event", "Store", "StoredTask"]
 
 
-class Store(RunStore, EventStore, CollectionStore):
+class Store(RunStore, EventStore, CollectionStore, RequestStore):
     """Thread-safe: share one instance; each call uses its own session."""
 
     @classmethod

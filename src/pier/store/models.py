@@ -97,3 +97,14 @@ class CollectionEnvRow(Base):
     name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     value_encrypted: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[datetime]
+
+
+class RunRequestRow(Base):
+    """What is needed to start an accepted run again after a restart: its task and
+    run parameters (never secret values). Kept until the run ends."""
+
+    __tablename__ = "run_requests"
+
+    trajectory_id: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    created_at: Mapped[datetime]
+    request: Mapped[dict[str, Any]]

@@ -14,7 +14,7 @@ from pier.store.base import StoreBase
 from pier.store.models import RunRow
 
 
-def _columns(record: RunRecord) -> dict[str, Any]:
+def run_columns(record: RunRecord) -> dict[str, Any]:
     return {
         "trajectory_id": record.trajectory_id,
         "collection": record.collection,
@@ -43,7 +43,7 @@ class RunStore(StoreBase):
         """Store a new run. InputError when its trajectory id is taken."""
         try:
             with self._write() as session:
-                session.execute(self._insert(RunRow).values(**_columns(record)))
+                session.execute(self._insert(RunRow).values(**run_columns(record)))
         except IntegrityError:
             raise InputError(
                 f"run {record.trajectory_id!r} already exists: use save_run to update it"
@@ -51,7 +51,7 @@ class RunStore(StoreBase):
 
     def save_run(self, record: RunRecord) -> None:
         """Insert or replace the run (status, record, updated_at)."""
-        values = _columns(record)
+        values = run_columns(record)
         statement = self._insert(RunRow).values(**values)
         statement = statement.on_conflict_do_update(
             index_elements=[RunRow.trajectory_id],

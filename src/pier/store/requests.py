@@ -1,0 +1,48 @@
+"""Accepted runs' requests, kept until the run ends so that a restarted server
+can start its pending runs again. The caller decides what goes in a request;
+it must hold no secret values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+
+from pier.errors import InputError
+from pier.record import RunRecord
+from pier.store.base import StoreBase
+from pier.store.models import RunRequestRow, RunRow
+from pier.store.runs import run_columns
+
+
+class RequestStore(StoreBase):
+    def enqueue_run(self, record: RunRecord, request: dict[str, Any]) -> None:
+        """Store a new pending run and its request in one transaction, so neither
+        exists without the other."""
+        try:
+            with self._write() as session:
+                session.execute(self._insert(RunRow).values(**run_columns(record)))
+                session.add(
+                    RunRequestRow(
+                        trajectory_id=record.trajectory_id, created_at=record.created_at, request=request
+                    )
+                )
+        except IntegrityError:
+            raise InputError(f"run {record.trajectory_id!r} already exists: use a new trajectory id") from None
+
+    def run_request(self, trajectory_id: str) -> dict[str, Any] | None:
+        with self._read() as session:
+            row = session.get(RunRequestRow, trajectory_id)
+        return None if row is None else dict(row.request)
+
+    def run_requests(self) -> dict[str, dict[str, Any]]:
+        """Every kept request by trajectory id."""
+        with self._read() as session:
+            rows = session.scalars(select(RunRequestRow)).all()
+        return {row.trajectory_id: dict(row.request) for row in rows}
+
+    def drop_run_request(self, trajectory_id: str) -> None:
+        """Forget the request of a run that ended. Idempotent."""
+        with self._write() as session:
+            session.execute(delete(RunRequestRow).where(RunRequestRow.trajectory_id == trajectory_id))
