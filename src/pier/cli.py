@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pier.cli_progress import Progress
+from pier.cli_serve import register as register_api_commands
 from pier.cli_validate import validate_paths
 from pier.errors import InputError, NotFoundError, PierError
 from pier.lifecycle.service import RunRequest, Services, preflight, run
@@ -269,6 +270,9 @@ def snapshot_build(name: Annotated[str, typer.Argument(help="snapshot name")]) -
     except PierError as exc:
         raise fail(str(exc), code=1) from None
     out.print(f"{name}: {ref}")
+
+
+register_api_commands(app)  # serve, collection, task
 
 
 def main() -> None:  # pragma: no cover

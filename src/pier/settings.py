@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     max_concurrent_runs: int = Field(default_factory=_default_concurrency, ge=1)
     max_upload_bytes: int = Field(512 * 1024 * 1024, ge=1, description="per request, else 413")
     sweep_interval_sec: float = Field(300, gt=0, description="how often the server sweeps sandboxes")
+    sweep_foreign: bool = Field(
+        True, description="the server also sweeps sandboxes of runs its store does not know (owner gone)"
+    )
     webhook_attempts: int = Field(6, ge=1)
     webhook_backoff_sec: float = Field(1.0, ge=0, description="first retry delay; doubles each time")
 

@@ -45,14 +45,25 @@ def execute(ctx: RunContext) -> RunRecord:
     return record
 
 
+def cancel(ctx: RunContext) -> None:
+    """Stop a run from another thread. Between stages the flag is enough; during
+    one (the agent may run for half an hour) deleting the sandbox ends whatever
+    runs in it, so the stage fails at once and the runner finishes as cancelled."""
+    ctx.cancel.set()
+    sandbox = ctx.sandbox
+    if sandbox is not None:
+        sandbox.delete()
+
+
 def _step(ctx: RunContext, name: str, stage: Stage) -> None:
     record = ctx.record
     step = record.step(name)
-    if record.error is not None and (name not in AFTER_FAILURE or ctx.sandbox is None):
+    if ctx.cancel.is_set():  # its sandbox is gone (cancel deletes it): nothing left to do
+        if record.error is None:
+            record.error = RunError(stage=name, message="the run was cancelled")
         step.status = StepStatus.skipped
         return
-    if ctx.cancel.is_set() and record.error is None:
-        record.error = RunError(stage=name, message="the run was cancelled")
+    if record.error is not None and (name not in AFTER_FAILURE or ctx.sandbox is None):
         step.status = StepStatus.skipped
         return
     ctx.stage = name

@@ -75,11 +75,19 @@ class Observer:
     on_step: Callable[[StepRecord], None] | None = None
 
 
-def new_context(services: Services, request: RunRequest, observer: Observer | None = None) -> RunContext:
+def new_context(
+    services: Services,
+    request: RunRequest,
+    observer: Observer | None = None,
+    record: RunRecord | None = None,
+) -> RunContext:
+    """A context for a new run; `record` is the run's pending record when it was
+    stored earlier (the API accepts a run before it starts)."""
     on_log = observer.on_log if observer else None
     store = services.store
-    record = RunRecord.new(request.trajectory_id, request.collection, request.task_name)
-    store.create_run(record)
+    if record is None:
+        record = RunRecord.new(request.trajectory_id, request.collection, request.task_name)
+        store.create_run(record)
 
     def emit(stage: str, line: str) -> None:
         store.append_event(record.trajectory_id, line, stage)

@@ -29,7 +29,9 @@ class RequestStore(StoreBase):
                     )
                 )
         except IntegrityError:
-            raise InputError(f"run {record.trajectory_id!r} already exists: use a new trajectory id") from None
+            raise InputError(
+                f"run {record.trajectory_id!r} already exists: use a new trajectory id"
+            ) from None
 
     def run_request(self, trajectory_id: str) -> dict[str, Any] | None:
         with self._read() as session:

@@ -1,0 +1,69 @@
+"""The FastAPI app: wiring only. Routes live in routes/, bodies in schemas/,
+the run machinery in dispatcher.py, start-up recovery in recovery.py."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import version
+
+from fastapi import FastAPI
+
+from pier.api import errors
+from pier.api.background import PeriodicSweeper
+from pier.api.bus import RunBus
+from pier.api.dispatcher import Dispatcher
+from pier.api.limits import BodyLimit
+from pier.api.recovery import recover
+from pier.api.routes import collections, events, files, health, runs, tasks, trajectories
+from pier.api.state import ApiState
+from pier.api.webhooks import WebhookSender
+from pier.lifecycle.service import Services
+from pier.settings import Settings, get_settings
+from pier.vault import load_vault
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """Runs AI agents on runbooks, one isolated sandbox per run.
+
+Every route but `/health` and the docs needs `Authorization: Bearer <token>`:
+a collection's token (`pier collection create NAME`) or the admin token
+(`PIER_ADMIN_TOKEN`). Errors are JSON: `{"detail": "<what to do>"}`."""
+
+
+def build_state(settings: Settings) -> ApiState:
+    services = Services(settings)
+    services.store  # noqa: B018 - open it now: migrations run before the first request
+    bus = RunBus()
+    vault = load_vault(settings)
+    webhooks = WebhookSender(settings.webhook_attempts, settings.webhook_backoff_sec)
+    return ApiState(services, vault, bus, Dispatcher(services, vault, bus, webhooks))
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state = build_state(settings)
+        app.state.pier = state
+        services = state.services
+        sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings)
+        recover(state.dispatcher)
+        state.dispatcher.executor.start()
+        sweeper.start()
+        log.info("pier serve: %d run slot(s)", settings.max_concurrent_runs)
+        try:
+            yield
+        finally:
+            sweeper.stop()
+            state.dispatcher.stop()
+            state.dispatcher.webhooks.close()
+
+    app = FastAPI(title="pier", version=version("pier"), description=DESCRIPTION, lifespan=lifespan)
+    errors.install(app)
+    app.add_middleware(BodyLimit, limit=settings.max_upload_bytes)
+    for module in (health, collections, tasks, runs, trajectories, files, events):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,98 @@
+"""Bearer tokens. A collection token grants its own collection; the admin token
+(PIER_ADMIN_TOKEN) manages collections and may act on any of them. Tokens are
+random, shown once, and stored only as their SHA-256 (they carry 256 bits of
+entropy, so a fast unsalted hash is enough: there is nothing to brute-force)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from pier.api.errors import ApiError
+from pier.api.state import ApiState, get_state
+from pier.store import Store
+
+TOKEN_PREFIX = "pier_"
+
+bearer = HTTPBearer(auto_error=False, description="a collection token, or the admin token")
+
+
+def new_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def issue_token(store: Store, collection: str, label: str | None = None) -> str:
+    """A new token for an existing collection; only its hash is kept."""
+    token = new_token()
+    store.add_token(collection, hash_token(token), label)
+    return token
+
+
+@dataclass(frozen=True)
+class Caller:
+    collection: str | None  # None for the admin
+    admin: bool = False
+
+    def may_use(self, collection: str) -> bool:
+        return self.admin or self.collection == collection
+
+    def check(self, collection: str) -> str:
+        """collection, or 403 when this caller may not use it."""
+        if not self.may_use(collection):
+            raise ApiError(
+                403,
+                f"this token does not grant collection {collection!r}: use a token of that collection",
+            )
+        return collection
+
+
+def authenticate(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Caller:
+    if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+        raise ApiError(401, "missing bearer token: send `Authorization: Bearer <token>`")
+    state: ApiState = get_state(request)
+    token = credentials.credentials
+    admin = state.settings.admin_token
+    if admin is not None and hmac.compare_digest(token.encode(), admin.get_secret_value().encode()):
+        return Caller(collection=None, admin=True)
+    collection = state.store.collection_for_token_hash(hash_token(token))
+    if collection is None:
+        raise ApiError(
+            401,
+            "unknown bearer token: use a token from `pier collection create` (or a new one from the admin)",
+        )
+    return Caller(collection=collection)
+
+
+def require_admin(caller: Annotated[Caller, Depends(authenticate)]) -> Caller:
+    if not caller.admin:
+        raise ApiError(403, "this needs the admin token (PIER_ADMIN_TOKEN)")
+    return caller
+
+
+def collection_access(
+    collection: str, request: Request, caller: Annotated[Caller, Depends(authenticate)]
+) -> str:
+    """The path's collection, once the caller may use it (403) and it exists (404;
+    a collection token's collection always does)."""
+    caller.check(collection)
+    if caller.admin:
+        get_state(request).store.get_collection(collection)
+    return collection
+
+
+CallerDep = Annotated[Caller, Depends(authenticate)]
+AdminDep = Annotated[Caller, Depends(require_admin)]
+CollectionDep = Annotated[str, Depends(collection_access)]

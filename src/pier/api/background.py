@@ -1,0 +1,76 @@
+"""The server's periodic sweep (SPEC 3): sandboxes that no live run needs go,
+even when nothing else would notice them."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import cast
+
+from pier.errors import NotFoundError, PierError
+from pier.sandbox.base import LABEL_RUN, SandboxBackend, SandboxInfo
+from pier.sandbox.sweeper import sweep
+from pier.settings import Settings
+from pier.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def run_status_lookup(store: Store) -> Callable[[str], str | None]:
+    def status(trajectory_id: str) -> str | None:
+        try:
+            return store.get_run(trajectory_id).status.value
+        except NotFoundError:
+            return None
+
+    return status
+
+
+class _KnownRunsOnly:
+    """A backend as the sweeper sees it, limited to sandboxes of runs in `store`."""
+
+    def __init__(self, backend: SandboxBackend, store: Store):
+        self._backend, self._status = backend, run_status_lookup(store)
+
+    def list_sandboxes(self) -> list[SandboxInfo]:
+        return [s for s in self._backend.list_sandboxes() if self._status(s.labels.get(LABEL_RUN) or "")]
+
+    def remove(self, sandbox_id: str) -> None:
+        self._backend.remove(sandbox_id)
+
+
+def sweep_once(backend: Callable[[], SandboxBackend], store: Store, settings: Settings) -> int:
+    """Sweep now; the number of sandboxes removed (0 when the engine is down)."""
+    try:
+        engine = backend()
+        scope = engine if settings.sweep_foreign else cast(SandboxBackend, _KnownRunsOnly(engine, store))
+        swept = sweep(scope, run_status_lookup(store), grace_sec=settings.sweep_grace_sec)
+    except PierError as exc:  # no engine now: try again next time
+        log.warning("sweep skipped: %s", exc)
+        return 0
+    for item in swept:
+        log.info("swept sandbox %s of run %s: %s", item.id[:12], item.run_id, item.reason)
+    return len(swept)
+
+
+class PeriodicSweeper:
+    def __init__(self, backend: Callable[[], SandboxBackend], store: Store, settings: Settings):
+        self._sweep = lambda: sweep_once(backend, store, settings)
+        self._interval = settings.sweep_interval_sec
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="pier-sweeper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self._sweep()
+            except Exception:  # the next round may do better; the thread must live on
+                log.exception("sweep failed")

@@ -1,0 +1,226 @@
+"""The API's runs: accepted (checked, stored, queued), started on the executor
+with the environment they may see, cancelled, and finished (webhook, live
+followers woken, kept request dropped).
+
+A run's request is stored with its pending record, so that a server that
+restarts starts it again (see recovery.py); secret values are never stored:
+`secret_params` live in memory for the one run they were sent with.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from pier.api.bus import RunBus
+from pier.api.files import resolve_api_path
+from pier.api.outcomes import SERVER_STOPPED, cancelled_waiting, failed_to_start, interrupted
+from pier.api.schemas.runs import RunPublic
+from pier.api.webhooks import Delivery, WebhookSender
+from pier.errors import InputError, NotFoundError, PierError
+from pier.executors.inprocess import InProcessExecutor, Job
+from pier.lifecycle.context import RunContext
+from pier.lifecycle.runner import cancel as cancel_run
+from pier.lifecycle.sandbox_env import sandbox_env
+from pier.lifecycle.service import Observer, RunRequest, Services, new_context, preflight
+from pier.record import RunRecord, RunStatus
+from pier.redact import Redactor
+from pier.tasks.model import Task
+from pier.tasks.resolve import resolve
+from pier.vault import Vault
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunParams:
+    """What a caller sends with one run."""
+
+    init_params: dict[str, Any] = field(default_factory=dict)
+    secret_params: dict[str, str] = field(default_factory=dict)
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
+
+
+@dataclass(frozen=True)
+class Payload:
+    """Everything needed to start one accepted run; the task is as it was when
+    the run was accepted, whatever happens to the stored task later."""
+
+    collection: str
+    task_name: str
+    task: Task
+    run_params: dict[str, Any]
+    secret_params: dict[str, str] = field(default_factory=dict, repr=False)
+    webhook_url: str | None = None
+    webhook_secret: str | None = field(default=None, repr=False)
+
+    def stored(self, vault: Vault) -> dict[str, Any]:
+        """The storable form: no secret value in clear, secret_params only by name."""
+        return {
+            "collection": self.collection,
+            "task_name": self.task_name,
+            "task": self.task.model_dump(mode="json"),
+            "run_params": self.run_params,
+            "secret_param_names": sorted(self.secret_params),
+            "webhook_url": self.webhook_url,
+            "webhook_secret": vault.encrypt(self.webhook_secret) if self.webhook_secret else None,
+        }
+
+    @classmethod
+    def restore(cls, data: dict[str, Any], vault: Vault) -> Payload:
+        secret = data.get("webhook_secret")
+        return cls(
+            collection=data["collection"],
+            task_name=data["task_name"],
+            task=Task.model_validate(data["task"]),
+            run_params=dict(data.get("run_params") or {}),
+            webhook_url=data.get("webhook_url"),
+            webhook_secret=vault.decrypt(secret) if secret else None,
+        )
+
+
+def split_webhook(params: RunParams) -> RunParams:
+    """webhook_url/webhook_secret may come inside init_params too; they never stay
+    there, where they would be stored in the run's record."""
+    init = dict(params.init_params)
+    url = init.pop("webhook_url", None) or params.webhook_url
+    secret = init.pop("webhook_secret", None) or params.webhook_secret
+    if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
+        raise InputError("webhook_url must be an http:// or https:// URL")
+    if secret is not None and not isinstance(secret, str):
+        raise InputError("webhook_secret must be a string")
+    return RunParams(init, dict(params.secret_params), url, secret)
+
+
+class Dispatcher:
+    def __init__(self, services: Services, vault: Vault, bus: RunBus, webhooks: WebhookSender):
+        self.services = services
+        self.store = services.store
+        self.vault = vault
+        self.bus = bus
+        self.webhooks = webhooks
+        self.executor = InProcessExecutor(self, services.settings.max_concurrent_runs)
+
+    # accepting and cancelling (called by routes, in worker threads)
+
+    def accept(self, collection: str, task_name: str, params: RunParams) -> RunRecord:
+        """Check, store and queue a run; InputError (422) when it cannot run."""
+        task = Task.model_validate(self.store.get_task(collection, task_name).definition)
+        params = split_webhook(params)
+        payload = Payload(
+            collection, task_name, task, params.init_params, params.secret_params,
+            params.webhook_url, params.webhook_secret,
+        )  # fmt: skip
+        trajectory_id = uuid.uuid4().hex
+        env = self.environment(payload)
+        preflight(self.request(payload, trajectory_id, env), self.services.settings)
+        record = RunRecord.new(
+            trajectory_id, collection, task_name, init_params=Redactor(env.values()).data(payload.run_params)
+        )
+        self.store.enqueue_run(record, payload.stored(self.vault))
+        self.executor.submit(Job(trajectory_id, payload))
+        return record
+
+    def cancel(self, record: RunRecord) -> RunStatus:
+        """Cancel a run; its status as the caller should see it now."""
+        if record.status.terminal:
+            return record.status
+        if self.executor.cancel(record.trajectory_id) is None:
+            # Not in this server's hands (it never was, or its worker is gone):
+            # end the record here; the sweeper removes any sandbox it left.
+            self.store.save_run(cancelled_waiting(self.store.get_run(record.trajectory_id)))
+            self.finished(record.trajectory_id, None)
+        return RunStatus.cancelled
+
+    # what a run needs to start
+
+    def environment(self, payload: Payload) -> dict[str, str]:
+        encrypted = self.store.get_env_encrypted(payload.collection)
+        collection_env = {name: self.vault.decrypt(value) for name, value in encrypted.items()}
+        step = resolve(payload.task, payload.run_params)
+        return sandbox_env(step, collection_env, payload.secret_params)
+
+    def request(self, payload: Payload, trajectory_id: str, env: dict[str, str]) -> RunRequest:
+        storage = self.services.storage
+
+        def resolve_file(path: str):
+            try:
+                return resolve_api_path(storage, payload.collection, path)
+            except NotFoundError:
+                raise InputError(
+                    f"init_params.file_paths: {path!r} is not a file of collection {payload.collection!r}: "
+                    "upload it with POST /api/v1/sandbox/upload and pass a file path it returns"
+                ) from None
+
+        return RunRequest(
+            collection=payload.collection,
+            task_name=payload.task_name,
+            task=payload.task,
+            run_params=payload.run_params,
+            env=env,
+            resolve_file=resolve_file,
+            trajectory_id=trajectory_id,
+        )
+
+    # RunHooks: the executor calls these from its worker threads
+
+    def context(self, job: Job) -> RunContext:
+        payload: Payload = job.payload
+        tid = job.trajectory_id
+        request = self.request(payload, tid, self.environment(payload))
+        observer = Observer(
+            on_log=lambda _stage, _line: self.bus.publish(tid), on_step=lambda _s: self.bus.publish(tid)
+        )
+        return new_context(self.services, request, observer, record=self.store.get_run(tid))
+
+    def ended(self, job: Job, record: RunRecord | None, error: BaseException | None) -> None:
+        if record is None:
+            message = (
+                str(error)
+                if isinstance(error, PierError)
+                else f"internal error starting the run ({error!r}): see the server log"
+            )
+            record = failed_to_start(self.store.get_run(job.trajectory_id), message)
+            self.store.save_run(record)
+        self.finished(job.trajectory_id, job.payload, record)
+
+    def cancelled_before_start(self, job: Job) -> None:
+        record = cancelled_waiting(self.store.get_run(job.trajectory_id))
+        self.store.save_run(record)
+        self.store.append_event(
+            job.trajectory_id, record.error.message if record.error else "cancelled", "prepare"
+        )
+        self.finished(job.trajectory_id, job.payload, record)
+
+    # the end of a run, and of the server
+
+    def finished(self, trajectory_id: str, payload: Payload | None, record: RunRecord | None = None) -> None:
+        """Send the webhook, forget the kept request, wake followers."""
+        if payload is None:
+            kept = self.store.run_request(trajectory_id)
+            payload = Payload.restore(kept, self.vault) if kept else None
+        if payload is not None and payload.webhook_url:
+            record = record or self.store.get_run(trajectory_id)
+            body = RunPublic.of(record).model_dump_json().encode()
+            self.webhooks.send(Delivery(payload.webhook_url, payload.webhook_secret, body, trajectory_id))
+        self.store.drop_run_request(trajectory_id)
+        self.bus.publish(trajectory_id)
+
+    def stop(self) -> None:
+        """Start nothing more. Runs in progress end failed, saying the server
+        stopped, and lose their sandboxes; their kept requests stay, so the next
+        start sends their webhooks. Pending runs stay pending for that start."""
+        self.executor.stop(interrupt=self._interrupt)
+
+    def _interrupt(self, ctx: RunContext) -> None:
+        tid = ctx.record.trajectory_id
+        try:
+            self.store.save_run(interrupted(self.store.get_run(tid)))
+            self.store.append_event(tid, SERVER_STOPPED, "save")
+        except Exception:
+            log.exception("could not record that run %s was interrupted", tid)
+        cancel_run(ctx)
+        self.bus.publish(tid)

@@ -1,0 +1,91 @@
+"""Every error is a JSON body `{"detail": "<what went wrong and what to do>"}`;
+validation errors add `errors: [{field, message}]` naming each bad field."""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException
+
+from pier.errors import InputError, NotFoundError, PierError, SandboxError
+
+log = logging.getLogger(__name__)
+
+# FastAPI's own words for the statuses it raises itself, with what to do.
+_HTTP_HINTS = {
+    404: "no such route: see /docs for the API",
+    405: "method not allowed on this route: see /docs for the API",
+}
+
+
+class ApiError(HTTPException):
+    """An HTTP error whose message says what to do."""
+
+    def __init__(self, status_code: int, detail: str, headers: dict[str, str] | None = None):
+        if status_code == 401:
+            headers = {"WWW-Authenticate": "Bearer", **(headers or {})}
+        super().__init__(status_code=status_code, detail=detail, headers=headers)
+
+
+def body(detail: str, errors: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    return {"detail": detail} if errors is None else {"detail": detail, "errors": errors}
+
+
+def field_errors(errors: Any, skip: tuple[str, ...] = ("body",)) -> list[dict[str, str]]:
+    """[{field, message}] from pydantic's errors; `field` is a dotted path."""
+    result = []
+    for error in errors:
+        loc = [str(part) for part in error.get("loc", ()) if part not in skip]
+        result.append({"field": ".".join(loc) or "body", "message": error.get("msg", "invalid")})
+    return result
+
+
+def validation_response(errors: list[dict[str, str]]) -> JSONResponse:
+    summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+    return JSONResponse(body(f"invalid request: {summary}", errors), status_code=422)
+
+
+async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    return validation_response(field_errors(exc.errors()))
+
+
+async def _pydantic(_request: Request, exc: ValidationError) -> JSONResponse:
+    return validation_response(field_errors(exc.errors(), skip=()))
+
+
+async def _http(_request: Request, exc: HTTPException) -> JSONResponse:
+    detail = str(exc.detail)
+    if exc.status_code in _HTTP_HINTS and detail == HTTPStatus(exc.status_code).phrase:
+        detail = _HTTP_HINTS[exc.status_code]
+    return JSONResponse(body(detail), status_code=exc.status_code, headers=exc.headers)
+
+
+async def _pier(_request: Request, exc: PierError) -> JSONResponse:
+    if isinstance(exc, NotFoundError):
+        status = 404
+    elif isinstance(exc, InputError):
+        status = 422
+    elif isinstance(exc, SandboxError):
+        status = 503
+    else:
+        status = 500
+    return JSONResponse(body(str(exc)), status_code=status)
+
+
+async def _internal(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    return JSONResponse(body("internal server error: see the server log, and report it"), status_code=500)
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation)  # type: ignore[arg-type]
+    app.add_exception_handler(ValidationError, _pydantic)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, _http)  # type: ignore[arg-type]
+    app.add_exception_handler(PierError, _pier)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, _internal)

@@ -1,0 +1,60 @@
+"""Files as the API names them: `<collection>/<path inside the collection's
+storage folder>`, e.g. `team-a/.uploads/<upload id>/data.csv` or
+`team-a/report/<run id>/results/report.md`. A path is only ever looked up inside
+the caller's own collection folder."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
+
+from pier.errors import InputError, NotFoundError
+from pier.storage.local import LocalStorage
+
+
+def api_path(storage: LocalStorage, collection: str, path: Path) -> str:
+    """The API name of a stored file."""
+    return f"{collection}/{path.relative_to(storage.collection_dir(collection)).as_posix()}"
+
+
+def resolve_api_path(storage: LocalStorage, collection: str, name: str) -> Path:
+    """The stored file an API path names, if it lies in `collection`'s folder.
+    NotFoundError otherwise: another collection's file, a '..' or symlink that
+    escapes, and a missing file all look the same to the caller."""
+    missing = NotFoundError(f"file {name!r} not found in collection {collection!r}: check the path")
+    head, _, rest = name.lstrip("/").partition("/")
+    if head != collection or not rest:
+        raise missing
+    try:
+        return storage.resolve(collection, rest)
+    except InputError:  # not even a valid collection name ('..')
+        raise missing from None
+
+
+def upload_name(filename: str | None) -> str:
+    """The name an uploaded file is stored under: its base name, without any folder."""
+    name = PurePosixPath((filename or "").replace("\\", "/")).name
+    if not name or name.startswith(".") or "\x00" in name:
+        raise InputError(f"files: {filename!r} is not a usable file name: give each file a plain name")
+    return name
+
+
+def save_uploads(
+    storage: LocalStorage, collection: str, files: Iterable[tuple[str | None, BinaryIO]]
+) -> tuple[str, list[str]]:
+    """Store files in a new upload folder; returns its id and the files' API paths."""
+    named = [(upload_name(filename), stream) for filename, stream in files]
+    names = [name for name, _ in named]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise InputError(f"files: two files are named {duplicates[0]!r}: rename one (names must be unique)")
+    upload = storage.upload_dir(collection)
+    paths = []
+    for name, stream in named:
+        target = upload.path / name
+        with open(target, "wb") as out:
+            shutil.copyfileobj(stream, out, length=1 << 20)
+        paths.append(api_path(storage, collection, target))
+    return upload.upload_id, paths

@@ -1,0 +1,121 @@
+"""A run's body, JSON or multipart, into an accepted run.
+
+Both forms go through RunCreate, so a bad field gets the same 422 either way.
+Multipart `files` are stored as an upload and added to init_params.file_paths;
+when the run is refused they are removed again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from pier.api.dispatcher import RunParams
+from pier.api.errors import ApiError
+from pier.api.files import save_uploads
+from pier.api.schemas.runs import RunCreate
+from pier.api.state import ApiState
+from pier.record import RunRecord
+from pier.storage.local import UPLOADS
+
+MAX_FILES = 1000
+JSON_FIELDS = ("init_params", "secret_params")
+Body = tuple[dict[str, Any], list[UploadFile]]
+
+
+def invalid(field: str, message: str) -> RequestValidationError:
+    return RequestValidationError([{"loc": (field,), "msg": message, "type": "value_error"}])
+
+
+async def read_run_body(request: Request) -> Body:
+    """(fields, files) of a JSON or multipart body; 422 / 415 when unreadable."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type in ("", "application/json"):
+        return _json_object(await request.body()), []
+    if content_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
+        return await _form(request)
+    raise ApiError(
+        415, f"unsupported content type {content_type!r}: send application/json or multipart/form-data"
+    )
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise invalid("body", f"is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise invalid("body", 'must be a JSON object such as {"init_params": {...}}')
+    return data
+
+
+async def _form(request: Request) -> Body:
+    form = await request.form(max_files=MAX_FILES)
+    fields: dict[str, Any] = {}
+    files: list[UploadFile] = []
+    for key, value in form.multi_items():
+        if isinstance(value, UploadFile):
+            if key != "files":
+                raise invalid(key, "only the `files` field may hold files")
+            files.append(value)
+        elif key in JSON_FIELDS:
+            fields[key] = _json_field(key, value)
+        else:
+            fields[key] = value
+    return fields, files
+
+
+def _json_field(name: str, text: str) -> Any:
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise invalid(name, f"is not valid JSON ({exc.msg} at character {exc.pos})") from None
+
+
+def _validated(fields: dict[str, Any]) -> RunCreate:
+    try:
+        return RunCreate.model_validate(fields)
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors()) from None
+
+
+def _params(body: RunCreate, uploaded: list[str]) -> RunParams:
+    init = dict(body.init_params)
+    if uploaded:
+        given = init.get("file_paths") or []
+        if not isinstance(given, list):
+            raise invalid("init_params.file_paths", "must be a list of file paths")
+        init["file_paths"] = [*given, *uploaded]
+    return RunParams(init, dict(body.secret_params), body.webhook_url, body.webhook_secret)
+
+
+async def accept_run(request: Request, state: ApiState, collection: str, task: str) -> RunRecord:
+    fields, files = await read_run_body(request)
+    body = _validated(fields)
+    return await run_in_threadpool(_accept, state, collection, task, body, files)
+
+
+def _accept(
+    state: ApiState, collection: str, task: str, body: RunCreate, files: list[UploadFile]
+) -> RunRecord:
+    """In a worker thread: the store and file copies block."""
+    if not files:
+        return state.dispatcher.accept(collection, task, _params(body, []))
+    state.store.get_task(collection, task)  # 404 before any file is stored
+    upload_id, paths = save_uploads(state.storage, collection, [(f.filename, f.file) for f in files])
+    try:
+        return state.dispatcher.accept(collection, task, _params(body, paths))
+    except BaseException:
+        shutil.rmtree(state.storage.collection_dir(collection) / UPLOADS / upload_id, ignore_errors=True)
+        raise

@@ -1,0 +1,86 @@
+"""Collections (admin), their tokens (admin) and their environment (SPEC 5)."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi import APIRouter, Request, status
+
+from pier.api.auth import AdminDep, CollectionDep, issue_token
+from pier.api.errors import ApiError
+from pier.api.forms import invalid
+from pier.api.schemas.collections import (
+    ENV_NAME_PATTERN,
+    MAX_ENV_VALUE,
+    CollectionCreate,
+    CollectionList,
+    CollectionPublic,
+    EnvironmentPatch,
+    EnvironmentPublic,
+    TokenIssued,
+)
+from pier.api.schemas.common import ERROR_RESPONSES
+from pier.api.state import get_state
+from pier.errors import NotFoundError
+
+router = APIRouter(prefix="/api/v1/collections", tags=["collections"], responses=ERROR_RESPONSES)
+_ENV_NAME = re.compile(ENV_NAME_PATTERN)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, summary="Create a collection (admin)")
+def create_collection(body: CollectionCreate, _admin: AdminDep, request: Request) -> TokenIssued:
+    """Creates the collection and its first token, shown once."""
+    store = get_state(request).store
+    try:
+        store.get_collection(body.name)
+    except NotFoundError:
+        store.create_collection(body.name)
+        return TokenIssued(collection=body.name, token=issue_token(store, body.name, "created"))
+    raise ApiError(
+        409, f"collection {body.name!r} exists: POST /api/v1/collections/{body.name}/tokens for a new token"
+    )
+
+
+@router.get("", summary="Every collection (admin)")
+def list_collections(_admin: AdminDep, request: Request) -> CollectionList:
+    found = get_state(request).store.list_collections()
+    return CollectionList(collections=[CollectionPublic(name=c.name, created_at=c.created_at) for c in found])
+
+
+@router.post("/{collection}/tokens", status_code=status.HTTP_201_CREATED, summary="A new token (admin)")
+def new_token(collection: CollectionDep, _admin: AdminDep, request: Request) -> TokenIssued:
+    return TokenIssued(collection=collection, token=issue_token(get_state(request).store, collection, "api"))
+
+
+@router.get("/{collection}/environment", summary="The environment's variable names")
+def get_environment(collection: CollectionDep, request: Request) -> EnvironmentPublic:
+    """Names only: values are write-only."""
+    names = get_state(request).store.list_env_names(collection)
+    return EnvironmentPublic(collection=collection, environment_variables=names)
+
+
+@router.patch("/{collection}/environment", summary="Set or delete variables")
+def patch_environment(
+    collection: CollectionDep, body: EnvironmentPatch, request: Request
+) -> EnvironmentPublic:
+    """Merges: a value sets the variable (encrypted at rest), null deletes it,
+    a variable not named is kept. Runs get the ones their runbook declares."""
+    state = get_state(request)
+    for name, value in body.environment_variables.items():
+        _check_variable(name, value)
+    for name, value in body.environment_variables.items():
+        if value is None:
+            state.store.delete_env(collection, name)
+        else:
+            state.store.set_env(collection, name, state.vault.encrypt(value))
+    return EnvironmentPublic(
+        collection=collection, environment_variables=state.store.list_env_names(collection)
+    )
+
+
+def _check_variable(name: str, value: str | None) -> None:
+    field = f"environment_variables.{name}"
+    if not _ENV_NAME.match(name):
+        raise invalid(field, "is not a variable name: use letters, digits and '_', not starting with a digit")
+    if value is not None and (len(value) > MAX_ENV_VALUE or "\x00" in value):
+        raise invalid(field, f"the value must be at most {MAX_ENV_VALUE} characters, without NUL")

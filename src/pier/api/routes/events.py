@@ -1,0 +1,113 @@
+"""A run's live log as Server-Sent Events.
+
+Each log line is one event (`id` = its seq, `event: log`, `data` = JSON
+{seq, ts, stage, line}); the stream replays from after `Last-Event-ID` (header,
+or `last_event_id` in the query for clients that cannot set headers), follows
+the run while it goes on, and ends with `event: end` (data {status}) once the
+run has ended and every line has been sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from pier.api.auth import CallerDep
+from pier.api.errors import ApiError
+from pier.api.schemas.common import ERROR_RESPONSES
+from pier.api.state import ApiState, get_state
+from pier.errors import NotFoundError
+from pier.store.schemas import Event
+
+router = APIRouter(prefix="/api/v1", tags=["runs"], responses=ERROR_RESPONSES)
+
+BATCH = 500
+POLL_SEC = 1.0  # the store is polled this often even without a wake-up (other writers)
+KEEPALIVE_SEC = 15.0  # a comment line keeps proxies from closing an idle stream
+RETRY_MS = 2000
+
+
+def log_event(event: Event) -> str:
+    data = json.dumps(
+        {"seq": event.seq, "ts": event.ts.isoformat(), "stage": event.stage, "line": event.line}
+    )
+    return f"id: {event.seq}\nevent: log\ndata: {data}\n\n"
+
+
+def end_event(status: str) -> str:
+    return f"event: end\ndata: {json.dumps({'status': status})}\n\n"
+
+
+@router.get(
+    "/runs/{trajectory_id}/events",
+    summary="Follow a run's log (Server-Sent Events)",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "log events, then an end event"}},
+)
+async def run_events(
+    trajectory_id: str,
+    request: Request,
+    caller: CallerDep,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    after: Annotated[int | None, Query(alias="last_event_id", ge=0)] = None,
+) -> StreamingResponse:
+    state = get_state(request)
+    record = await run_in_threadpool(state.store.get_run, trajectory_id)
+    if not caller.may_use(record.collection):
+        raise NotFoundError(f"run {trajectory_id!r} not found: check the trajectory id")
+    start = _start_after(last_event_id, after)
+    return StreamingResponse(
+        _follow(state, trajectory_id, start),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def _start_after(header: str | None, query: int | None) -> int:
+    if header is None or not header.strip():
+        return query or 0
+    try:
+        value = int(header)
+    except ValueError:
+        raise ApiError(422, f"Last-Event-ID must be an event id (a number), got {header!r}") from None
+    return max(value, 0)
+
+
+async def _follow(state: ApiState, trajectory_id: str, seq: int) -> AsyncIterator[str]:
+    wake = state.bus.subscribe(trajectory_id)
+    try:
+        yield f"retry: {RETRY_MS}\n\n"
+        idle = 0.0
+        while True:
+            wake.clear()  # before reading, so a line written meanwhile wakes the next wait
+            status = (await run_in_threadpool(state.store.get_run, trajectory_id)).status
+            events = await run_in_threadpool(state.store.events, trajectory_id, seq, BATCH)
+            for event in events:
+                yield log_event(event)
+                seq = event.seq
+            if len(events) == BATCH:
+                continue
+            if status.terminal:  # read after the status: every line of an ended run is in
+                yield end_event(status.value)
+                return
+            idle = await _wait(wake, idle)
+            if idle >= KEEPALIVE_SEC:
+                idle = 0.0
+                yield ": keep-alive\n\n"
+    finally:
+        state.bus.unsubscribe(trajectory_id, wake)
+
+
+async def _wait(wake: asyncio.Event, idle: float) -> float:
+    """Wait for a wake-up or POLL_SEC; how long the stream has been idle."""
+    try:
+        await asyncio.wait_for(wake.wait(), POLL_SEC)
+        return 0.0
+    except TimeoutError:
+        return idle + POLL_SEC

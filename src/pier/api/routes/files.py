@@ -1,0 +1,76 @@
+"""Files in: uploads before a run. Files out: any stored file of the caller's collection."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import FileResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from pier.api.auth import Caller, CallerDep
+from pier.api.errors import ApiError
+from pier.api.files import resolve_api_path, save_uploads
+from pier.api.forms import MAX_FILES, invalid
+from pier.api.schemas.common import ERROR_RESPONSES
+from pier.api.schemas.files import UploadResult, upload_schema
+from pier.api.state import get_state
+from pier.storage.files import content_type
+
+router = APIRouter(prefix="/api/v1", tags=["files"], responses=ERROR_RESPONSES)
+
+UPLOAD_BODY = {
+    "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": upload_schema()}}}
+}
+
+
+def _collection(caller: Caller, collection: str | None) -> str:
+    """The collection a request acts on: the token's own, or (admin) the one named."""
+    if collection is None:
+        if caller.collection is None:
+            raise invalid("collection", "the admin token must name a collection: add ?collection=NAME")
+        return caller.collection
+    return caller.check(collection)
+
+
+@router.post("/sandbox/upload", openapi_extra=UPLOAD_BODY, summary="Upload files for later runs")
+async def upload(
+    request: Request,
+    caller: CallerDep,
+    collection: Annotated[str | None, Query(description="for the admin token: whose upload")] = None,
+) -> UploadResult:
+    """Stores the `files` parts; pass the returned file_paths in a run's
+    init_params.file_paths."""
+    state = get_state(request)
+    name = _collection(caller, collection)
+    if caller.admin:
+        await run_in_threadpool(state.store.get_collection, name)
+    content_type_ = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type_ != "multipart/form-data":
+        raise ApiError(415, "send the files as multipart/form-data, one `files` part each")
+    form = await request.form(max_files=MAX_FILES)
+    files = [v for k, v in form.multi_items() if k == "files" and isinstance(v, UploadFile)]
+    if not files:
+        raise invalid("files", "no file was sent: add one or more `files` parts")
+    upload_id, paths = await run_in_threadpool(
+        save_uploads, state.storage, name, [(f.filename, f.file) for f in files]
+    )
+    return UploadResult(upload_id=upload_id, file_paths=paths, count=len(paths))
+
+
+@router.get(
+    "/file/{path:path}",
+    summary="A stored file",
+    response_class=FileResponse,
+    responses={200: {"content": {"application/octet-stream": {}}, "description": "the file's bytes"}},
+)
+def get_file(path: str, request: Request, caller: CallerDep) -> FileResponse:
+    """`path` is `<collection>/...` as runs and uploads report it; only the
+    caller's collection is searched, and nothing outside its folder is read."""
+    state = get_state(request)
+    collection = path.lstrip("/").split("/", 1)[0]
+    if not caller.may_use(collection):
+        collection = caller.collection or ""  # look in the caller's own: not found there
+    target = resolve_api_path(state.storage, collection, path)
+    return FileResponse(target, media_type=content_type(target), filename=target.name)

@@ -1,0 +1,83 @@
+"""Starting and cancelling runs (SPEC 5)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+
+from pier.api.auth import CollectionDep
+from pier.api.forms import accept_run
+from pier.api.lookups import run_of
+from pier.api.schemas.common import ERROR_RESPONSES
+from pier.api.schemas.runs import (
+    RunAccepted,
+    RunCreate,
+    RunPublic,
+    StatusResult,
+    StatusUpdate,
+    multipart_schema,
+    workflow_id,
+)
+from pier.api.state import ApiState, get_state
+from pier.record import RunRecord, RunStatus
+
+router = APIRouter(prefix="/api/v1", tags=["runs"], responses=ERROR_RESPONSES)
+
+RUN_BODY = {
+    "requestBody": {
+        "required": False,
+        "content": {
+            "application/json": {"schema": RunCreate.model_json_schema()},
+            "multipart/form-data": {"schema": multipart_schema()},
+        },
+    }
+}
+SYNC_POLL_SEC = 5.0  # a missed wake-up costs at most this
+
+
+@router.post("/run/{collection}/{task}", openapi_extra=RUN_BODY, summary="Start a run")
+async def start_run(collection: CollectionDep, task: str, request: Request) -> RunAccepted:
+    """Accept a run and answer at once; it starts when a slot is free."""
+    record = await accept_run(request, get_state(request), collection, task)
+    return RunAccepted(
+        workflow_id=workflow_id(record), trajectory_id=record.trajectory_id, status=record.status
+    )
+
+
+@router.post("/run-sync/{collection}/{task}", openapi_extra=RUN_BODY, summary="Run and wait for the end")
+async def run_sync(collection: CollectionDep, task: str, request: Request) -> RunPublic:
+    state = get_state(request)
+    record = await accept_run(request, state, collection, task)
+    return RunPublic.of(await wait_for_end(state, record.trajectory_id))
+
+
+async def wait_for_end(state: ApiState, trajectory_id: str) -> RunRecord:
+    wake = state.bus.subscribe(trajectory_id)
+    try:
+        while True:
+            record = await run_in_threadpool(state.store.get_run, trajectory_id)
+            if record.status.terminal:
+                return record
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), SYNC_POLL_SEC)
+            wake.clear()
+    finally:
+        state.bus.unsubscribe(trajectory_id, wake)
+
+
+@router.post("/trajectory/{collection}/{task}/statuses", summary="Cancel runs")
+def update_statuses(
+    collection: CollectionDep, task: str, body: StatusUpdate, request: Request
+) -> StatusResult:
+    """`{"<trajectory_id>": "cancelled"}` cancels each run: a pending one never
+    starts, a running one loses its sandbox within seconds. A run that already
+    ended keeps its status, which the answer shows."""
+    state = get_state(request)
+    records = [run_of(state.store, collection, task, tid) for tid in body.root]  # all exist, or 404
+    result: dict[str, RunStatus] = {}
+    for record in records:
+        result[record.trajectory_id] = state.dispatcher.cancel(record)
+    return StatusResult(result)

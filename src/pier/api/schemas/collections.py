@@ -1,0 +1,44 @@
+"""Collection bodies: creation, tokens, environment."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+MAX_ENV_VALUE = 64 * 1024
+
+
+class CollectionCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN, description="letters, digits, '-', '_', '.'; not first '.'")
+
+
+class CollectionPublic(BaseModel):
+    name: str
+    created_at: datetime
+
+
+class CollectionList(BaseModel):
+    collections: list[CollectionPublic]
+
+
+class TokenIssued(BaseModel):
+    collection: str
+    token: str = Field(description="shown once: pier keeps only its hash")
+
+
+class EnvironmentPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    environment_variables: dict[str, str | None] = Field(
+        description="name -> value to set, or null to delete; other variables are kept"
+    )
+
+
+class EnvironmentPublic(BaseModel):
+    collection: str
+    environment_variables: list[str] = Field(description="names only: values are never returned")

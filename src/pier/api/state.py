@@ -1,0 +1,39 @@
+"""What the routes share, built once per server (see app.py's lifespan)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from pier.api.bus import RunBus
+from pier.api.dispatcher import Dispatcher
+from pier.lifecycle.service import Services
+from pier.settings import Settings
+from pier.storage.local import LocalStorage
+from pier.store import Store
+from pier.vault import Vault
+
+
+@dataclass
+class ApiState:
+    services: Services
+    vault: Vault
+    bus: RunBus
+    dispatcher: Dispatcher
+
+    @property
+    def settings(self) -> Settings:
+        return self.services.settings
+
+    @property
+    def store(self) -> Store:
+        return self.services.store
+
+    @property
+    def storage(self) -> LocalStorage:
+        return self.services.storage
+
+
+def get_state(request: Request) -> ApiState:
+    return request.app.state.pier

@@ -1,0 +1,103 @@
+"""Webhooks: when a run ends, POST its record to the run's webhook_url.
+
+The body is signed like Stripe's: the header
+
+    X-Pier-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>
+
+lets the receiver check both the sender and the age (replays). Delivery runs on
+background threads and retries with exponential backoff, so a slow or failing
+receiver never holds up a run or the API.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "X-Pier-Signature"
+EVENT_HEADER = "X-Pier-Event"
+TIMEOUT_SEC = 10.0
+MAX_DELAY_SEC = 300.0
+
+
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    """The X-Pier-Signature value for body sent at timestamp."""
+    message = f"{timestamp}.".encode() + body
+    digest = hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={digest}"
+
+
+def verify(
+    secret: str, header: str, body: bytes, tolerance_sec: float = 300, now: float | None = None
+) -> bool:
+    """For receivers (and tests): whether header signs body and is recent."""
+    parts = dict(item.split("=", 1) for item in header.split(",") if "=" in item)
+    try:
+        timestamp = int(parts["t"])
+    except (KeyError, ValueError):
+        return False
+    if abs((now or time.time()) - timestamp) > tolerance_sec:
+        return False
+    expected = sign(secret, timestamp, body).split("v1=", 1)[1]
+    return hmac.compare_digest(expected, parts.get("v1", ""))
+
+
+@dataclass(frozen=True)
+class Delivery:
+    url: str
+    secret: str | None
+    body: bytes
+    trajectory_id: str
+
+
+class WebhookSender:
+    def __init__(self, attempts: int, backoff_sec: float, workers: int = 4):
+        self._attempts = attempts
+        self._backoff = backoff_sec
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pier-webhook")
+        self._client = httpx.Client(timeout=TIMEOUT_SEC, follow_redirects=False)
+
+    def send(self, delivery: Delivery) -> None:
+        """Queue a delivery; returns at once."""
+        self._pool.submit(self._deliver, delivery)
+
+    def close(self, wait: bool = False) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=not wait)
+        self._client.close()
+
+    def _deliver(self, delivery: Delivery) -> bool:
+        delay = self._backoff
+        for attempt in range(1, self._attempts + 1):
+            problem = self._post(delivery)
+            if problem is None:
+                return True
+            if attempt == self._attempts:
+                log.warning(
+                    "webhook for run %s to %s gave up after %d attempts: %s",
+                    delivery.trajectory_id, delivery.url, attempt, problem,
+                )  # fmt: skip
+                return False
+            log.info("webhook for run %s: %s; retrying in %.1fs", delivery.trajectory_id, problem, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, MAX_DELAY_SEC)
+        return False
+
+    def _post(self, delivery: Delivery) -> str | None:
+        headers = {"Content-Type": "application/json", EVENT_HEADER: "run.ended"}
+        if delivery.secret:
+            headers[SIGNATURE_HEADER] = sign(delivery.secret, int(time.time()), delivery.body)
+        try:
+            response = self._client.post(delivery.url, content=delivery.body, headers=headers)
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        if response.is_success:
+            return None
+        return f"HTTP {response.status_code}"

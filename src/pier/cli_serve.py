@@ -1,0 +1,99 @@
+"""`pier serve`, `pier collection ...` and `pier task push`: the API server and
+what it serves, managed from the shell on the server's own store."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from pier.errors import InputError, PierError
+from pier.lifecycle.service import Services
+from pier.runbook import load
+
+collection_app = typer.Typer(
+    help="Collections: namespaces of tasks, runs, secrets and tokens.", no_args_is_help=True
+)
+task_app = typer.Typer(help="Tasks: named, stored workflows of a collection.", no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
+) -> None:
+    """Serve the run API (FastAPI under uvicorn); docs at /docs."""
+    import uvicorn
+
+    from pier.api.app import create_app
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # One process: the executor's run slots and the live-log wake-ups are in memory.
+    uvicorn.run(create_app(), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+
+
+@collection_app.command("create")
+def collection_create(name: Annotated[str, typer.Argument(help="the collection's name")]) -> None:
+    """Create a collection (or reuse it) and print a new token for it, once."""
+    from pier.api.auth import issue_token
+    from pier.api.schemas.collections import CollectionCreate
+
+    try:
+        CollectionCreate(name=name)
+    except ValidationError:
+        raise _fail(
+            f"invalid collection name {name!r}: use letters, digits, '-', '_' and '.', not first '.'"
+        ) from None
+    store = Services().store
+    store.create_collection(name)
+    token = issue_token(store, name, "cli")
+    err.print(f"collection {name}: here is its token; it is shown only this once", highlight=False)
+    print(token)
+
+
+@collection_app.command("list")
+def collection_list() -> None:
+    """Every collection."""
+    for collection in Services().store.list_collections():
+        print(collection.name)
+
+
+@task_app.command("push")
+def task_push(
+    runbook: Annotated[Path, typer.Argument(help="a RUNBOOK.md, or a folder holding one")],
+    collection: Annotated[str, typer.Option(help="the collection to store it in")],
+    name: Annotated[str | None, typer.Option(help="the task's name; default the runbook's folder")] = None,
+) -> None:
+    """Store a runbook as a task (created or replaced), checked first."""
+    from pier.tasks import task_from_runbook
+    from pier.tasks.validate import checked_task, task_name
+
+    services = Services()
+    try:
+        loaded = load(runbook)
+        task = checked_task(task_from_runbook(loaded))
+        label = task_name(name or Path(loaded.path or runbook).resolve().parent.name)
+        services.store.get_collection(collection)
+        services.store.put_task(collection, label, task.model_dump(mode="json"))
+    except InputError as exc:
+        raise _fail(str(exc)) from None
+    except PierError as exc:
+        raise _fail(str(exc), code=1) from None
+    out.print(f"task {collection}/{label} stored", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+    app.add_typer(collection_app, name="collection")
+    app.add_typer(task_app, name="task")

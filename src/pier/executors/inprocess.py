@@ -1,0 +1,181 @@
+"""The in-process executor: runs the lifecycle in a bounded pool of threads.
+
+At most `max_workers` runs execute at once (so at most that many sandboxes
+exist); the others wait as pending, started in the order they were submitted.
+A pending run can be cancelled before it starts; a running one is stopped
+through the lifecycle's cancel, which deletes its sandbox so the current stage
+ends at once.
+
+What a run means beyond "execute this context" (its stored record, webhooks,
+live logs) belongs to the caller, through RunHooks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pier.errors import PierError
+from pier.lifecycle.context import RunContext
+from pier.lifecycle.runner import cancel as cancel_run
+from pier.lifecycle.runner import execute
+from pier.record import RunRecord
+
+log = logging.getLogger(__name__)
+
+CancelOutcome = Literal["pending", "running"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One accepted run. `payload` is the caller's (what RunHooks needs to start it)."""
+
+    trajectory_id: str
+    payload: Any = field(default=None, compare=False, repr=False)
+
+
+class RunHooks(Protocol):
+    def context(self, job: Job) -> RunContext:
+        """The run's context, ready for execute. May raise: the run then ends unrun."""
+
+    def ended(self, job: Job, record: RunRecord | None, error: BaseException | None) -> None:
+        """The run is over; record is None when it never got going, and error says why."""
+
+    def cancelled_before_start(self, job: Job) -> None:
+        """The run was cancelled while it waited."""
+
+
+class InProcessExecutor:
+    def __init__(self, hooks: RunHooks, max_workers: int, name: str = "pier-run"):
+        if max_workers < 1:
+            raise ValueError("max_workers must be at least 1")
+        self._hooks = hooks
+        self._max_workers = max_workers
+        self._name = name
+        self._lock = threading.Condition()
+        self._save_lock = threading.Lock()  # orders record saves against stop()
+        self._pending: OrderedDict[str, Job] = OrderedDict()
+        self._running: dict[str, RunContext | None] = {}
+        self._cancelled: set[str] = set()
+        self._threads: list[threading.Thread] = []
+        self._stopped = False
+
+    @property
+    def max_workers(self) -> int:
+        return self._max_workers
+
+    def start(self) -> None:
+        for number in range(self._max_workers):
+            thread = threading.Thread(target=self._work, name=f"{self._name}-{number}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def submit(self, job: Job) -> None:
+        with self._lock:
+            if self._stopped:
+                raise RuntimeError("the executor is stopped")
+            self._pending[job.trajectory_id] = job
+            self._lock.notify()
+
+    def pending(self) -> list[str]:
+        with self._lock:
+            return list(self._pending)
+
+    def running(self) -> list[str]:
+        with self._lock:
+            return list(self._running)
+
+    def cancel(self, trajectory_id: str) -> CancelOutcome | None:
+        """Cancel a run this executor holds; None when it holds no such run."""
+        with self._lock:
+            job = self._pending.pop(trajectory_id, None)
+            if job is None and trajectory_id not in self._running:
+                return None
+            if job is None:
+                self._cancelled.add(trajectory_id)
+                ctx = self._running[trajectory_id]
+        if job is not None:
+            self._hooks.cancelled_before_start(job)
+            return "pending"
+        if ctx is not None:  # else it is getting its context: _run cancels it once it has one
+            cancel_run(ctx)
+        return "running"
+
+    def stop(self, interrupt: Callable[[RunContext], None] | None = None) -> list[str]:
+        """Start nothing more; hand each running run's context to `interrupt`
+        (which must end it); return the ids still pending (kept for a restart).
+        The guarded record saves of running runs are dropped from now on, so
+        what `interrupt` records is what stays."""
+        with self._save_lock, self._lock:
+            self._stopped = True
+            self._lock.notify_all()
+            running = [ctx for ctx in self._running.values() if ctx is not None]
+            pending = list(self._pending)
+        for ctx in running:
+            if interrupt is not None:
+                interrupt(ctx)
+        return pending
+
+    def join(self, timeout: float | None = None) -> None:
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending and not self._stopped:
+                    self._lock.wait()
+                if self._stopped:
+                    return
+                trajectory_id, job = self._pending.popitem(last=False)
+                self._running[trajectory_id] = None
+            self._run(job)
+
+    def _run(self, job: Job) -> None:
+        record: RunRecord | None = None
+        error: BaseException | None = None
+        try:
+            ctx = self._hooks.context(job)
+            self._guard_saves(ctx)
+            with self._lock:
+                if self._stopped:  # the server is going: the run stays pending for its restart
+                    return
+                self._running[job.trajectory_id] = ctx
+                cancelled = job.trajectory_id in self._cancelled
+            if cancelled:
+                cancel_run(ctx)
+            record = execute(ctx)
+        except PierError as exc:  # e.g. a secret the runbook requires was deleted meanwhile
+            error = exc
+            log.warning("run %s could not start: %s", job.trajectory_id, exc)
+        except Exception as exc:
+            error = exc
+            log.exception("run %s could not be run", job.trajectory_id)
+        finally:
+            with self._lock:
+                self._running.pop(job.trajectory_id, None)
+                self._cancelled.discard(job.trajectory_id)
+                stopped = self._stopped
+            if not stopped:
+                self._ended(job, record, error)
+
+    def _ended(self, job: Job, record: RunRecord | None, error: BaseException | None) -> None:
+        try:
+            self._hooks.ended(job, record, error)
+        except Exception:  # a worker must survive its hooks: the next run is waiting
+            log.exception("finishing run %s failed", job.trajectory_id)
+
+    def _guard_saves(self, ctx: RunContext) -> None:
+        save = ctx.save_record
+
+        def guarded(record: RunRecord) -> None:
+            with self._save_lock:  # stop() flips the flag under the same lock
+                if self._stopped:
+                    return
+                save(record)
+
+        ctx.save_record = guarded
