@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pier.api.bus import RunBus
@@ -146,7 +147,7 @@ class Dispatcher:
     def request(self, payload: Payload, trajectory_id: str, env: dict[str, str]) -> RunRequest:
         storage = self.services.storage
 
-        def resolve_file(path: str):
+        def resolve_file(path: str) -> Path:
             try:
                 return resolve_api_path(storage, payload.collection, path)
             except NotFoundError:

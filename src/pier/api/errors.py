@@ -4,7 +4,6 @@ validation errors add `errors: [{field, message}]` naming each bad field."""
 from __future__ import annotations
 
 import logging
-from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -17,10 +16,12 @@ from pier.errors import InputError, NotFoundError, PierError, SandboxError
 
 log = logging.getLogger(__name__)
 
-# FastAPI's own words for the statuses it raises itself, with what to do.
-_HTTP_HINTS = {
-    404: "no such route: see /docs for the API",
-    405: "method not allowed on this route: see /docs for the API",
+# What FastAPI and Starlette say on their own, and what to do about it.
+_HINTS = {
+    "Not Found": "no such route: see /docs for the API",
+    "Method Not Allowed": "method not allowed on this route: see /docs for the API",
+    "There was an error parsing the body": "the body could not be read: send JSON as UTF-8 with "
+    "Content-Type: application/json, or a well-formed multipart/form-data body",
 }
 
 
@@ -61,8 +62,8 @@ async def _pydantic(_request: Request, exc: ValidationError) -> JSONResponse:
 
 async def _http(_request: Request, exc: HTTPException) -> JSONResponse:
     detail = str(exc.detail)
-    if exc.status_code in _HTTP_HINTS and detail == HTTPStatus(exc.status_code).phrase:
-        detail = _HTTP_HINTS[exc.status_code]
+    if not isinstance(exc, ApiError):
+        detail = _HINTS.get(detail, detail)
     return JSONResponse(body(detail), status_code=exc.status_code, headers=exc.headers)
 
 

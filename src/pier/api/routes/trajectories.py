@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-from typing import Annotated
+from typing import Annotated, BinaryIO, cast
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
@@ -66,7 +66,7 @@ def download(collection: CollectionDep, task: str, trajectory_id: str, request: 
         )
     spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 - closed after the response
     try:
-        state.storage.write_run_zip(collection, task, trajectory_id, spool)
+        state.storage.write_run_zip(collection, task, trajectory_id, cast(BinaryIO, spool))
     except BaseException:
         spool.close()
         raise

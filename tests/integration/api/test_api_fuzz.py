@@ -1,0 +1,51 @@
+"""A fuzz pass over the OpenAPI schema against the live server: whatever
+schemathesis generates, valid or not, the server never answers 5xx.
+
+Path parameters named `collection` point at a real collection with a task,
+so requests get past the 404 and reach the code behind it. (schemathesis'
+pytest plugin does not run on this pytest, so hypothesis drives its
+strategies directly.)"""
+
+from __future__ import annotations
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+
+from tests.integration.api.conftest import Collection
+from tests.integration.api.server import ADMIN_TOKEN
+
+pytestmark = pytest.mark.integration
+
+EXAMPLES_PER_ROUTE = 30
+
+
+def test_no_server_errors(server, collection: Collection):
+    collection.put_task("fuzz", "echo hi > {{results_dir}}/x")
+    schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) >= 14
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    tried: list[str] = []
+    for operation in operations:
+        strategy = st.one_of(
+            operation.as_strategy(GenerationMode.POSITIVE), operation.as_strategy(GenerationMode.NEGATIVE)
+        )
+
+        @given(case=strategy)
+        @settings(
+            max_examples=EXAMPLES_PER_ROUTE, deadline=None, database=None,
+            suppress_health_check=list(HealthCheck),
+        )  # fmt: skip
+        def no_5xx(case) -> None:
+            if case.path_parameters and "collection" in case.path_parameters:
+                case.path_parameters["collection"] = collection.name
+            response = case.call(base_url=server.url, headers=headers, timeout=60)
+            case.validate_response(response, checks=[not_a_server_error])
+
+        no_5xx()
+        tried.append(operation.label)
+    assert len(tried) == len(operations)

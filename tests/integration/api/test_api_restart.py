@@ -1,0 +1,95 @@
+"""A server that dies (SIGKILL) or is stopped (SIGTERM) mid-run: nothing accepted
+is lost. The interrupted run fails saying why, its sandbox goes, and the runs
+that were waiting start once the server is back."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.integration.api.conftest import Collection, make_collection
+from tests.integration.api.server import Server
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def one_slot(new_db, tmp_path, docker_backend, base_image):
+    server = Server(home=tmp_path / "home", db_url=new_db(), settings={"PIER_MAX_CONCURRENT_RUNS": "1"})
+    server.home.mkdir()
+    yield server.start()
+    server.stop()
+
+
+def running_with_sandbox(collection: Collection, task: str, tid: str, backend) -> str:
+    collection.wait(
+        task, tid, done=lambda r: r["status"] == "running" and r["steps"][3]["status"] == "running"
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        found = [s for s in collection.sandboxes(backend) if s.labels.get("pier.run") == tid]
+        if found:
+            return found[0].id
+        assert time.monotonic() < deadline, "the run has no sandbox"
+        time.sleep(0.2)
+
+
+def gone(backend, sandbox_id: str, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while any(s.id == sandbox_id for s in backend.list_sandboxes()):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def test_killed_server_fails_the_running_run_and_resumes_the_pending(
+    one_slot: Server, base_image, docker_backend
+):
+    collection = make_collection(one_slot, base_image, prefix="restart")
+    collection.put_task("slow", "echo started\nsleep 300\necho never > {{results_dir}}/x")
+    collection.put_task("quick", "echo ok > {{results_dir}}/ok.txt")
+    slow = collection.run("slow")
+    sandbox = running_with_sandbox(collection, "slow", slow, docker_backend)
+    waiting = [collection.run("quick") for _ in range(2)]
+    dropped = collection.run("quick")
+    with collection.client() as c:  # cancelled while waiting: it never starts
+        assert c.post(
+            f"/api/v1/trajectory/{collection.name}/quick/statuses", json={dropped: "cancelled"}
+        ).json() == {dropped: "cancelled"}
+    assert collection.record("quick", dropped)["status"] == "cancelled"
+    assert [collection.record("quick", t)["status"] for t in waiting] == ["pending", "pending"]
+
+    one_slot.kill()
+    assert any(s.id == sandbox for s in docker_backend.list_sandboxes()), "SIGKILL leaves the sandbox"
+    one_slot.start()
+
+    record = collection.wait("slow", slow, timeout=30)
+    assert record["status"] == "failed" and record["success"] is False
+    assert record["error"]["message"] == "the server stopped while this run was running; run it again"
+    assert record["error"]["stage"] == "run_agent"
+    assert gone(docker_backend, sandbox), "the interrupted run's sandbox was not swept"
+    for tid in waiting:
+        assert collection.wait("quick", tid, timeout=120)["status"] == "completed"
+    assert collection.record("quick", dropped)["status"] == "cancelled"
+    assert not collection.sandboxes(docker_backend)
+
+
+def test_stopped_server_ends_its_running_run_and_deletes_its_sandbox(
+    one_slot: Server, base_image, docker_backend
+):
+    collection = make_collection(one_slot, base_image, prefix="stop")
+    collection.put_task("slow", "echo started\nsleep 300\necho never > {{results_dir}}/x")
+    collection.put_task("quick", "echo ok > {{results_dir}}/ok.txt")
+    slow = collection.run("slow")
+    sandbox = running_with_sandbox(collection, "slow", slow, docker_backend)
+    later = collection.run("quick")
+    began = time.monotonic()
+    one_slot.stop()  # SIGTERM
+    assert time.monotonic() - began < 20
+    assert gone(docker_backend, sandbox, timeout=5)
+    one_slot.start()
+    record = collection.record("slow", slow)
+    assert record["status"] == "failed" and "server stopped" in record["error"]["message"]
+    assert collection.wait("quick", later)["status"] == "completed"
