@@ -1,0 +1,136 @@
+"""The in-process executor with the lifecycle replaced by fakes: bounds, order,
+cancel (pending and running), stop, and hooks that fail."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from pier.executors import inprocess
+from pier.executors.inprocess import InProcessExecutor, Job
+from pier.record import RunRecord, RunStatus
+
+
+class Hooks:
+    def __init__(self, fail_context: set[str] | None = None, fail_ended: bool = False):
+        self.lock = threading.Lock()
+        self.started: list[str] = []
+        self.finished: list[tuple[str, RunStatus | None, BaseException | None]] = []
+        self.cancelled_waiting: list[str] = []
+        self.release: dict[str, threading.Event] = {}
+        self.fail_context = fail_context or set()
+        self.fail_ended = fail_ended
+        self.saved: list[str] = []
+
+    def context(self, job: Job):
+        if job.trajectory_id in self.fail_context:
+            raise RuntimeError("no context")
+        record = RunRecord.new(job.trajectory_id, "c", "t")
+        with self.lock:
+            self.release.setdefault(job.trajectory_id, threading.Event())
+        return SimpleNamespace(
+            record=record, cancel=threading.Event(), save_record=lambda r: self.saved.append(r.trajectory_id)
+        )
+
+    def ended(self, job, record, error):
+        with self.lock:
+            self.finished.append((job.trajectory_id, record.status if record else None, error))
+        if self.fail_ended:
+            raise RuntimeError("ended hook broke")
+
+    def cancelled_before_start(self, job):
+        self.cancelled_waiting.append(job.trajectory_id)
+
+
+@pytest.fixture
+def hooks(monkeypatch):
+    hooks = Hooks()
+
+    def execute(ctx):
+        with hooks.lock:
+            hooks.started.append(ctx.record.trajectory_id)
+            release = hooks.release[ctx.record.trajectory_id]
+        while not release.wait(0.01):
+            if ctx.cancel.is_set():
+                ctx.record.status = RunStatus.cancelled
+                return ctx.record
+        ctx.save_record(ctx.record)
+        ctx.record.status = RunStatus.completed
+        return ctx.record
+
+    monkeypatch.setattr(inprocess, "execute", execute)
+    monkeypatch.setattr(inprocess, "cancel_run", lambda ctx: ctx.cancel.set())
+    return hooks
+
+
+def wait_for(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_runs_at_most_max_workers_in_submission_order(hooks):
+    executor = InProcessExecutor(hooks, max_workers=2)
+    executor.start()
+    for n in range(6):
+        executor.submit(Job(f"r{n}"))
+    wait_for(lambda: len(hooks.started) == 2)
+    time.sleep(0.05)
+    assert sorted(hooks.started) == ["r0", "r1"] and executor.pending() == ["r2", "r3", "r4", "r5"]
+    for n in range(6):
+        wait_for(lambda n=n: f"r{n}" in hooks.release)
+        hooks.release[f"r{n}"].set()
+        wait_for(lambda n=n: any(e[0] == f"r{n}" for e in hooks.finished))
+        assert len(executor.running()) <= 2
+    assert hooks.started[2:] == ["r2", "r3", "r4", "r5"]
+    assert {status for _, status, _ in hooks.finished} == {RunStatus.completed}
+
+
+def test_cancel_pending_never_starts_and_cancel_running_stops(hooks):
+    executor = InProcessExecutor(hooks, max_workers=1)
+    executor.start()
+    executor.submit(Job("first"))
+    executor.submit(Job("second"))
+    wait_for(lambda: hooks.started == ["first"])
+    assert executor.cancel("second") == "pending"
+    assert hooks.cancelled_waiting == ["second"] and executor.pending() == []
+    assert executor.cancel("first") == "running"
+    wait_for(lambda: hooks.finished)
+    assert hooks.finished == [("first", RunStatus.cancelled, None)]
+    assert executor.cancel("first") is None and executor.cancel("unknown") is None
+    assert hooks.started == ["first"]
+
+
+def test_a_run_without_context_ends_with_the_error_and_the_worker_goes_on(monkeypatch, hooks):
+    hooks.fail_context = {"broken"}
+    hooks.fail_ended = True  # the worker survives a failing hook too
+    executor = InProcessExecutor(hooks, max_workers=1)
+    executor.start()
+    executor.submit(Job("broken"))
+    executor.submit(Job("fine"))
+    wait_for(lambda: "fine" in hooks.release)
+    hooks.release["fine"].set()
+    wait_for(lambda: len(hooks.finished) == 2)
+    (tid, record, error), second = hooks.finished
+    assert tid == "broken" and record is None and "no context" in str(error)
+    assert second[:2] == ("fine", RunStatus.completed)
+
+
+def test_stop_interrupts_running_keeps_pending_and_drops_late_saves(hooks):
+    executor = InProcessExecutor(hooks, max_workers=1)
+    executor.start()
+    executor.submit(Job("busy"))
+    executor.submit(Job("waiting"))
+    wait_for(lambda: hooks.started == ["busy"])
+    interrupted = []
+    assert executor.stop(interrupt=lambda ctx: interrupted.append(ctx.record.trajectory_id)) == ["waiting"]
+    assert interrupted == ["busy"]
+    hooks.release["busy"].set()
+    executor.join(5)
+    assert hooks.saved == [] and hooks.finished == []  # what interrupt recorded stays
+    with pytest.raises(RuntimeError):
+        executor.submit(Job("late"))
