@@ -46,8 +46,8 @@ def serve(
 @collection_app.command("create")
 def collection_create(name: Annotated[str, typer.Argument(help="the collection's name")]) -> None:
     """Create a collection (or reuse it) and print a new token for it, once."""
-    from pier.api.auth import issue_token
     from pier.api.schemas.collections import CollectionCreate
+    from pier.api.tokens import issue_token
 
     try:
         CollectionCreate(name=name)

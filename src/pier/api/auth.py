@@ -1,41 +1,21 @@
-"""Bearer tokens. A collection token grants its own collection; the admin token
-(PIER_ADMIN_TOKEN) manages collections and may act on any of them. Tokens are
-random, shown once, and stored only as their SHA-256 (they carry 256 bits of
-entropy, so a fast unsalted hash is enough: there is nothing to brute-force)."""
+"""Who is calling: a collection token grants its own collection; the admin token
+(PIER_ADMIN_TOKEN) manages collections and may act on any of them."""
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import secrets
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from pier.api.errors import ApiError
 from pier.api.state import ApiState, get_state
-from pier.store import Store
-
-TOKEN_PREFIX = "pier_"
+from pier.api.tokens import hash_token
 
 bearer = HTTPBearer(auto_error=False, description="a collection token, or the admin token")
-
-
-def new_token() -> str:
-    return TOKEN_PREFIX + secrets.token_urlsafe(32)
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def issue_token(store: Store, collection: str, label: str | None = None) -> str:
-    """A new token for an existing collection; only its hash is kept."""
-    token = new_token()
-    store.add_token(collection, hash_token(token), label)
-    return token
 
 
 @dataclass(frozen=True)
@@ -56,7 +36,7 @@ class Caller:
         return collection
 
 
-def authenticate(
+async def authenticate(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Caller:
@@ -67,29 +47,33 @@ def authenticate(
     admin = state.settings.admin_token
     if admin is not None and hmac.compare_digest(token.encode(), admin.get_secret_value().encode()):
         return Caller(collection=None, admin=True)
-    collection = state.store.collection_for_token_hash(hash_token(token))
+    token_hash = hash_token(token)
+    collection = state.tokens.get(token_hash)
+    if collection is None:
+        collection = await run_in_threadpool(state.store.collection_for_token_hash, token_hash)
     if collection is None:
         raise ApiError(
             401,
             "unknown bearer token: use a token from `pier collection create` (or a new one from the admin)",
         )
+    state.tokens.add(token_hash, collection)
     return Caller(collection=collection)
 
 
-def require_admin(caller: Annotated[Caller, Depends(authenticate)]) -> Caller:
+async def require_admin(caller: Annotated[Caller, Depends(authenticate)]) -> Caller:
     if not caller.admin:
         raise ApiError(403, "this needs the admin token (PIER_ADMIN_TOKEN)")
     return caller
 
 
-def collection_access(
+async def collection_access(
     collection: str, request: Request, caller: Annotated[Caller, Depends(authenticate)]
 ) -> str:
     """The path's collection, once the caller may use it (403) and it exists (404;
     a collection token's collection always does)."""
     caller.check(collection)
     if caller.admin:
-        get_state(request).store.get_collection(collection)
+        await run_in_threadpool(get_state(request).store.get_collection, collection)
     return collection
 
 

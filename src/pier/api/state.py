@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import Request
 
 from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
+from pier.api.tokens import KnownTokens
 from pier.lifecycle.service import Services
 from pier.settings import Settings
 from pier.storage.local import LocalStorage
@@ -21,6 +22,7 @@ class ApiState:
     vault: Vault
     bus: RunBus
     dispatcher: Dispatcher
+    tokens: KnownTokens = field(default_factory=KnownTokens)
 
     @property
     def settings(self) -> Settings:

@@ -6,7 +6,7 @@ import re
 
 from fastapi import APIRouter, Request, status
 
-from pier.api.auth import AdminDep, CollectionDep, issue_token
+from pier.api.auth import AdminDep, CollectionDep
 from pier.api.errors import ApiError
 from pier.api.forms import invalid
 from pier.api.schemas.collections import (
@@ -21,6 +21,7 @@ from pier.api.schemas.collections import (
 )
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.state import get_state
+from pier.api.tokens import issue_token
 from pier.errors import NotFoundError
 
 router = APIRouter(prefix="/api/v1/collections", tags=["collections"], responses=ERROR_RESPONSES)
