@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 
 import httpx
 import pytest
@@ -121,7 +122,7 @@ def test_collections_admin(server, base_image):
 
 def test_cli_creates_collection_and_pushes_task(server, tmp_path, base_image):
     env = server.env()
-    name = f"cli-{tmp_path.name[-8:]}".replace("_", "-")
+    name = f"cli-{uuid.uuid4().hex[:10]}"
     made = subprocess.run(
         [sys.executable, "-m", "pier.cli", "collection", "create", name],
         capture_output=True, text=True, env=env, timeout=120,

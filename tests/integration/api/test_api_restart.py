@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from pier.sandbox.base import LABEL_COLLECTION, LABEL_RUN, Limits, SandboxSpec
 from tests.integration.api.conftest import Collection, make_collection
 from tests.integration.api.server import Server
 
@@ -16,7 +17,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def one_slot(new_db, tmp_path, docker_backend, base_image):
-    server = Server(home=tmp_path / "home", db_url=new_db(), settings={"PIER_MAX_CONCURRENT_RUNS": "1"})
+    settings = {"PIER_MAX_CONCURRENT_RUNS": "1", "PIER_SWEEP_INTERVAL_SEC": "1"}
+    server = Server(home=tmp_path / "home", db_url=new_db(), settings=settings)
     server.home.mkdir()
     yield server.start()
     server.stop()
@@ -93,3 +95,20 @@ def test_stopped_server_ends_its_running_run_and_deletes_its_sandbox(
     record = collection.record("slow", slow)
     assert record["status"] == "failed" and "server stopped" in record["error"]["message"]
     assert collection.wait("quick", later)["status"] == "completed"
+
+
+def test_the_server_sweeps_on_a_schedule(one_slot: Server, base_image, docker_backend):
+    """A sandbox left behind by a run that has ended (here: made by hand with that
+    run's labels) is removed by the periodic sweep, with no restart."""
+    collection = make_collection(one_slot, base_image, prefix="sweep")
+    collection.put_task("quick", "echo ok > {{results_dir}}/ok.txt")
+    tid = collection.run("quick")
+    assert collection.wait("quick", tid)["status"] == "completed"
+    labels = {LABEL_RUN: tid, LABEL_COLLECTION: collection.name}
+    leftover = docker_backend.create(
+        SandboxSpec(image=base_image, limits=Limits(cpus=1, memory="256M"), labels=labels)
+    )
+    try:
+        assert gone(docker_backend, leftover.id, timeout=15), "the periodic sweep did not remove it"
+    finally:
+        leftover.delete()

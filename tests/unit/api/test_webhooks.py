@@ -9,9 +9,10 @@ from pier.api.webhooks import SIGNATURE_HEADER, Delivery, WebhookSender, sign, v
 
 def test_signature_is_hmac_of_timestamp_and_body():
     header = sign("s3cret", 1700000000, b'{"a":1}')
-    assert header == "t=1700000000,v1=" + __import__("hmac").new(
-        b"s3cret", b'1700000000.{"a":1}', "sha256"
-    ).hexdigest()
+    assert (
+        header
+        == "t=1700000000,v1=" + __import__("hmac").new(b"s3cret", b'1700000000.{"a":1}', "sha256").hexdigest()
+    )
     assert verify("s3cret", header, b'{"a":1}', now=1700000010)
     assert not verify("s3cret", header, b'{"a":2}', now=1700000010)
     assert not verify("other", header, b'{"a":1}', now=1700000010)
