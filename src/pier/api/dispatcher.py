@@ -17,7 +17,7 @@ from typing import Any
 
 from pier.api.bus import RunBus
 from pier.api.files import resolve_api_path
-from pier.api.outcomes import SERVER_STOPPED, cancelled_waiting, failed_to_start, interrupted
+from pier.api.outcomes import SERVER_STOPPED, cancelled, cancelled_waiting, failed_to_start, interrupted
 from pier.api.schemas.runs import RunPublic
 from pier.api.webhooks import Delivery, WebhookSender
 from pier.errors import InputError, NotFoundError, PierError
@@ -129,11 +129,15 @@ class Dispatcher:
         """Cancel a run; its status as the caller should see it now."""
         if record.status.terminal:
             return record.status
-        if self.executor.cancel(record.trajectory_id) is None:
-            # Not in this server's hands (it never was, or its worker is gone):
-            # end the record here; the sweeper removes any sandbox it left.
-            self.store.save_run(cancelled_waiting(self.store.get_run(record.trajectory_id)))
-            self.finished(record.trajectory_id, None)
+        if self.executor.cancel(record.trajectory_id) is not None:
+            return RunStatus.cancelled
+        # The executor no longer holds it: it has just ended (and saved its end,
+        # which the store now shows), or it was never this server's to run.
+        current = self.store.get_run(record.trajectory_id)
+        if current.status.terminal:
+            return current.status
+        self.store.save_run(cancelled(current))  # the sweeper removes any sandbox it left
+        self.finished(record.trajectory_id, None)
         return RunStatus.cancelled
 
     # what a run needs to start

@@ -7,6 +7,7 @@ from pier.record import RunError, RunRecord, RunStatus, StepStatus, utcnow
 
 SERVER_STOPPED = "the server stopped while this run was running; run it again"
 CANCELLED_WAITING = "the run was cancelled before it started"
+CANCELLED = "the run was cancelled"
 
 
 def end_record(record: RunRecord, status: RunStatus, message: str) -> RunRecord:
@@ -35,6 +36,10 @@ def interrupted(record: RunRecord) -> RunRecord:
 
 def cancelled_waiting(record: RunRecord) -> RunRecord:
     return end_record(record, RunStatus.cancelled, CANCELLED_WAITING)
+
+
+def cancelled(record: RunRecord) -> RunRecord:
+    return end_record(record, RunStatus.cancelled, CANCELLED)
 
 
 def failed_to_start(record: RunRecord, message: str) -> RunRecord:

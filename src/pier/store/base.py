@@ -26,7 +26,7 @@ class StoreBase:
         # busy server that sleep, not the work, is most of a write's time. Threads
         # of this process queue here instead and are woken the moment it is free.
         self._write_turn: AbstractContextManager[object] = (
-            threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
+            threading.RLock() if engine.dialect.name == "sqlite" else nullcontext()
         )
 
     @property
