@@ -25,7 +25,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -153,8 +155,39 @@ def show(label: str, rate: float, latencies: list[float]) -> None:
     )
 
 
+@contextmanager
+def store_url(db_url: str | None) -> Iterator[str | None]:
+    """SQLite in the server's home (None), or a throwaway schema in db_url's
+    PostgreSQL database, dropped afterwards, so the bench leaves nothing there."""
+    if db_url is None:
+        yield None
+        return
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    schema = f"pier_bench_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(db_url)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield (
+            make_url(db_url)
+            .update_query_dict({"options": f"-csearch_path={schema}"})
+            .render_as_string(hide_password=False)
+        )
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
+
+
 def bench_requests(args: argparse.Namespace, home: Path) -> None:
-    server = Server(PAUSED_SERVER, home, args.db_url)
+    with store_url(args.db_url) as url:
+        _bench_requests(args, home, url)
+
+
+def _bench_requests(args: argparse.Namespace, home: Path, db_url: str | None) -> None:
+    server = Server(PAUSED_SERVER, home, db_url)
     try:
         token = setup_collection(server.url, "noop", runbook("echo hi > {{results_dir}}/x", args.image))
         post = http_request(
@@ -224,7 +257,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--lines", type=int, default=100)
     parser.add_argument("--image", default=os.environ.get("PIER_TEST_IMAGE", "pier-base:bookworm"))
-    parser.add_argument("--db-url", default=None, help="the store for the request figures; default SQLite")
+    parser.add_argument(
+        "--db-url",
+        default=None,
+        help="a PostgreSQL database for the request figures (a throwaway schema in it)",
+    )
     args = parser.parse_args()
     print(f"pier API bench: {os.cpu_count()} CPUs, store {'PostgreSQL' if args.db_url else 'SQLite'}, "
           f"{args.concurrency} concurrent clients")  # fmt: skip

@@ -23,7 +23,6 @@ POSTGRES_ENV = "PIER_TEST_POSTGRES_URL"
 UPLOAD_LIMIT = 1024 * 1024
 SLOTS = 4
 
-pytestmark = pytest.mark.integration
 
 
 def postgres_base_url() -> str:
