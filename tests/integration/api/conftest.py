@@ -24,7 +24,6 @@ UPLOAD_LIMIT = 1024 * 1024
 SLOTS = 4
 
 
-
 def postgres_base_url() -> str:
     url = os.environ.get(POSTGRES_ENV)
     if not url:
