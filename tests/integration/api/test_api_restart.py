@@ -98,17 +98,22 @@ def test_stopped_server_ends_its_running_run_and_deletes_its_sandbox(
 
 
 def test_the_server_sweeps_on_a_schedule(one_slot: Server, base_image, docker_backend):
-    """A sandbox left behind by a run that has ended (here: made by hand with that
-    run's labels) is removed by the periodic sweep, with no restart."""
+    """A sandbox that outlives its run (here: a second one made by hand with the
+    run's labels while it runs) is removed by the periodic sweep once the run
+    has ended, with no restart."""
     collection = make_collection(one_slot, base_image, prefix="sweep")
-    collection.put_task("quick", "echo ok > {{results_dir}}/ok.txt")
-    tid = collection.run("quick")
-    assert collection.wait("quick", tid)["status"] == "completed"
+    collection.put_task("slow", "echo started\nsleep 300\necho never > {{results_dir}}/x")
+    tid = collection.run("slow")
+    running_with_sandbox(collection, "slow", tid, docker_backend)
     labels = {LABEL_RUN: tid, LABEL_COLLECTION: collection.name}
-    leftover = docker_backend.create(
-        SandboxSpec(image=base_image, limits=Limits(cpus=1, memory="256M"), labels=labels)
-    )
+    spec = SandboxSpec(image=base_image, limits=Limits(cpus=1, memory="256M"), labels=labels)
+    leftover = docker_backend.create(spec)  # kept while its run runs: its owner (this test) is alive
     try:
+        time.sleep(2.5)
+        assert not gone(docker_backend, leftover.id, timeout=0), "swept while its run was running"
+        with collection.client() as c:
+            c.post(f"/api/v1/trajectory/{collection.name}/slow/statuses", json={tid: "cancelled"})
+        assert collection.wait("slow", tid)["status"] == "cancelled"
         assert gone(docker_backend, leftover.id, timeout=15), "the periodic sweep did not remove it"
     finally:
         leftover.delete()
