@@ -14,7 +14,7 @@ from pier.api import errors
 from pier.api.background import PeriodicSweeper
 from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
-from pier.api.limits import BodyLimit
+from pier.api.limits import BodyLimit, NoNul
 from pier.api.recovery import recover
 from pier.api.routes import collections, events, files, health, runs, tasks, trajectories
 from pier.api.state import ApiState
@@ -64,6 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="pier", version=version("pier"), description=DESCRIPTION, lifespan=lifespan)
     errors.install(app)
     app.add_middleware(BodyLimit, limit=settings.max_upload_bytes)
+    app.add_middleware(NoNul)
     for module in (health, collections, tasks, runs, trajectories, files, events):
         app.include_router(module.router)
     return app

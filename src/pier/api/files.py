@@ -13,6 +13,8 @@ from typing import BinaryIO
 from pier.errors import InputError, NotFoundError
 from pier.storage.local import LocalStorage
 
+MAX_FILE_NAME = 255  # what Linux file systems take
+
 
 def api_path(storage: LocalStorage, collection: str, path: Path) -> str:
     """The API name of a stored file."""
@@ -36,8 +38,11 @@ def resolve_api_path(storage: LocalStorage, collection: str, name: str) -> Path:
 def upload_name(filename: str | None) -> str:
     """The name an uploaded file is stored under: its base name, without any folder."""
     name = PurePosixPath((filename or "").replace("\\", "/")).name
-    if not name or name.startswith(".") or "\x00" in name:
-        raise InputError(f"files: {filename!r} is not a usable file name: give each file a plain name")
+    if not name or name.startswith(".") or "\x00" in name or len(name.encode()) > MAX_FILE_NAME:
+        raise InputError(
+            f"files: {filename!r} is not a usable file name: give each file a plain name "
+            f"of at most {MAX_FILE_NAME} bytes"
+        )
     return name
 
 

@@ -1,6 +1,11 @@
-"""The request body limit (PIER_MAX_UPLOAD_BYTES), enforced while the body
-arrives: a declared Content-Length over it is refused before reading, and a
-chunked body is cut off as soon as it passes it. Either way: 413."""
+"""Limits every request meets before any route sees it.
+
+- The body limit (PIER_MAX_UPLOAD_BYTES), enforced while the body arrives: a
+  declared Content-Length over it is refused before reading, and a chunked body
+  is cut off as soon as it passes it. Either way: 413.
+- No NUL character in the path or the query: nothing pier stores can contain
+  one (PostgreSQL text cannot), so such a request names nothing: 404 / 422.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,21 @@ def too_large(limit: int) -> ApiError:
         f"the request body is larger than this server accepts ({limit} bytes): send fewer or smaller "
         "files per request, or raise PIER_MAX_UPLOAD_BYTES",
     )
+
+
+class NoNul:
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            if "\x00" in scope.get("path", ""):
+                await _refuse(send, ApiError(404, "no such resource: a path cannot contain a NUL character"))
+                return
+            if b"%00" in scope.get("query_string", b""):
+                await _refuse(send, ApiError(422, "a query parameter cannot contain a NUL character"))
+                return
+        await self.app(scope, receive, send)
 
 
 class BodyLimit:
@@ -64,5 +84,5 @@ def _content_length(scope: Scope) -> int | None:
 async def _refuse(send: Send, error: ApiError) -> None:
     payload = json.dumps({"detail": error.detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
     await send({"type": "http.response.body", "body": payload})

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pier.agents import get_agent
+from pier.errors import InputError
 from pier.runbook.parse import parse
 from pier.storage.local import check_name
 from pier.tasks.build import infer_agent, task_from_runbook
@@ -30,5 +31,10 @@ def task_from_text(text: str, name: str = "runbook") -> Task:
     return checked_task(task_from_runbook(parse(text, path=name)))
 
 
+MAX_NAME = 128
+
+
 def task_name(name: str) -> str:
+    if len(name) > MAX_NAME:
+        raise InputError(f"task name is {len(name)} characters long: use at most {MAX_NAME}")
     return check_name("task", name)

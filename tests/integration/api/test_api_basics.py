@@ -342,3 +342,32 @@ def test_upload_refuses_bad_names_and_admin_must_name_a_collection(server, colle
     r = c.post("/api/v1/sandbox/upload", data={"x": "1"}, files={"attachment": ("a.txt", b"1")})
     assert r.status_code == 422 and r.json()["errors"][0]["field"] == "files"
     assert c.post("/api/v1/sandbox/upload", data={"x": "1"}).status_code == 415
+
+
+def test_nul_characters_and_overlong_names_are_refused(collection: Collection):
+    """Nothing stored can hold a NUL (PostgreSQL text cannot): refused up front, never a 500."""
+    collection.put_task("t", "echo hi > {{results_dir}}/x")
+    c = collection.client()
+    name = collection.name
+    assert c.get(f"/api/v1/db/trajectory/{name}/t/a%00b").status_code == 404
+    assert c.get(f"/api/v1/db/trajectories/{name}/t?x=%00").status_code == 422
+    r = c.post(f"/api/v1/run/{name}/t", json={"init_params": {"vars": {"x": "a\u0000b"}}})
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "init_params.vars.x"
+    r = c.post(f"/api/v1/trajectory/{name}/t/statuses", json={"a\u0000": "cancelled"})
+    assert r.status_code == 422
+    r = c.put(
+        f"/api/v1/tasks/{name}/t",
+        content="---\nagent: script\n---\n\u0000",
+        headers={"Content-Type": "text/markdown"},
+    )
+    assert r.status_code == 422
+    r = c.put(
+        f"/api/v1/tasks/{name}/{'n' * 200}",
+        content=runbook("echo"),
+        headers={"Content-Type": "text/markdown"},
+    )
+    assert r.status_code == 422 and "at most" in r.json()["detail"]
+    r = c.post("/api/v1/sandbox/upload", files={"files": ("f" * 300, b"x")})
+    assert r.status_code == 422 and "255" in r.json()["detail"]
+    r = c.get("/api/v1/runs/x/events", headers={"Last-Event-ID": str(2**70)})
+    assert r.status_code == 404  # no such run; the huge id itself is no error

@@ -8,6 +8,8 @@ strategies directly.)"""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -20,7 +22,7 @@ from tests.integration.api.server import ADMIN_TOKEN
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES_PER_ROUTE = 30
+EXAMPLES_PER_ROUTE = int(os.environ.get("PIER_FUZZ_EXAMPLES", "30"))
 
 
 def test_no_server_errors(server, collection: Collection):

@@ -31,6 +31,7 @@ BATCH = 500
 POLL_SEC = 1.0  # the store is polled this often even without a wake-up (other writers)
 KEEPALIVE_SEC = 15.0  # a comment line keeps proxies from closing an idle stream
 RETRY_MS = 2000
+MAX_SEQ = 2**31 - 1  # the store's seq column is a 32-bit integer
 
 
 def log_event(event: Event) -> str:
@@ -55,7 +56,7 @@ async def run_events(
     request: Request,
     caller: CallerDep,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
-    after: Annotated[int | None, Query(alias="last_event_id", ge=0)] = None,
+    after: Annotated[int | None, Query(alias="last_event_id", ge=0, le=MAX_SEQ)] = None,
 ) -> StreamingResponse:
     state = get_state(request)
     record = await run_in_threadpool(state.store.get_run, trajectory_id)
@@ -76,7 +77,7 @@ def _start_after(header: str | None, query: int | None) -> int:
         value = int(header)
     except ValueError:
         raise ApiError(422, f"Last-Event-ID must be an event id (a number), got {header!r}") from None
-    return max(value, 0)
+    return min(max(value, 0), MAX_SEQ)
 
 
 async def _follow(state: ApiState, trajectory_id: str, seq: int) -> AsyncIterator[str]:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from pier.api.auth import CollectionDep
-from pier.api.forms import accept_run
+from pier.api.forms import accept_run, refuse_nul
 from pier.api.lookups import run_of
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.runs import (
@@ -76,6 +76,7 @@ def update_statuses(
     starts, a running one loses its sandbox within seconds. A run that already
     ended keeps its status, which the answer shows."""
     state = get_state(request)
+    refuse_nul(body.root)
     records = [run_of(state.store, collection, task, tid) for tid in body.root]  # all exist, or 404
     result: dict[str, RunStatus] = {}
     for record in records:

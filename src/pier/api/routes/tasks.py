@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from pier.api.auth import CollectionDep
 from pier.api.errors import ApiError
-from pier.api.forms import invalid
+from pier.api.forms import invalid, refuse_nul
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.tasks import TaskList, TaskPublic
 from pier.api.state import get_state
@@ -50,6 +50,7 @@ async def _task_from_body(request: Request, name: str) -> Task:
     except UnicodeDecodeError:
         raise invalid("body", "is not UTF-8 text") from None
     if content_type in ("text/markdown", "text/plain", "text/x-markdown"):
+        refuse_nul(text)
         return task_from_text(text, name)
     if content_type not in ("", "application/json"):
         raise ApiError(415, f"unsupported content type {content_type!r}: send a task as application/json "
@@ -58,6 +59,7 @@ async def _task_from_body(request: Request, name: str) -> Task:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise invalid("body", f"is not valid JSON ({exc.msg} at character {exc.pos})") from None
+    refuse_nul(data)
     try:
         return task_from_json(data)
     except ValidationError as exc:
