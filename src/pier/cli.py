@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pier.agents import agent_env_names
 from pier.cli_progress import Progress
 from pier.cli_validate import validate_paths
 from pier.errors import InputError, NotFoundError, PierError
@@ -42,14 +43,11 @@ def parse_vars(pairs: list[str]) -> dict[str, str]:
     return result
 
 
-def secret_env(declared: dict, environ: dict[str, str]) -> dict[str, str]:
-    """Only the host variables the runbook's secrets name, never the whole environment."""
-    env = {}
-    for name, decl in declared.items():
-        key = decl.env or name
-        if key in environ:
-            env[key] = environ[key]
-    return env
+def secret_env(declared: dict, environ: dict[str, str], agent: str | None = None) -> dict[str, str]:
+    """Only the host variables the runbook's secrets and the agent's providers name
+    (keys, endpoints), never the whole environment."""
+    names = [decl.env or name for name, decl in declared.items()] + list(agent_env_names(agent))
+    return {key: environ[key] for key in names if key in environ}
 
 
 @app.command("run")
@@ -130,7 +128,9 @@ def build_request(
     if image is not None and snapshot is None:
         params["snapshot"] = ""  # an image given on the command line is meant to be used
     name = Path(runbook.path or path).resolve().parent.name or "runbook"
-    env = secret_env(runbook.frontmatter.secrets, dict(os.environ))
+    env = secret_env(
+        runbook.frontmatter.secrets, dict(os.environ), params.get("agent", task.init_params.get("agent"))
+    )
     return RunRequest(collection=collection, task_name=_slug(name), task=task, run_params=params, env=env)
 
 

@@ -106,6 +106,17 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     )
 
 
+def require_secrets(plan: RunPlan) -> None:
+    """Raises InputError naming a `required: true` secret the run was not given."""
+    for name, decl in plan.secret_decls.items():
+        key = (decl or {}).get("env") or name
+        if (decl or {}).get("required") and not plan.env.get(key):
+            raise InputError(
+                f"the runbook's secret {name} is required: set {key} in the environment pier runs in "
+                "(or the collection's environment)"
+            )
+
+
 def _secret_values(decls: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, str]:
     """{{secrets.NAME}} values: the declared env variable's value, when provided."""
     values: dict[str, str] = {}

@@ -10,7 +10,7 @@ from typing import Any
 
 from pier.agents import get_agent
 from pier.lifecycle.context import LogSink, RunContext
-from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan, build_plan
+from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan, build_plan, require_secrets
 from pier.lifecycle.runner import execute
 from pier.record import RunRecord, StepRecord
 from pier.redact import Redactor
@@ -63,7 +63,9 @@ def preflight(request: RunRequest, settings: Settings) -> RunPlan:
     check_name("collection", request.collection)
     check_name("task", request.task_name)
     plan = build_plan(resolve(request.task, dict(request.run_params)), request.inputs(), settings)
-    get_agent(plan.agent)
+    agent = get_agent(plan.agent)
+    require_secrets(plan)
+    agent.preflight(plan)
     return plan
 
 

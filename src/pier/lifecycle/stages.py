@@ -13,7 +13,7 @@ from pier.errors import InputError, StageError
 from pier.lifecycle.assets import assets_tar
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.outputs import collect_outputs
-from pier.lifecycle.plan import build_plan
+from pier.lifecycle.plan import build_plan, require_secrets
 from pier.lifecycle.processes import STOP_PROCESSES_SCRIPT
 from pier.record import SandboxRecord
 from pier.sandbox import create_with_retry, resolve_source
@@ -40,6 +40,8 @@ def prepare(ctx: RunContext) -> None:
     ctx.redactor.add(plan.secret_values)
     ctx.plan = plan
     ctx.agent = get_agent(plan.agent)
+    require_secrets(plan)
+    ctx.agent.preflight(plan)
     ctx.record.init_params = ctx.redactor.data(step.init_params)
     ctx.record.warnings = list(plan.warnings)
     for warning in plan.warnings:
@@ -120,6 +122,8 @@ def setup(ctx: RunContext) -> None:
         ctx.log(f"placed {len(plan.assets)} file(s) in /app/assets")
     agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
     launch = agent.launch(plan)
+    if launch.summary:
+        ctx.log(launch.summary)
     for path, content in {**launch.files, **launch.credential_files}.items():
         sandbox.put_files(str(Path(path).parent), {Path(path).name: content}, mode=0o600)
     ctx.launch = launch
@@ -153,7 +157,9 @@ def run_agent(ctx: RunContext) -> None:
         launch.command, env={**plan.env, **launch.env}, timeout=plan.timeout_sec, on_line=on_line
     )
     ctx.agent_output = result.output
-    ctx.record.usage = agent.usage(result.output)
+    ctx.record.usage = ctx.redactor.data(agent.usage(result.output))
+    if ctx.record.usage:
+        ctx.record.usage.setdefault("duration_seconds", round(result.duration_s, 3))
     if result.timed_out:
         raise StageError(
             "run_agent",
@@ -178,6 +184,9 @@ def run_agent(ctx: RunContext) -> None:
 def cleanup_credentials(ctx: RunContext) -> None:
     plan, sandbox = ctx.require_plan(), ctx.require_sandbox()
     files = list(ctx.launch.credential_files) if ctx.launch else []
+    if ctx.launch and ctx.launch.collect_command:
+        # The CLI's session files often live beside its config: save them first.
+        sandbox.exec(ctx.launch.collect_command, workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
     paths = " ".join(shlex.quote(p) for p in [*files, "/run/pier"])
     result = sandbox.exec(f"rm -rf -- {paths}", workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
     if not result.ok:
