@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from tests.support.model_server import ModelServer, bridge_gateway
 
 from pier.errors import SandboxError
 from pier.sandbox.docker.backend import DockerBackend
@@ -15,6 +16,7 @@ from pier.settings import Settings
 
 TEST_IMAGE_ENV = "PIER_TEST_IMAGE"
 DEFAULT_TEST_IMAGE = "pier-base:bookworm"
+CLI_AGENTS = ("claude-code", "codex", "opencode", "gemini-cli", "hermes")
 
 
 def _unavailable(reason: str) -> None:
@@ -41,3 +43,29 @@ def base_image(docker_backend: DockerBackend) -> str:
     if not docker_backend.image_exists(image):
         _unavailable(f"image {image} is missing: run scripts/build-test-image.sh")
     return image
+
+
+@pytest.fixture(scope="session")
+def agent_image(docker_backend: DockerBackend, base_image: str) -> str:
+    """base_image plus Node and every pinned agent CLI, installed once by pier's
+    own install code (and kept by tag, so it is reused while the pins stay)."""
+    from tests.support.agent_image import build_agent_image
+
+    from pier.agents import get_agent
+
+    specs = [get_agent(name).install_spec for name in CLI_AGENTS]  # type: ignore[attr-defined]
+    return build_agent_image(docker_backend, base_image, specs, log=lambda line: None)
+
+
+@pytest.fixture(scope="session")
+def model_server_session(docker_backend: DockerBackend) -> Iterator[ModelServer]:
+    server = ModelServer(bridge_gateway(docker_backend.api)).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def model_server(model_server_session: ModelServer) -> ModelServer:
+    """The scripted model server, its request log emptied for this test."""
+    model_server_session.clear()
+    return model_server_session

@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from support import wire
-from support.model_script import next_turn
+from tests.support import wire
+from tests.support.model_script import next_turn
 
 
 @dataclass

@@ -4,9 +4,10 @@ tool results out of a request, and writing a turn as a response or an SSE stream
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
-from support.model_script import Text, ToolCall, Turn
+from tests.support.model_script import Text, ToolCall, Turn
 
 USAGE_IN, USAGE_OUT = 100, 20
 Event = tuple[str | None, Any]
@@ -90,7 +91,7 @@ def _anthropic_usage() -> dict:
 
 def _anthropic(turn: Turn, model: str) -> dict:
     return {
-        "id": "msg_pier_1", "type": "message", "role": "assistant", "model": model,
+        "id": f"msg_{uuid.uuid4().hex[:16]}", "type": "message", "role": "assistant", "model": model,
         "content": [_anthropic_block(turn)], "stop_sequence": None, "usage": _anthropic_usage(),
         "stop_reason": "tool_use" if isinstance(turn, ToolCall) else "end_turn",
     }  # fmt: skip
@@ -139,7 +140,7 @@ def _finish(turn: Turn) -> str:
 
 def _chat(turn: Turn, model: str) -> dict:
     return {
-        "id": "chatcmpl-pier", "object": "chat.completion", "created": int(time.time()), "model": model,
+        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}", "object": "chat.completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "message": _chat_message(turn), "finish_reason": _finish(turn)}],
         "usage": _chat_usage(),
     }  # fmt: skip
@@ -176,7 +177,7 @@ def _responses(turn: Turn, model: str) -> dict:
     usage = {"input_tokens": USAGE_IN, "input_tokens_details": {"cached_tokens": 0},
              "output_tokens": USAGE_OUT, "output_tokens_details": {"reasoning_tokens": 0},
              "total_tokens": USAGE_IN + USAGE_OUT}  # fmt: skip
-    return {"id": "resp_pier_1", "object": "response", "created_at": int(time.time()), "model": model,
+    return {"id": f"resp_{uuid.uuid4().hex[:16]}", "object": "response", "created_at": int(time.time()), "model": model,
             "status": "completed", "output": [_responses_item(turn)], "usage": usage}  # fmt: skip
 
 
