@@ -62,6 +62,13 @@ CASES = [
 ]  # fmt: skip
 
 
+# How the tool call (hermes: the final answer, all its one-shot mode prints)
+# reads in the run log.
+LOG_MARKERS = {"claude-code": "tool Write(file_path=/app/results/answer.md", "codex": "$ /bin/bash -lc",
+               "opencode": "tool write(filePath=/app/results/answer.md",
+               "gemini-cli": "tool write_file(file_path=/app/results/answer.md", "hermes": "Done: the answer"}  # fmt: skip
+
+
 def runbook_text(case: Case) -> str:
     front = {"agent": case.agent, "model": case.model, "snapshot": "", "primary_outputs": ["answer.md"]}
     if case.provider:
@@ -143,6 +150,10 @@ def test_agent_cli_completes_a_runbook_against_the_scripted_model(
     assert any(case.tool in f.read_text(errors="replace") for f in transcripts), sorted(
         map(str, logs.rglob("*"))
     )
+
+    run_log = [e.line for e in Services(get_settings()).store.events(record.trajectory_id)]
+    marker = LOG_MARKERS[case.agent]
+    assert any(line.startswith(marker) for line in run_log), "the run log lacks the readable stream"
 
     assert key not in stored_text(record)
     assert leftovers == [""], f"credentials left where checks would run: {leftovers}"
