@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -116,8 +116,12 @@ def build_request(
             memory=memory,
             network_enabled=False if no_network else None,
         )
-    except ValueError as exc:
-        raise InputError(str(exc).splitlines()[-1] if "\n" in str(exc) else str(exc)) from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        flag = {"timeout_sec": "timeout", "network_enabled": "no-network"}.get(
+            str(first["loc"][0]), first["loc"][0]
+        )
+        raise InputError(f"--{flag}: {first['msg'].removeprefix('Value error, ')}") from None
     task = task.model_copy(update={"step_configs": {"run": step}})
     params: dict = {}
     if var:
@@ -276,4 +280,4 @@ def main() -> None:  # pragma: no cover
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()
