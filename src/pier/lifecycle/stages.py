@@ -110,8 +110,7 @@ def _onoff(flag: bool) -> str:
 def setup(ctx: RunContext) -> None:
     plan, sandbox, agent = ctx.require_plan(), ctx.require_sandbox(), ctx.agent
     assert agent is not None
-    _verify_tools(ctx)
-    sandbox.exec(f"mkdir -p {' '.join(SANDBOX_DIRS)}", workdir="/")
+    _verify_tools_and_make_dirs(ctx)
     if plan.assets:
         with tempfile.TemporaryDirectory() as tmp:
             tar = assets_tar(plan.assets, Path(tmp) / "assets.tar")
@@ -125,10 +124,12 @@ def setup(ctx: RunContext) -> None:
     ctx.launch = launch
 
 
-def _verify_tools(ctx: RunContext) -> None:
+def _verify_tools_and_make_dirs(ctx: RunContext) -> None:
+    """One exec for both: each exec is a round trip to the engine."""
     sandbox = ctx.require_sandbox()
     probe = " ".join(f"command -v {tool} >/dev/null || echo {tool};" for tool in REQUIRED_TOOLS)
-    result = sandbox.exec(["/bin/sh", "-c", probe], workdir="/")
+    script = f"{probe} mkdir -p {' '.join(SANDBOX_DIRS)}"
+    result = sandbox.exec(["/bin/sh", "-c", script], workdir="/")
     missing = result.output.split()
     if result.exit_code != 0 or missing:
         what = ", ".join(missing) or result.output.strip()[-200:]
