@@ -163,21 +163,35 @@ def show_summary(record: RunRecord) -> None:
 def runs_command(
     limit: Annotated[int, typer.Option(help="how many")] = 20,
     collection: Annotated[str | None, typer.Option(help="only this collection")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON run record per line")] = False,
 ) -> None:
     """Recent runs, newest first."""
     records, total = Services().store.list_runs(collection=collection, limit=limit)
+    if as_json:
+        for record in records:
+            print(record.model_dump_json())
+        return
+    rows = [_run_row(r) for r in records]
+    if not out.is_terminal:  # piped: whole values, tab-separated, for grep and awk
+        for row in rows:
+            print("\t".join(row))
+        return
     table = Table("run", "collection/task", "status", "success", "created", "duration")
-    for r in records:
-        table.add_row(
-            r.trajectory_id,
-            f"{r.collection}/{r.task}",
-            r.status.value,
-            "" if r.success is None else ("yes" if r.success else "no"),
-            r.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
-            f"{r.duration_seconds:.1f}s" if r.duration_seconds is not None else "",
-        )
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
     out.print(f"{len(records)} of {total} run(s)")
+
+
+def _run_row(r: RunRecord) -> list[str]:
+    return [
+        r.trajectory_id,
+        f"{r.collection}/{r.task}",
+        r.status.value,
+        "" if r.success is None else ("yes" if r.success else "no"),
+        r.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
+        f"{r.duration_seconds:.1f}s" if r.duration_seconds is not None else "",
+    ]
 
 
 @app.command("logs")
