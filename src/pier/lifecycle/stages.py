@@ -75,17 +75,21 @@ def create(ctx: RunContext) -> None:
     )
     spec = SandboxSpec(image=ctx.image, limits=limits, labels=_labels(ctx))
     ctx.sandbox = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
+    for note in ctx.sandbox.notes:
+        ctx.log(f"warning: {note}")
+        ctx.record.warnings.append(note)
+    cpus = ctx.sandbox.applied.cpus if ctx.sandbox.applied else plan.cpus
     ctx.record.sandbox = SandboxRecord(
         source=source.kind,
         name=source.name,
         image=ctx.image,
-        cpus=plan.cpus,
+        cpus=cpus,
         memory=plan.memory,
         network=plan.network,
         id=ctx.sandbox.id,
     )
     ctx.log(
-        f"sandbox {ctx.sandbox.id[:12]} up ({plan.cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
+        f"sandbox {ctx.sandbox.id[:12]} up ({cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
     )
 
 
