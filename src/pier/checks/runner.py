@@ -138,8 +138,9 @@ def root_owned_tar(tree: Path, name: str) -> bytes:
 
 
 class BoundedOutput:
-    """Counts what a check printed (the exec keeps only its tail) and keeps the
-    last OUTPUT_LIMIT bytes, saying how much came before."""
+    """Counts what a check printed (the exec keeps only its tail; very long lines
+    come in pieces, so the count is close, not exact) and keeps the last
+    OUTPUT_LIMIT bytes, saying how much came before."""
 
     def __init__(self, limit: int = OUTPUT_LIMIT):
         self.limit = limit
@@ -154,7 +155,7 @@ class BoundedOutput:
             return output
         kept = data[-self.limit :].decode(errors="ignore")
         total = max(self.total, len(data))
-        return f"[output truncated: {total} bytes in all, only the last {self.limit} kept]\n{kept}"
+        return f"[output truncated: about {total} bytes in all; the last {self.limit} are kept]\n{kept}"
 
 
 def _finished(

@@ -139,7 +139,7 @@ def test_output_is_bounded_and_says_so():
     for _ in range(50):
         bounded.count("x" * 9)
     text = bounded.text("y" * 300)
-    assert text.startswith("[output truncated: 500 bytes in all, only the last 100 kept]\n")
+    assert text.startswith("[output truncated: about 500 bytes in all; the last 100 are kept]\n")
     assert text.endswith("y" * 100) and len(text.split("\n", 1)[1]) == 100
     small = BoundedOutput(limit=100)
     small.count("hello")
