@@ -57,7 +57,12 @@ class RunRequest:
 
     def inputs(self) -> RunInputs:
         return RunInputs(
-            self.trajectory_id, self.collection, self.task_name, self.env, self.resolve_file, self.source_dir
+            self.trajectory_id,
+            self.collection,
+            self.task_name,
+            self.env,
+            self.resolve_file,
+            source_dir=self.source_dir,
         )
 
 
