@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from pier.cli_checks import show_checks
 from pier.cli_progress import Progress
 from pier.cli_validate import validate_paths
 from pier.errors import InputError, NotFoundError, PierError
@@ -133,9 +134,16 @@ def build_request(
             params[key] = value
     if image is not None and snapshot is None:
         params["snapshot"] = ""  # an image given on the command line is meant to be used
-    name = Path(runbook.path or path).resolve().parent.name or "runbook"
+    folder = Path(runbook.path or path).resolve().parent
     env = secret_env(runbook.frontmatter.secrets, dict(os.environ))
-    return RunRequest(collection=collection, task_name=_slug(name), task=task, run_params=params, env=env)
+    return RunRequest(
+        collection=collection,
+        task_name=_slug(folder.name or "runbook"),
+        task=task,
+        run_params=params,
+        env=env,
+        source_dir=folder,  # local check sources are relative to the runbook
+    )
 
 
 def _slug(name: str) -> str:
@@ -155,6 +163,7 @@ def show_summary(record: RunRecord) -> None:
     for item in record.results_files:
         star = "★" if item.path in record.primary_files else " "
         out.print(f"  {star} {item.path}  ({item.size} bytes)", highlight=False)
+    show_checks(record, out)
     if record.storage_path:
         out.print(f"  outputs: {record.storage_path}", highlight=False)
 

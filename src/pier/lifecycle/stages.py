@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 from pier.agents import get_agent
-from pier.errors import InputError, StageError
+from pier.errors import StageError
 from pier.lifecycle.assets import assets_tar
+from pier.lifecycle.checking import check_stage, record_eval, verify_check_tools
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.outputs import collect_outputs
 from pier.lifecycle.plan import build_plan
@@ -66,14 +67,7 @@ def create(ctx: RunContext) -> None:
         ctx.record.warnings.append(note)
     deadline = time.monotonic() + settings.create_timeout_sec
     ctx.image = ctx.backend.ensure_image(source, ctx.log, timeout=settings.create_timeout_sec)
-    limits = Limits(
-        cpus=plan.cpus,
-        memory=plan.memory,
-        pids=settings.pids_limit,
-        disk=settings.disk_limit,
-        network=plan.network,
-    )
-    spec = SandboxSpec(image=ctx.image, limits=limits, labels=_labels(ctx))
+    spec = sandbox_spec(ctx)
     ctx.sandbox = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
     for note in ctx.sandbox.notes:
         ctx.log(f"warning: {note}")
@@ -91,6 +85,21 @@ def create(ctx: RunContext) -> None:
     ctx.log(
         f"sandbox {ctx.sandbox.id[:12]} up ({cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
     )
+
+
+def sandbox_spec(ctx: RunContext) -> SandboxSpec:
+    """A sandbox of the run's image, limits and labels (the run's own, or a fresh
+    one for checks)."""
+    plan, settings = ctx.require_plan(), ctx.settings
+    assert ctx.image is not None, "create has not resolved the image"
+    limits = Limits(
+        cpus=plan.cpus,
+        memory=plan.memory,
+        pids=settings.pids_limit,
+        disk=settings.disk_limit,
+        network=plan.network,
+    )
+    return SandboxSpec(image=ctx.image, limits=limits, labels=_labels(ctx))
 
 
 def _labels(ctx: RunContext) -> dict[str, str]:
@@ -115,6 +124,7 @@ def setup(ctx: RunContext) -> None:
     plan, sandbox, agent = ctx.require_plan(), ctx.require_sandbox(), ctx.agent
     assert agent is not None
     _verify_tools_and_make_dirs(ctx)
+    verify_check_tools(ctx)
     if plan.assets:
         with tempfile.TemporaryDirectory() as tmp:
             tar = assets_tar(plan.assets, Path(tmp) / "assets.tar")
@@ -191,6 +201,12 @@ def cleanup_credentials(ctx: RunContext) -> None:
         ctx.log(f"deleted {len(files)} credential file(s)")
     if plan.checks:
         stopped = sandbox.exec(STOP_PROCESSES_SCRIPT, workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
+        if not stopped.ok:
+            raise StageError(
+                "cleanup_credentials",
+                f"could not stop what the agent left running, so checks would not be reliable: "
+                f"{stopped.output.strip()[-300:]}",
+            )
         ctx.log(f"stopped what the agent left running{_count(stopped.output)}")
 
 
@@ -201,14 +217,11 @@ def _count(output: str) -> str:
 
 def collect(ctx: RunContext) -> None:
     collect_outputs(ctx)
+    record_eval(ctx)
 
 
 def check(ctx: RunContext) -> None:
-    plan = ctx.require_plan()
-    if not plan.checks:
-        ctx.record.step("check").detail = "no checks declared"
-        return
-    raise InputError("checks are declared but this pier has no check runner yet")
+    check_stage(ctx, fresh_spec=lambda: sandbox_spec(ctx))
 
 
 def save(ctx: RunContext) -> None:
