@@ -193,6 +193,11 @@ def run_agent(ctx: RunContext) -> None:
 def cleanup_credentials(ctx: RunContext) -> None:
     plan, sandbox = ctx.require_plan(), ctx.require_sandbox()
     files = list(ctx.launch.credential_files) if ctx.launch else []
+    if not files and not plan.checks:
+        # Nothing secret was written and the sandbox is deleted right after collect:
+        # an exec here would only cost a round trip.
+        ctx.record.step("cleanup_credentials").detail = "no credential files; no checks follow"
+        return
     paths = " ".join(shlex.quote(p) for p in [*files, "/run/pier"])
     result = sandbox.exec(f"rm -rf -- {paths}", workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
     if not result.ok:
