@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
 from pier.agents import agent_env_names
+from pier.cli_checks import show_checks
 from pier.cli_progress import Progress
 from pier.cli_validate import validate_paths
 from pier.errors import InputError, NotFoundError, PierError
@@ -114,8 +115,12 @@ def build_request(
             memory=memory,
             network_enabled=False if no_network else None,
         )
-    except ValueError as exc:
-        raise InputError(str(exc).splitlines()[-1] if "\n" in str(exc) else str(exc)) from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        flag = {"timeout_sec": "timeout", "network_enabled": "no-network"}.get(
+            str(first["loc"][0]), first["loc"][0]
+        )
+        raise InputError(f"--{flag}: {first['msg'].removeprefix('Value error, ')}") from None
     task = task.model_copy(update={"step_configs": {"run": step}})
     params: dict = {}
     if var:
@@ -127,11 +132,18 @@ def build_request(
             params[key] = value
     if image is not None and snapshot is None:
         params["snapshot"] = ""  # an image given on the command line is meant to be used
-    name = Path(runbook.path or path).resolve().parent.name or "runbook"
+    folder = Path(runbook.path or path).resolve().parent
     env = secret_env(
         runbook.frontmatter.secrets, dict(os.environ), params.get("agent", task.init_params.get("agent"))
     )
-    return RunRequest(collection=collection, task_name=_slug(name), task=task, run_params=params, env=env)
+    return RunRequest(
+        collection=collection,
+        task_name=_slug(folder.name or "runbook"),
+        task=task,
+        run_params=params,
+        env=env,
+        source_dir=folder,  # local check sources are relative to the runbook
+    )
 
 
 def _slug(name: str) -> str:
@@ -151,6 +163,7 @@ def show_summary(record: RunRecord) -> None:
     for item in record.results_files:
         star = "★" if item.path in record.primary_files else " "
         out.print(f"  {star} {item.path}  ({item.size} bytes)", highlight=False)
+    show_checks(record, out)
     if record.storage_path:
         out.print(f"  outputs: {record.storage_path}", highlight=False)
 
@@ -159,21 +172,35 @@ def show_summary(record: RunRecord) -> None:
 def runs_command(
     limit: Annotated[int, typer.Option(help="how many")] = 20,
     collection: Annotated[str | None, typer.Option(help="only this collection")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON run record per line")] = False,
 ) -> None:
     """Recent runs, newest first."""
     records, total = Services().store.list_runs(collection=collection, limit=limit)
+    if as_json:
+        for record in records:
+            print(record.model_dump_json())
+        return
+    rows = [_run_row(r) for r in records]
+    if not out.is_terminal:  # piped: whole values, tab-separated, for grep and awk
+        for row in rows:
+            print("\t".join(row))
+        return
     table = Table("run", "collection/task", "status", "success", "created", "duration")
-    for r in records:
-        table.add_row(
-            r.trajectory_id,
-            f"{r.collection}/{r.task}",
-            r.status.value,
-            "" if r.success is None else ("yes" if r.success else "no"),
-            r.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
-            f"{r.duration_seconds:.1f}s" if r.duration_seconds is not None else "",
-        )
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
     out.print(f"{len(records)} of {total} run(s)")
+
+
+def _run_row(r: RunRecord) -> list[str]:
+    return [
+        r.trajectory_id,
+        f"{r.collection}/{r.task}",
+        r.status.value,
+        "" if r.success is None else ("yes" if r.success else "no"),
+        r.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
+        f"{r.duration_seconds:.1f}s" if r.duration_seconds is not None else "",
+    ]
 
 
 @app.command("logs")
@@ -276,4 +303,4 @@ def main() -> None:  # pragma: no cover
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

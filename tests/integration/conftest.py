@@ -5,7 +5,10 @@ they skip, except under CI (CI set), where that is a failure: CI must run them."
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from tests.support.model_server import ModelServer, bridge_gateway
@@ -17,6 +20,7 @@ from pier.settings import Settings
 TEST_IMAGE_ENV = "PIER_TEST_IMAGE"
 DEFAULT_TEST_IMAGE = "pier-base:bookworm"
 CLI_AGENTS = ("claude-code", "codex", "opencode", "gemini-cli", "hermes")
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-test-image.sh"
 
 
 def _unavailable(reason: str) -> None:
@@ -40,8 +44,13 @@ def docker_backend() -> Iterator[DockerBackend]:
 def base_image(docker_backend: DockerBackend) -> str:
     """The local image integration tests run on ($PIER_TEST_IMAGE)."""
     image = os.environ.get(TEST_IMAGE_ENV, DEFAULT_TEST_IMAGE)
+    if not docker_backend.image_exists(image) and shutil.which("debootstrap") and os.geteuid() == 0:
+        # A fresh machine: build it once (about a minute), as scripts/build-test-image.sh would.
+        subprocess.run(["bash", str(BUILD_SCRIPT)], env={**os.environ, TEST_IMAGE_ENV: image}, check=False)
     if not docker_backend.image_exists(image):
-        _unavailable(f"image {image} is missing: run scripts/build-test-image.sh")
+        _unavailable(
+            f"image {image} is missing: run scripts/build-test-image.sh (needs debootstrap, as root)"
+        )
     return image
 
 

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from pier.agents import get_agent
@@ -52,9 +53,17 @@ class RunRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     resolve_file: FileResolver | None = None
     trajectory_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    source_dir: Path | None = None  # local check sources allowed, relative to here
 
     def inputs(self) -> RunInputs:
-        return RunInputs(self.trajectory_id, self.collection, self.task_name, self.env, self.resolve_file)
+        return RunInputs(
+            self.trajectory_id,
+            self.collection,
+            self.task_name,
+            self.env,
+            self.resolve_file,
+            source_dir=self.source_dir,
+        )
 
 
 def preflight(request: RunRequest, settings: Settings) -> RunPlan:

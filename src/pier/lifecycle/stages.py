@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 from pier.agents import get_agent
-from pier.errors import InputError, StageError
+from pier.errors import StageError
 from pier.lifecycle.assets import assets_tar
+from pier.lifecycle.checking import check_stage, record_eval, verify_check_tools
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.outputs import collect_outputs
 from pier.lifecycle.plan import build_plan, require_secrets
@@ -68,6 +69,31 @@ def create(ctx: RunContext) -> None:
         ctx.record.warnings.append(note)
     deadline = time.monotonic() + settings.create_timeout_sec
     ctx.image = ctx.backend.ensure_image(source, ctx.log, timeout=settings.create_timeout_sec)
+    spec = sandbox_spec(ctx)
+    ctx.sandbox = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
+    for note in ctx.sandbox.notes:
+        ctx.log(f"warning: {note}")
+        ctx.record.warnings.append(note)
+    cpus = ctx.sandbox.applied.cpus if ctx.sandbox.applied else plan.cpus
+    ctx.record.sandbox = SandboxRecord(
+        source=source.kind,
+        name=source.name,
+        image=ctx.image,
+        cpus=cpus,
+        memory=plan.memory,
+        network=plan.network,
+        id=ctx.sandbox.id,
+    )
+    ctx.log(
+        f"sandbox {ctx.sandbox.id[:12]} up ({cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
+    )
+
+
+def sandbox_spec(ctx: RunContext) -> SandboxSpec:
+    """A sandbox of the run's image, limits and labels (the run's own, or a fresh
+    one for checks)."""
+    plan, settings = ctx.require_plan(), ctx.settings
+    assert ctx.image is not None, "create has not resolved the image"
     limits = Limits(
         cpus=plan.cpus,
         memory=plan.memory,
@@ -75,20 +101,7 @@ def create(ctx: RunContext) -> None:
         disk=settings.disk_limit,
         network=plan.network,
     )
-    spec = SandboxSpec(image=ctx.image, limits=limits, labels=_labels(ctx))
-    ctx.sandbox = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
-    ctx.record.sandbox = SandboxRecord(
-        source=source.kind,
-        name=source.name,
-        image=ctx.image,
-        cpus=plan.cpus,
-        memory=plan.memory,
-        network=plan.network,
-        id=ctx.sandbox.id,
-    )
-    ctx.log(
-        f"sandbox {ctx.sandbox.id[:12]} up ({plan.cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
-    )
+    return SandboxSpec(image=ctx.image, limits=limits, labels=_labels(ctx))
 
 
 def _labels(ctx: RunContext) -> dict[str, str]:
@@ -112,8 +125,8 @@ def _onoff(flag: bool) -> str:
 def setup(ctx: RunContext) -> None:
     plan, sandbox, agent = ctx.require_plan(), ctx.require_sandbox(), ctx.agent
     assert agent is not None
-    _verify_tools(ctx)
-    sandbox.exec(f"mkdir -p {' '.join(SANDBOX_DIRS)}", workdir="/")
+    _verify_tools_and_make_dirs(ctx)
+    verify_check_tools(ctx)
     if plan.assets:
         with tempfile.TemporaryDirectory() as tmp:
             tar = assets_tar(plan.assets, Path(tmp) / "assets.tar")
@@ -129,10 +142,12 @@ def setup(ctx: RunContext) -> None:
     ctx.launch = launch
 
 
-def _verify_tools(ctx: RunContext) -> None:
+def _verify_tools_and_make_dirs(ctx: RunContext) -> None:
+    """One exec for both: each exec is a round trip to the engine."""
     sandbox = ctx.require_sandbox()
     probe = " ".join(f"command -v {tool} >/dev/null || echo {tool};" for tool in REQUIRED_TOOLS)
-    result = sandbox.exec(["/bin/sh", "-c", probe], workdir="/")
+    script = f"{probe} mkdir -p {' '.join(SANDBOX_DIRS)}"
+    result = sandbox.exec(["/bin/sh", "-c", script], workdir="/")
     missing = result.output.split()
     if result.exit_code != 0 or missing:
         what = ", ".join(missing) or result.output.strip()[-200:]
@@ -187,6 +202,11 @@ def cleanup_credentials(ctx: RunContext) -> None:
     if ctx.launch and ctx.launch.collect_command:
         # The CLI's session files often live beside its config: save them first.
         sandbox.exec(ctx.launch.collect_command, workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
+    if not files and not plan.checks:
+        # Nothing secret was written and the sandbox is deleted right after collect:
+        # an exec here would only cost a round trip.
+        ctx.record.step("cleanup_credentials").detail = "no credential files; no checks follow"
+        return
     paths = " ".join(shlex.quote(p) for p in [*files, "/run/pier"])
     result = sandbox.exec(f"rm -rf -- {paths}", workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
     if not result.ok:
@@ -195,6 +215,12 @@ def cleanup_credentials(ctx: RunContext) -> None:
         ctx.log(f"deleted {len(files)} credential file(s)")
     if plan.checks:
         stopped = sandbox.exec(STOP_PROCESSES_SCRIPT, workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
+        if not stopped.ok:
+            raise StageError(
+                "cleanup_credentials",
+                f"could not stop what the agent left running, so checks would not be reliable: "
+                f"{stopped.output.strip()[-300:]}",
+            )
         ctx.log(f"stopped what the agent left running{_count(stopped.output)}")
 
 
@@ -205,14 +231,11 @@ def _count(output: str) -> str:
 
 def collect(ctx: RunContext) -> None:
     collect_outputs(ctx)
+    record_eval(ctx)
 
 
 def check(ctx: RunContext) -> None:
-    plan = ctx.require_plan()
-    if not plan.checks:
-        ctx.record.step("check").detail = "no checks declared"
-        return
-    raise InputError("checks are declared but this pier has no check runner yet")
+    check_stage(ctx, fresh_spec=lambda: sandbox_spec(ctx))
 
 
 def save(ctx: RunContext) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pier.runbook.parse import Runbook
 from pier.settings import get_settings
 from pier.tasks.model import StepConfig, Task
@@ -27,7 +29,7 @@ def infer_agent(model: str | None) -> str | None:
 def task_from_runbook(runbook: Runbook) -> Task:
     front = runbook.frontmatter
     snapshot = front.snapshot if front.snapshot is not None else get_settings().default_snapshot
-    params = {
+    params: dict[str, Any] = {
         "instruction": runbook.text,
         "agent": front.agent or infer_agent(front.model),
         "model": front.model,
