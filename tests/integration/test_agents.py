@@ -70,7 +70,8 @@ LOG_MARKERS = {"claude-code": "tool Write(file_path=/app/results/answer.md", "co
 
 
 def runbook_text(case: Case) -> str:
-    front = {"agent": case.agent, "model": case.model, "snapshot": "", "primary_outputs": ["answer.md"]}
+    front = {"agent": case.agent, "model": case.model, "snapshot": "", "primary_outputs": ["answer.md"],
+             "checks": [{"name": "answer", "type": "file_exists", "path": "answer.md"}]}  # fmt: skip
     if case.provider:
         front["model_provider"] = case.provider
     lines = [f"{key}: {json.dumps(value)}" for key, value in front.items()]
@@ -134,6 +135,7 @@ def test_agent_cli_completes_a_runbook_against_the_scripted_model(
     results = Path(record.storage_path) / "results"
     assert (results / "answer.md").read_text() == ANSWER_TEXT
     assert record.primary_files == ["answer.md"]
+    assert [(c.name, c.passed) for c in record.checks] == [("answer", True)]
 
     calls = model_server.model_calls()
     assert calls, "the CLI never called the model"
