@@ -2,7 +2,8 @@
 
 Prints the median wall time of `pier run` (a script runbook that writes one file)
 and of `docker run` + `docker cp` doing the same on the same image, their ratio
-(goal: <= 1.5), and the median time from `pier run` starting to the agent's first
+(goal: <= 1.5), the same lifecycle run in-process (as the server runs it, without
+the CLI's interpreter start-up), and the median time from `pier run` starting to the agent's first
 output line. Needs a Docker engine and the image (default pier-base:bookworm).
 
     uv run python bench/overhead.py [--runs 10] [--image pier-base:bookworm]
@@ -48,6 +49,25 @@ def time_pier(runbook: Path, image: str, env: dict[str, str]) -> tuple[float, fl
     return wall, first
 
 
+def time_in_process(runbook: Path, image: str) -> float:
+    """The lifecycle alone, as `pier serve` runs it: no interpreter start-up or imports."""
+    from pier.lifecycle.service import RunRequest, Services, run
+    from pier.runbook import load
+    from pier.settings import Settings
+    from pier.tasks import task_from_runbook
+
+    services = Services(Settings())
+    request = RunRequest(
+        collection="bench", task_name="overhead", task=task_from_runbook(load(runbook)),
+        run_params={"snapshot": "", "image": image},
+    )  # fmt: skip
+    began = time.perf_counter()
+    record = run(services, request)
+    if not record.success:
+        raise SystemExit(f"in-process run failed: {record.error}")
+    return time.perf_counter() - began
+
+
 def time_docker(image: str, out: Path) -> float:
     began = time.perf_counter()
     cid = subprocess.check_output(
@@ -73,18 +93,22 @@ def main() -> None:
     runbook = work / "RUNBOOK.md"
     runbook.write_text(RUNBOOK)
     time_pier(runbook, args.image, env)  # warm-up: store created, image checked
-    pier, first, raw = [], [], []
+    os.environ["PIER_HOME"] = env["PIER_HOME"]
+    pier, first, raw, inproc = [], [], [], []
     for index in range(args.runs):
         wall, to_first = time_pier(runbook, args.image, env)
         pier.append(wall)
         first.append(to_first)
         raw.append(time_docker(args.image, work / f"raw-{index}"))
+        inproc.append(time_in_process(runbook, args.image))
     shutil.rmtree(work, ignore_errors=True)
     p, r = statistics.median(pier), statistics.median(raw)
     print(f"runs: {args.runs} on {args.image}")
     print(f"pier run (median):            {p:.3f} s")
     print(f"docker run + cp (median):     {r:.3f} s")
     print(f"ratio pier / docker:          {p / r:.2f}  (goal <= 1.5)")
+    i = statistics.median(inproc)
+    print(f"lifecycle in-process (median): {i:.3f} s  ratio {i / r:.2f} (no interpreter start-up)")
     print(f"start to first agent line:    {statistics.median(first):.3f} s (median)")
 
 

@@ -8,9 +8,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from pier.agents import agent_env_names
+from pier.cli_checks import show_checks
 from pier.cli_progress import Progress
 from pier.cli_serve import register as register_api_commands
 from pier.cli_validate import validate_paths
@@ -42,14 +45,11 @@ def parse_vars(pairs: list[str]) -> dict[str, str]:
     return result
 
 
-def secret_env(declared: dict, environ: dict[str, str]) -> dict[str, str]:
-    """Only the host variables the runbook's secrets name, never the whole environment."""
-    env = {}
-    for name, decl in declared.items():
-        key = decl.env or name
-        if key in environ:
-            env[key] = environ[key]
-    return env
+def secret_env(declared: dict, environ: dict[str, str], agent: str | None = None) -> dict[str, str]:
+    """Only the host variables the runbook's secrets and the agent's providers name
+    (keys, endpoints), never the whole environment."""
+    names = [decl.env or name for name, decl in declared.items()] + list(agent_env_names(agent))
+    return {key: environ[key] for key in names if key in environ}
 
 
 @app.command("run")
@@ -116,8 +116,12 @@ def build_request(
             memory=memory,
             network_enabled=False if no_network else None,
         )
-    except ValueError as exc:
-        raise InputError(str(exc).splitlines()[-1] if "\n" in str(exc) else str(exc)) from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        flag = {"timeout_sec": "timeout", "network_enabled": "no-network"}.get(
+            str(first["loc"][0]), first["loc"][0]
+        )
+        raise InputError(f"--{flag}: {first['msg'].removeprefix('Value error, ')}") from None
     task = task.model_copy(update={"step_configs": {"run": step}})
     params: dict = {}
     if var:
@@ -129,9 +133,18 @@ def build_request(
             params[key] = value
     if image is not None and snapshot is None:
         params["snapshot"] = ""  # an image given on the command line is meant to be used
-    name = Path(runbook.path or path).resolve().parent.name or "runbook"
-    env = secret_env(runbook.frontmatter.secrets, dict(os.environ))
-    return RunRequest(collection=collection, task_name=_slug(name), task=task, run_params=params, env=env)
+    folder = Path(runbook.path or path).resolve().parent
+    env = secret_env(
+        runbook.frontmatter.secrets, dict(os.environ), params.get("agent", task.init_params.get("agent"))
+    )
+    return RunRequest(
+        collection=collection,
+        task_name=_slug(folder.name or "runbook"),
+        task=task,
+        run_params=params,
+        env=env,
+        source_dir=folder,  # local check sources are relative to the runbook
+    )
 
 
 def _slug(name: str) -> str:
@@ -151,6 +164,7 @@ def show_summary(record: RunRecord) -> None:
     for item in record.results_files:
         star = "★" if item.path in record.primary_files else " "
         out.print(f"  {star} {item.path}  ({item.size} bytes)", highlight=False)
+    show_checks(record, out)
     if record.storage_path:
         out.print(f"  outputs: {record.storage_path}", highlight=False)
 
@@ -159,21 +173,35 @@ def show_summary(record: RunRecord) -> None:
 def runs_command(
     limit: Annotated[int, typer.Option(help="how many")] = 20,
     collection: Annotated[str | None, typer.Option(help="only this collection")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON run record per line")] = False,
 ) -> None:
     """Recent runs, newest first."""
     records, total = Services().store.list_runs(collection=collection, limit=limit)
+    if as_json:
+        for record in records:
+            print(record.model_dump_json())
+        return
+    rows = [_run_row(r) for r in records]
+    if not out.is_terminal:  # piped: whole values, tab-separated, for grep and awk
+        for row in rows:
+            print("\t".join(row))
+        return
     table = Table("run", "collection/task", "status", "success", "created", "duration")
-    for r in records:
-        table.add_row(
-            r.trajectory_id,
-            f"{r.collection}/{r.task}",
-            r.status.value,
-            "" if r.success is None else ("yes" if r.success else "no"),
-            r.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
-            f"{r.duration_seconds:.1f}s" if r.duration_seconds is not None else "",
-        )
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
     out.print(f"{len(records)} of {total} run(s)")
+
+
+def _run_row(r: RunRecord) -> list[str]:
+    return [
+        r.trajectory_id,
+        f"{r.collection}/{r.task}",
+        r.status.value,
+        "" if r.success is None else ("yes" if r.success else "no"),
+        r.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
+        f"{r.duration_seconds:.1f}s" if r.duration_seconds is not None else "",
+    ]
 
 
 @app.command("logs")

@@ -39,7 +39,13 @@ def validate_one(path: Path) -> Report:
     try:
         runbook = load(path)
         step = resolve(task_from_runbook(runbook))
-        inputs = RunInputs(uuid.uuid4().hex, "validate", path.parent.name or "runbook", resolve_file=Path)
+        inputs = RunInputs(
+            uuid.uuid4().hex,
+            "validate",
+            path.parent.name or "runbook",
+            resolve_file=Path,
+            source_dir=path.parent,
+        )
         plan = build_plan(step, inputs, get_settings())
     except PierError as exc:
         report.errors.append(str(exc))

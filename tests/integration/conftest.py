@@ -5,9 +5,13 @@ they skip, except under CI (CI set), where that is a failure: CI must run them."
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from tests.support.model_server import ModelServer, bridge_gateway
 
 from pier.errors import SandboxError
 from pier.sandbox.docker.backend import DockerBackend
@@ -15,6 +19,8 @@ from pier.settings import Settings
 
 TEST_IMAGE_ENV = "PIER_TEST_IMAGE"
 DEFAULT_TEST_IMAGE = "pier-base:bookworm"
+CLI_AGENTS = ("claude-code", "codex", "opencode", "gemini-cli", "hermes")
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-test-image.sh"
 
 
 def _unavailable(reason: str) -> None:
@@ -38,6 +44,37 @@ def docker_backend() -> Iterator[DockerBackend]:
 def base_image(docker_backend: DockerBackend) -> str:
     """The local image integration tests run on ($PIER_TEST_IMAGE)."""
     image = os.environ.get(TEST_IMAGE_ENV, DEFAULT_TEST_IMAGE)
+    if not docker_backend.image_exists(image) and shutil.which("debootstrap") and os.geteuid() == 0:
+        # A fresh machine: build it once (about a minute), as scripts/build-test-image.sh would.
+        subprocess.run(["bash", str(BUILD_SCRIPT)], env={**os.environ, TEST_IMAGE_ENV: image}, check=False)
     if not docker_backend.image_exists(image):
-        _unavailable(f"image {image} is missing: run scripts/build-test-image.sh")
+        _unavailable(
+            f"image {image} is missing: run scripts/build-test-image.sh (needs debootstrap, as root)"
+        )
     return image
+
+
+@pytest.fixture(scope="session")
+def agent_image(docker_backend: DockerBackend, base_image: str) -> str:
+    """base_image plus Node and every pinned agent CLI, installed once by pier's
+    own install code (and kept by tag, so it is reused while the pins stay)."""
+    from tests.support.agent_image import build_agent_image
+
+    from pier.agents import get_agent
+
+    specs = [get_agent(name).install_spec for name in CLI_AGENTS]  # type: ignore[attr-defined]
+    return build_agent_image(docker_backend, base_image, specs, log=lambda line: None)
+
+
+@pytest.fixture(scope="session")
+def model_server_session(docker_backend: DockerBackend) -> Iterator[ModelServer]:
+    server = ModelServer(bridge_gateway(docker_backend.api)).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def model_server(model_server_session: ModelServer) -> ModelServer:
+    """The scripted model server, its request log emptied for this test."""
+    model_server_session.clear()
+    return model_server_session

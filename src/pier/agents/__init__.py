@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 from pier.agents.base import Agent, AgentLaunch
+from pier.agents.claude_code import ClaudeCodeAgent
+from pier.agents.codex import CodexAgent
+from pier.agents.gemini_cli import GeminiCliAgent
+from pier.agents.hermes import HermesAgent
+from pier.agents.opencode import OpencodeAgent
 from pier.agents.script import ScriptAgent
 from pier.errors import InputError
 
-_AGENTS: dict[str, type[Agent]] = {"script": ScriptAgent}
+_AGENTS: dict[str, type[Agent]] = {
+    agent.name: agent
+    for agent in (ScriptAgent, ClaudeCodeAgent, CodexAgent, OpencodeAgent, GeminiCliAgent, HermesAgent)
+}
 
 
 def register(agent: type[Agent]) -> type[Agent]:
@@ -32,4 +40,10 @@ def known_agents() -> list[str]:
     return sorted(_AGENTS)
 
 
-__all__ = ["Agent", "AgentLaunch", "get_agent", "known_agents", "register"]
+def agent_env_names(name: str | None) -> tuple[str, ...]:
+    """The host variables an agent may need; none for an unknown agent."""
+    agent = _AGENTS.get(name or "")
+    return agent().env_names() if agent else ()
+
+
+__all__ = ["Agent", "AgentLaunch", "agent_env_names", "get_agent", "known_agents", "register"]

@@ -21,12 +21,16 @@ PIER_RUN_DIR = "/run/pier"  # pier's own files in the sandbox; removed before ch
 @dataclass(frozen=True)
 class AgentLaunch:
     """How to start the agent: its command (run by bash in /app), its environment,
-    and the files to write first. `credential_files` are deleted after the agent."""
+    and the files to write first. `credential_files` are deleted after the agent;
+    `collect_command` runs just before that, whatever happened to the agent, to copy
+    the CLI's own session files into /logs/agent."""
 
     command: str
     env: Mapping[str, str] = field(default_factory=dict)
     files: Mapping[str, bytes] = field(default_factory=dict)
     credential_files: Mapping[str, bytes] = field(default_factory=dict)
+    collect_command: str = ""
+    summary: str = ""  # one line for the run log: version, provider, model
 
 
 class Agent(ABC):
@@ -36,6 +40,15 @@ class Agent(ABC):
     def install(self, sandbox: Sandbox, log: LineSink, timeout: float) -> None:
         """Make the agent runnable in the sandbox (install or pin its CLI).
         Raises StageError naming the agent, the version and the installer's last lines."""
+
+    def preflight(self, plan: RunPlan) -> None:
+        """Check what can be checked before a sandbox exists (keys, provider, MCP
+        config). Raises InputError naming what to set."""
+
+    def env_names(self) -> tuple[str, ...]:
+        """The host variables this agent may need (keys, endpoints): `pier run`
+        passes these, and the runbook's secrets, never the whole environment."""
+        return ()
 
     @abstractmethod
     def launch(self, plan: RunPlan) -> AgentLaunch:

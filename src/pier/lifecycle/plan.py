@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pier.checks import Check, check_isolation, load_checks
 from pier.errors import InputError
 from pier.lifecycle.assets import check_assets
 from pier.runbook.render import render, variables
@@ -41,8 +42,8 @@ class RunPlan:
     timeout_sec: int
     network: bool
     assets: tuple[Path, ...]
-    checks: tuple[dict[str, Any], ...]
-    checks_isolation: str
+    checks: tuple[Check, ...]
+    checks_isolation: str  # same | fresh
     primary_outputs: tuple[str, ...]
     mcp_servers: Mapping[str, Any]
     secret_decls: Mapping[str, Any]
@@ -64,6 +65,9 @@ class RunInputs:
     task: str
     env: Mapping[str, str] = field(default_factory=dict)
     resolve_file: FileResolver | None = None
+    # Where relative local check sources are found (the runbook's folder). None
+    # refuses local sources: a server must not read its own disk for a caller.
+    source_dir: Path | None = None
 
 
 def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> RunPlan:
@@ -95,8 +99,8 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         timeout_sec=timeout,
         network=True if step.network_enabled is None else step.network_enabled,
         assets=check_assets(_files(step.file_paths, inputs.resolve_file)),
-        checks=step.checks,
-        checks_isolation=step.checks_isolation or "same",
+        checks=load_checks(step.checks, inputs.source_dir),
+        checks_isolation=check_isolation(step.checks_isolation),
         primary_outputs=tuple(_primary(step.primary_outputs)),
         mcp_servers=step.mcp_servers,
         secret_decls=step.secrets,
@@ -104,6 +108,17 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         vars=vars_,
         warnings=tuple(warnings),
     )
+
+
+def require_secrets(plan: RunPlan) -> None:
+    """Raises InputError naming a `required: true` secret the run was not given."""
+    for name, decl in plan.secret_decls.items():
+        key = (decl or {}).get("env") or name
+        if (decl or {}).get("required") and not plan.env.get(key):
+            raise InputError(
+                f"the runbook's secret {name} is required: set {key} in the environment pier runs in "
+                "(or the collection's environment)"
+            )
 
 
 def _secret_values(decls: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, str]:

@@ -2,12 +2,17 @@
 
 The sandbox's own keep-alive process is the oldest process after pid 1 (nothing
 the agent starts can be older), so it is found by start time, not by name, which
-the agent could imitate. Processes are frozen first so none can fork away, then
-killed; this repeats until nothing else is left. Prints the number stopped."""
+the agent could imitate. This script's own ancestors (the exec's `timeout`
+wrapper) are spared: killing them would end the exec early. Processes are
+frozen first so none can fork away, then killed; this repeats until nothing
+else is left. Prints the number stopped."""
 
 STOP_PROCESSES_SCRIPT = r"""
 self=$$
 starttime() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
+parent() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f2; }
+mine=" "; pid=$self
+while [ -n "$pid" ] && [ "$pid" != 0 ] && [ "$pid" != 1 ]; do mine="$mine$pid "; pid=$(parent "$pid"); done
 keep=""; oldest=""
 for dir in /proc/[0-9]*; do
   pid=${dir#/proc/}
@@ -18,8 +23,9 @@ done
 others() {
   for dir in /proc/[0-9]*; do
     pid=${dir#/proc/}
-    case "$pid" in 1|"$self"|"$keep") continue;; esac
-    ppid=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f2)
+    case "$pid" in 1|"$keep") continue;; esac
+    case "$mine" in *" $pid "*) continue;; esac
+    ppid=$(parent "$pid")
     [ "$ppid" = "$self" ] && continue
     [ -n "$ppid" ] && echo "$pid"
   done

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pier.agents import get_agent
+from pier.agents import agent_env_names
 from pier.errors import InputError
 from pier.tasks.build import infer_agent
 from pier.tasks.resolve import ResolvedStep
@@ -30,13 +30,8 @@ def declared_names(step: ResolvedStep) -> dict[str, bool]:
 
 
 def agent_names(step: ResolvedStep) -> tuple[str, ...]:
-    """The variables the run's agent reads. An adapter lists them in `env_names`
-    (its API keys and provider settings); agents that read none have no such list."""
-    try:
-        agent = get_agent(step.agent or infer_agent(step.model))
-    except InputError:
-        return ()  # prepare reports the unknown agent
-    return tuple(getattr(agent, "env_names", ()))
+    """The variables the run's agent reads (its keys and provider endpoints)."""
+    return agent_env_names(step.agent or infer_agent(step.model))
 
 
 def sandbox_env(

@@ -6,11 +6,12 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from pier.agents import get_agent
 from pier.lifecycle.context import LogSink, RunContext
-from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan, build_plan
+from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan, build_plan, require_secrets
 from pier.lifecycle.runner import execute
 from pier.record import RunRecord, StepRecord
 from pier.redact import Redactor
@@ -52,9 +53,17 @@ class RunRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     resolve_file: FileResolver | None = None
     trajectory_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    source_dir: Path | None = None  # local check sources allowed, relative to here
 
     def inputs(self) -> RunInputs:
-        return RunInputs(self.trajectory_id, self.collection, self.task_name, self.env, self.resolve_file)
+        return RunInputs(
+            self.trajectory_id,
+            self.collection,
+            self.task_name,
+            self.env,
+            self.resolve_file,
+            source_dir=self.source_dir,
+        )
 
 
 def preflight(request: RunRequest, settings: Settings) -> RunPlan:
@@ -63,7 +72,9 @@ def preflight(request: RunRequest, settings: Settings) -> RunPlan:
     check_name("collection", request.collection)
     check_name("task", request.task_name)
     plan = build_plan(resolve(request.task, dict(request.run_params)), request.inputs(), settings)
-    get_agent(plan.agent)
+    agent = get_agent(plan.agent)
+    require_secrets(plan)
+    agent.preflight(plan)
     return plan
 
 

@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 
 from pier.agents import get_agent
-from pier.errors import InputError, StageError
+from pier.errors import StageError
 from pier.lifecycle.assets import assets_tar
+from pier.lifecycle.checking import check_stage, record_eval, verify_check_tools
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.outputs import collect_outputs
-from pier.lifecycle.plan import build_plan
+from pier.lifecycle.plan import build_plan, require_secrets
 from pier.lifecycle.processes import STOP_PROCESSES_SCRIPT
 from pier.record import SandboxRecord
 from pier.sandbox import create_with_retry, resolve_source
@@ -40,6 +41,8 @@ def prepare(ctx: RunContext) -> None:
     ctx.redactor.add(plan.secret_values)
     ctx.plan = plan
     ctx.agent = get_agent(plan.agent)
+    require_secrets(plan)
+    ctx.agent.preflight(plan)
     ctx.record.init_params = ctx.redactor.data(step.init_params)
     ctx.record.warnings = list(plan.warnings)
     for warning in plan.warnings:
@@ -66,6 +69,31 @@ def create(ctx: RunContext) -> None:
         ctx.record.warnings.append(note)
     deadline = time.monotonic() + settings.create_timeout_sec
     ctx.image = ctx.backend.ensure_image(source, ctx.log, timeout=settings.create_timeout_sec)
+    spec = sandbox_spec(ctx)
+    ctx.sandbox = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
+    for note in ctx.sandbox.notes:
+        ctx.log(f"warning: {note}")
+        ctx.record.warnings.append(note)
+    cpus = ctx.sandbox.applied.cpus if ctx.sandbox.applied else plan.cpus
+    ctx.record.sandbox = SandboxRecord(
+        source=source.kind,
+        name=source.name,
+        image=ctx.image,
+        cpus=cpus,
+        memory=plan.memory,
+        network=plan.network,
+        id=ctx.sandbox.id,
+    )
+    ctx.log(
+        f"sandbox {ctx.sandbox.id[:12]} up ({cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
+    )
+
+
+def sandbox_spec(ctx: RunContext) -> SandboxSpec:
+    """A sandbox of the run's image, limits and labels (the run's own, or a fresh
+    one for checks)."""
+    plan, settings = ctx.require_plan(), ctx.settings
+    assert ctx.image is not None, "create has not resolved the image"
     limits = Limits(
         cpus=plan.cpus,
         memory=plan.memory,
@@ -73,20 +101,7 @@ def create(ctx: RunContext) -> None:
         disk=settings.disk_limit,
         network=plan.network,
     )
-    spec = SandboxSpec(image=ctx.image, limits=limits, labels=_labels(ctx))
-    ctx.sandbox = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
-    ctx.record.sandbox = SandboxRecord(
-        source=source.kind,
-        name=source.name,
-        image=ctx.image,
-        cpus=plan.cpus,
-        memory=plan.memory,
-        network=plan.network,
-        id=ctx.sandbox.id,
-    )
-    ctx.log(
-        f"sandbox {ctx.sandbox.id[:12]} up ({plan.cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
-    )
+    return SandboxSpec(image=ctx.image, limits=limits, labels=_labels(ctx))
 
 
 def _labels(ctx: RunContext) -> dict[str, str]:
@@ -110,8 +125,8 @@ def _onoff(flag: bool) -> str:
 def setup(ctx: RunContext) -> None:
     plan, sandbox, agent = ctx.require_plan(), ctx.require_sandbox(), ctx.agent
     assert agent is not None
-    _verify_tools(ctx)
-    sandbox.exec(f"mkdir -p {' '.join(SANDBOX_DIRS)}", workdir="/")
+    _verify_tools_and_make_dirs(ctx)
+    verify_check_tools(ctx)
     if plan.assets:
         with tempfile.TemporaryDirectory() as tmp:
             tar = assets_tar(plan.assets, Path(tmp) / "assets.tar")
@@ -120,15 +135,19 @@ def setup(ctx: RunContext) -> None:
         ctx.log(f"placed {len(plan.assets)} file(s) in /app/assets")
     agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
     launch = agent.launch(plan)
+    if launch.summary:
+        ctx.log(launch.summary)
     for path, content in {**launch.files, **launch.credential_files}.items():
         sandbox.put_files(str(Path(path).parent), {Path(path).name: content}, mode=0o600)
     ctx.launch = launch
 
 
-def _verify_tools(ctx: RunContext) -> None:
+def _verify_tools_and_make_dirs(ctx: RunContext) -> None:
+    """One exec for both: each exec is a round trip to the engine."""
     sandbox = ctx.require_sandbox()
     probe = " ".join(f"command -v {tool} >/dev/null || echo {tool};" for tool in REQUIRED_TOOLS)
-    result = sandbox.exec(["/bin/sh", "-c", probe], workdir="/")
+    script = f"{probe} mkdir -p {' '.join(SANDBOX_DIRS)}"
+    result = sandbox.exec(["/bin/sh", "-c", script], workdir="/")
     missing = result.output.split()
     if result.exit_code != 0 or missing:
         what = ", ".join(missing) or result.output.strip()[-200:]
@@ -153,7 +172,9 @@ def run_agent(ctx: RunContext) -> None:
         launch.command, env={**plan.env, **launch.env}, timeout=plan.timeout_sec, on_line=on_line
     )
     ctx.agent_output = result.output
-    ctx.record.usage = agent.usage(result.output)
+    ctx.record.usage = ctx.redactor.data(agent.usage(result.output))
+    if ctx.record.usage:
+        ctx.record.usage.setdefault("duration_seconds", round(result.duration_s, 3))
     if result.timed_out:
         raise StageError(
             "run_agent",
@@ -178,6 +199,14 @@ def run_agent(ctx: RunContext) -> None:
 def cleanup_credentials(ctx: RunContext) -> None:
     plan, sandbox = ctx.require_plan(), ctx.require_sandbox()
     files = list(ctx.launch.credential_files) if ctx.launch else []
+    if ctx.launch and ctx.launch.collect_command:
+        # The CLI's session files often live beside its config: save them first.
+        sandbox.exec(ctx.launch.collect_command, workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
+    if not files and not plan.checks:
+        # Nothing secret was written and the sandbox is deleted right after collect:
+        # an exec here would only cost a round trip.
+        ctx.record.step("cleanup_credentials").detail = "no credential files; no checks follow"
+        return
     paths = " ".join(shlex.quote(p) for p in [*files, "/run/pier"])
     result = sandbox.exec(f"rm -rf -- {paths}", workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
     if not result.ok:
@@ -186,6 +215,12 @@ def cleanup_credentials(ctx: RunContext) -> None:
         ctx.log(f"deleted {len(files)} credential file(s)")
     if plan.checks:
         stopped = sandbox.exec(STOP_PROCESSES_SCRIPT, workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
+        if not stopped.ok:
+            raise StageError(
+                "cleanup_credentials",
+                f"could not stop what the agent left running, so checks would not be reliable: "
+                f"{stopped.output.strip()[-300:]}",
+            )
         ctx.log(f"stopped what the agent left running{_count(stopped.output)}")
 
 
@@ -196,14 +231,11 @@ def _count(output: str) -> str:
 
 def collect(ctx: RunContext) -> None:
     collect_outputs(ctx)
+    record_eval(ctx)
 
 
 def check(ctx: RunContext) -> None:
-    plan = ctx.require_plan()
-    if not plan.checks:
-        ctx.record.step("check").detail = "no checks declared"
-        return
-    raise InputError("checks are declared but this pier has no check runner yet")
+    check_stage(ctx, fresh_spec=lambda: sandbox_spec(ctx))
 
 
 def save(ctx: RunContext) -> None:

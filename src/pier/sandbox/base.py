@@ -77,6 +77,9 @@ class Sandbox(ABC):
     """One isolated machine for one run."""
 
     id: str
+    # What the backend actually applied, and why it differs from the spec, if it does.
+    applied: Limits | None = None
+    notes: tuple[str, ...] = ()
 
     @abstractmethod
     def exec(

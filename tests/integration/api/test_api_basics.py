@@ -10,10 +10,9 @@ import uuid
 import httpx
 import pytest
 from cryptography.fernet import Fernet
+from tests.support.api_server import ADMIN_TOKEN, UPLOAD_LIMIT, Collection, make_collection, runbook
 
 from pier.store import Store
-from tests.integration.api.conftest import UPLOAD_LIMIT, Collection, make_collection
-from tests.integration.api.server import ADMIN_TOKEN, runbook
 
 pytestmark = pytest.mark.integration
 

@@ -16,9 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
-
-from tests.integration.api.conftest import Collection
-from tests.integration.api.server import ADMIN_TOKEN
+from tests.support.api_server import ADMIN_TOKEN, Collection
 
 pytestmark = pytest.mark.integration
 

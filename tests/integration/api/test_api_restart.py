@@ -7,10 +7,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from tests.support.api_server import Collection, Server, make_collection
 
 from pier.sandbox.base import LABEL_COLLECTION, LABEL_RUN, Limits, SandboxSpec
-from tests.integration.api.conftest import Collection, make_collection
-from tests.integration.api.server import Server
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
+from tests.support.api_server import SLOTS, Collection
 
 from pier.api.webhooks import SIGNATURE_HEADER, verify
 from pier.store import Store
-from tests.integration.api.conftest import SLOTS, Collection
 
 pytestmark = pytest.mark.integration
 

@@ -285,3 +285,18 @@ def test_a_failed_build_raises_with_its_last_lines():
     with pytest.raises(ImageError) as err:
         images.ensure_image(api, GENERATED, None, lambda _: None, 10)
     assert "The command returned 1" in str(err.value) and "RUN false" in str(err.value)
+
+
+def test_applied_limits_say_what_the_engine_changed():
+    from pier.sandbox.docker.backend import applied_limits
+
+    wanted = spec(cpus=4, memory="1g", pids=10)
+    applied, notes = applied_limits(wanted, plan_container(wanted, EXT4, owner="o"), EXT4)
+    assert applied.cpus == 2 and applied.disk is None
+    assert notes == (
+        "cpus 4 lowered to 2: the Docker engine has 2 CPU(s)",
+        f"disk limit {wanted.limits.disk} not enforced: this engine's storage driver has no quotas",
+    )
+    small = spec(cpus=1, memory="1g", pids=10)
+    applied, notes = applied_limits(small, plan_container(small, XFS, owner="o"), XFS)
+    assert applied.cpus == 1 and notes == ()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from functools import cached_property
 
 import docker
@@ -11,7 +12,7 @@ import docker.errors
 import requests
 
 from pier.errors import SandboxError
-from pier.sandbox.base import LineSink, SandboxBackend, SandboxInfo, SandboxSource, SandboxSpec
+from pier.sandbox.base import Limits, LineSink, SandboxBackend, SandboxInfo, SandboxSource, SandboxSpec
 from pier.sandbox.docker import images
 from pier.sandbox.docker.client import (
     EngineFacts,
@@ -79,8 +80,9 @@ class DockerBackend(SandboxBackend):
         extra_env = ca_env() if self._ca_bytes else None
         plan = plan_container(spec, self.facts, owner=owner_label(), extra_env=extra_env)
         with docker_errors(f"creating a sandbox from {spec.image}", self._url):
-            container_id = self._create(plan)
+            container_id, plan = self._create(plan)
         sandbox = DockerSandbox(self.api, container_id, self._url)
+        sandbox.applied, sandbox.notes = applied_limits(spec, plan, self.facts)
         try:
             with docker_errors(f"starting sandbox {container_id[:12]}", self._url):
                 start_container(self.api, container_id)
@@ -90,9 +92,10 @@ class DockerBackend(SandboxBackend):
             raise
         return sandbox
 
-    def _create(self, plan: ContainerPlan) -> str:
+    def _create(self, plan: ContainerPlan) -> tuple[str, ContainerPlan]:
+        """The new container's id, and the plan it was created with."""
         try:
-            return create_container(self.api, plan)
+            return create_container(self.api, plan), plan
         except docker.errors.APIError as exc:
             # overlay2 over xfs takes a size only when mounted with pquota, which
             # the engine's info does not say: run without a disk limit then.
@@ -100,7 +103,8 @@ class DockerBackend(SandboxBackend):
                 raise
             log.debug("disk limit not supported here (%s); creating without it", exc.explanation)
             host = {k: v for k, v in plan.host.items() if k != "storage_opt"}
-            return create_container(self.api, ContainerPlan(create=plan.create, host=host))
+            without_disk = ContainerPlan(create=plan.create, host=host)
+            return create_container(self.api, without_disk), without_disk
 
     def _install_ca(self, sandbox: DockerSandbox) -> None:
         """Put the CA bundle where the sandbox's TLS variables point (set at create)."""
@@ -126,3 +130,18 @@ class DockerBackend(SandboxBackend):
         if not found.get("State", {}).get("Running"):
             raise SandboxError(f"sandbox {sandbox_id[:12]} is not running")
         return DockerSandbox(self.api, found["Id"], self._url)
+
+
+def applied_limits(
+    spec: SandboxSpec, plan: ContainerPlan, facts: EngineFacts
+) -> tuple[Limits, tuple[str, ...]]:
+    """The limits the container really has, and a note for each that differs."""
+    limits = spec.limits
+    cpus = plan.host["nano_cpus"] / 1e9
+    notes = []
+    if cpus < limits.cpus:
+        notes.append(f"cpus {limits.cpus:g} lowered to {cpus:g}: the Docker engine has {facts.ncpu} CPU(s)")
+    disk = limits.disk if "storage_opt" in plan.host else None
+    if limits.disk and not disk:
+        notes.append(f"disk limit {limits.disk} not enforced: this engine's storage driver has no quotas")
+    return replace(limits, cpus=cpus, disk=disk), tuple(notes)

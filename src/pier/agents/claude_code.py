@@ -1,0 +1,113 @@
+"""claude-code: `claude -p` headless print mode with the stream-json output."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR
+from pier.agents.cliagent import PROMPT, CliAgent, CliRun, call_line, event, json_file, short
+from pier.agents.install import InstallSpec
+from pier.agents.mcp import McpServer, claude_config
+from pier.agents.pins import PINS
+from pier.agents.providers import ProviderChoice, without_v1
+
+if TYPE_CHECKING:
+    from pier.lifecycle.plan import RunPlan
+
+MCP_PATH = f"{PIER_RUN_DIR}/claude/mcp.json"
+SESSIONS = "/root/.claude/projects"
+
+
+class ClaudeCodeAgent(CliAgent):
+    name = "claude-code"
+    # Its native binary comes from an install script, which current npm blocks
+    # unless the package is allowed to run it.
+    install_spec = InstallSpec(
+        "claude-code", PINS["claude-code"], "claude", npm_flags=("--allow-scripts=@anthropic-ai/claude-code",)
+    )
+    providers = ("anthropic", "openrouter", "bedrock")
+    own_provider = "anthropic"
+
+    def configure(self, plan: RunPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
+        argv: list[Any] = ["claude", "-p", PROMPT, "--output-format", "stream-json", "--verbose",
+                           "--dangerously-skip-permissions"]  # fmt: skip
+        if choice.model:
+            argv += ["--model", choice.model]
+        files = {}
+        if servers:
+            argv += ["--mcp-config", MCP_PATH]
+            files[MCP_PATH] = json_file(claude_config(servers))
+        return CliRun(
+            argv=argv,
+            env={**_provider_env(choice), **_quiet_env()},
+            config_files=files,
+            collect=f"mkdir -p {AGENT_LOG_DIR}/claude && cp -r {SESSIONS} {AGENT_LOG_DIR}/claude/ 2>/dev/null",
+        )
+
+    def readable(self, line: str) -> str | None:
+        data = event(line)
+        if data is None:
+            return line
+        kind = data.get("type")
+        if kind == "system" and data.get("subtype") == "init":
+            return f"session {data.get('session_id')} started, model {data.get('model')}"
+        if kind in ("assistant", "user"):
+            lines = [_block_line(b) for b in (data.get("message") or {}).get("content") or []]
+            shown = [line for line in lines if line]
+            return "\n".join(shown) if shown else None
+        if kind == "result":
+            return short(f"result: {data.get('subtype', '')} after {data.get('num_turns')} turn(s), "
+                         f"cost ${data.get('total_cost_usd') or 0:.4f}: {data.get('result') or ''}")  # fmt: skip
+        return None
+
+    def usage(self, output: str) -> dict[str, Any]:
+        result, calls = None, set()
+        for line in output.splitlines():
+            data = event(line)
+            if data and data.get("type") == "result":
+                result = data
+            elif data and data.get("type") == "assistant":
+                calls.add((data.get("message") or {}).get("id"))
+        if result is None:
+            return {}
+        tokens = result.get("usage") or {}
+        prompt = sum(int(tokens.get(k) or 0) for k in
+                     ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))  # fmt: skip
+        completion = int(tokens.get("output_tokens") or 0)
+        return {
+            "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "cost_usd": result.get("total_cost_usd"), "duration_seconds": (result.get("duration_ms") or 0) / 1000,
+            "api_calls": len(calls - {None}),
+        }  # fmt: skip
+
+
+def _provider_env(choice: ProviderChoice) -> dict[str, str]:
+    if choice.name == "openrouter":
+        # OpenRouter speaks the Messages API at its /api root; the key is a bearer token.
+        return {"ANTHROPIC_BASE_URL": without_v1(choice.base_url), "ANTHROPIC_AUTH_TOKEN": choice.key,
+                "ANTHROPIC_API_KEY": ""}  # fmt: skip
+    if choice.name == "bedrock":
+        env = {"CLAUDE_CODE_USE_BEDROCK": "1", "AWS_BEARER_TOKEN_BEDROCK": choice.key, **choice.env}
+        if choice.base_url:
+            env["ANTHROPIC_BEDROCK_BASE_URL"] = choice.base_url
+        return env
+    return {"ANTHROPIC_API_KEY": choice.key, "ANTHROPIC_BASE_URL": choice.base_url}
+
+
+def _quiet_env() -> dict[str, str]:
+    # IS_SANDBOX: it refuses --dangerously-skip-permissions as root otherwise.
+    return {"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+
+
+def _block_line(block: dict) -> str | None:
+    kind = block.get("type")
+    if kind == "text" and block.get("text"):
+        return short(block["text"])
+    if kind == "tool_use":
+        return call_line(block.get("name", "?"), block.get("input"))
+    if kind == "tool_result":
+        content = block.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+        return short(f"tool result: {content}", 300)
+    return None

@@ -1,0 +1,128 @@
+"""What the agent CLIs share: install from the pins, provider choice before the
+sandbox exists, and one wrapper command that keeps the CLI's structured stream
+whole in /logs/agent while each line also reaches the run log."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from abc import abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR, Agent, AgentLaunch
+from pier.agents.install import InstallSpec, run_install
+from pier.agents.mcp import McpServer, mcp_servers
+from pier.agents.providers import ProviderChoice, choose_provider, env_names
+from pier.sandbox.base import LineSink, Sandbox
+
+if TYPE_CHECKING:
+    from pier.lifecycle.plan import RunPlan
+
+PROMPT_PATH = f"{PIER_RUN_DIR}/prompt.md"
+PROMPT = object()  # stands for the instruction in an argv
+STDERR_TAIL = 30
+READABLE_MAX = 400
+
+
+@dataclass(frozen=True)
+class CliRun:
+    """One CLI invocation: argv (PROMPT marks the instruction), env, config files
+    (written 0600 and deleted after the run), and how to save its session files."""
+
+    argv: list[Any]
+    env: Mapping[str, str] = field(default_factory=dict)
+    config_files: Mapping[str, bytes] = field(default_factory=dict)
+    collect: str = ""
+    after: str = ""  # shell run right after the CLI; its output joins the CLI's
+
+
+class CliAgent(Agent):
+    install_spec: ClassVar[InstallSpec]
+    providers: ClassVar[tuple[str, ...]]
+    own_provider: ClassVar[str]
+    stream_name: ClassVar[str] = "jsonl"  # extension of the stream file in /logs/agent
+
+    def install(self, sandbox: Sandbox, log: LineSink, timeout: float) -> None:
+        run_install(sandbox, self.install_spec, log, timeout)
+
+    def own(self, plan: RunPlan) -> str:
+        return self.own_provider
+
+    def provider(self, plan: RunPlan) -> ProviderChoice:
+        return choose_provider(
+            self.name, self.providers, self.own(plan), plan.model_provider, plan.model, plan.env
+        )
+
+    def preflight(self, plan: RunPlan) -> None:
+        self.provider(plan)
+        mcp_servers(plan.mcp_servers)
+
+    def env_names(self) -> tuple[str, ...]:
+        return env_names(self.providers)
+
+    @abstractmethod
+    def configure(self, plan: RunPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
+        """The CLI's command line, env and config files for this provider."""
+
+    def launch(self, plan: RunPlan) -> AgentLaunch:
+        choice = self.provider(plan)
+        run = self.configure(plan, choice, mcp_servers(plan.mcp_servers))
+        pin = self.install_spec.pin
+        return AgentLaunch(
+            command=self._wrapped(run.argv, run.after),
+            env=run.env,
+            files={PROMPT_PATH: plan.instruction.encode()},
+            credential_files=run.config_files,
+            collect_command=run.collect,
+            summary=f"{self.name} {pin.version}, provider {choice.name} ({choice.provider.key_env}), "
+            f"model {choice.model or 'the CLI default'}",
+        )
+
+    @property
+    def stream_path(self) -> str:
+        return f"{AGENT_LOG_DIR}/{self.name}.{self.stream_name}"
+
+    def _wrapped(self, argv: list[Any], after: str) -> str:
+        words = [f'"$(cat {PROMPT_PATH})"' if a is PROMPT else shlex.quote(str(a)) for a in argv]
+        stderr = f"{AGENT_LOG_DIR}/{self.name}.stderr.log"
+        # stdout (the structured stream) is kept whole; stderr goes beside it and its
+        # end is shown when the CLI fails, so the run log says why.
+        return (
+            f"set -o pipefail\ncd /app\n{' '.join(words)} </dev/null 2>>{stderr} | tee {self.stream_path}\n"
+            "status=$?\n"
+            + (f"{after}\n" if after else "")
+            + f'if [ "$status" -ne 0 ]; then echo "pier: {self.name} exited with code $status; '
+            f'the end of its stderr:"; tail -n {STDERR_TAIL} {stderr}; fi\n'
+            'exit "$status"\n'
+        )
+
+
+def json_file(data: Any) -> bytes:
+    return (json.dumps(data, indent=2) + "\n").encode()
+
+
+def event(line: str) -> dict | None:
+    """A JSON object line of a CLI's stream, or None for anything else."""
+    text = line.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def short(text: Any, limit: int = READABLE_MAX) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def call_line(tool: str, arguments: Any) -> str:
+    if isinstance(arguments, dict):
+        shown = ", ".join(f"{k}={short(v, 80)}" for k, v in arguments.items())
+    else:
+        shown = short(arguments, 200)
+    return short(f"tool {tool}({shown})")

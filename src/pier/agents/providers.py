@@ -1,0 +1,123 @@
+"""Model providers (SPEC 1, 7): which key variable each needs, its endpoint, the
+default choice when a runbook names none, and the model name each expects.
+
+Endpoints are written in each provider's usual convention (Anthropic's without
+/v1, OpenAI-compatible ones with it); an adapter converts where its CLI differs.
+Each endpoint can be overridden through a variable (a gateway, a test server)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pier.errors import InputError
+
+BEDROCK_DEFAULT_REGION = "us-east-1"
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    key_env: str  # the variable that holds the key
+    base_url: str  # the default endpoint
+    base_url_env: str  # the variable that overrides it
+
+
+PROVIDERS: dict[str, Provider] = {
+    "anthropic": Provider("anthropic", "ANTHROPIC_API_KEY", "https://api.anthropic.com", "ANTHROPIC_BASE_URL"),
+    "openrouter": Provider("openrouter", "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", "OPENROUTER_BASE_URL"),
+    "openai": Provider("openai", "OPENAI_API_KEY", "https://api.openai.com/v1", "OPENAI_BASE_URL"),
+    "google": Provider("google", "GEMINI_API_KEY", "https://generativelanguage.googleapis.com", "GOOGLE_GEMINI_BASE_URL"),
+    "bedrock": Provider("bedrock", "AWS_BEARER_TOKEN_BEDROCK", "", "ANTHROPIC_BEDROCK_BASE_URL"),
+}  # fmt: skip
+# Tried in this order when a runbook names no provider (the issue's rule); then the
+# agent's own provider.
+DEFAULT_ORDER = ("openrouter", "bedrock")
+EXTRA_ENV = {"bedrock": ("AWS_REGION",)}
+
+
+@dataclass(frozen=True)
+class ProviderChoice:
+    provider: Provider
+    key: str
+    base_url: str
+    model: str | None  # the model name as this provider expects it
+    env: Mapping[str, str] = field(default_factory=dict)  # the provider's other settings
+
+    @property
+    def name(self) -> str:
+        return self.provider.name
+
+
+def choose_provider(
+    agent: str,
+    supported: tuple[str, ...],
+    own: str,
+    requested: str | None,
+    model: str | None,
+    env: Mapping[str, str],
+) -> ProviderChoice:
+    """The provider for a run. Raises InputError naming the variable to set when its
+    key is missing, or the providers the agent supports when it cannot use one."""
+    name = requested or _default(supported, own, env)
+    if name not in supported:
+        raise InputError(
+            f"agent {agent} cannot use model_provider '{name}'; it supports {', '.join(supported)}"
+        )
+    provider = PROVIDERS[name]
+    key = env.get(provider.key_env, "")
+    if not key:
+        how = f"model_provider {name}" if requested else f"the default provider ({name})"
+        raise InputError(
+            f"agent {agent} with {how} needs the API key in {provider.key_env}: set {provider.key_env} "
+            "in the environment pier runs in (or the collection's environment)"
+        )
+    extra = {k: env[k] for k in EXTRA_ENV.get(name, ()) if env.get(k)}
+    if name == "bedrock":
+        extra.setdefault("AWS_REGION", BEDROCK_DEFAULT_REGION)
+    base_url = (env.get(provider.base_url_env) or provider.base_url).rstrip("/")
+    return ProviderChoice(provider, key, base_url, model_for(name, model), extra)
+
+
+def _default(supported: tuple[str, ...], own: str, env: Mapping[str, str]) -> str:
+    for name in DEFAULT_ORDER:
+        if name in supported and env.get(PROVIDERS[name].key_env):
+            return name
+    return own
+
+
+def model_for(provider: str, model: str | None) -> str | None:
+    """OpenRouter names models vendor/model; the vendors' own APIs take bare names."""
+    if not model:
+        return None
+    vendor, slash, bare = model.partition("/")
+    if provider == "openrouter":
+        return model if slash else f"{_vendor_of(model)}/{model}" if _vendor_of(model) else model
+    if slash and vendor in ("anthropic", "openai", "google"):
+        return bare
+    return model
+
+
+def _vendor_of(model: str) -> str:
+    name = model.lower()
+    if name.startswith("claude-"):
+        return "anthropic"
+    if name.startswith(("gpt-", "o1", "o3", "o4", "codex-")):
+        return "openai"
+    if name.startswith("gemini-"):
+        return "google"
+    return ""
+
+
+def env_names(supported: tuple[str, ...]) -> tuple[str, ...]:
+    """Every host variable a provider of these may read (keys, endpoints, region)."""
+    names: list[str] = []
+    for name in supported:
+        provider = PROVIDERS[name]
+        names += [provider.key_env, provider.base_url_env, *EXTRA_ENV.get(name, ())]
+    return tuple(dict.fromkeys(names))
+
+
+def without_v1(url: str) -> str:
+    """An OpenAI-style endpoint as an Anthropic-style root (OpenRouter serves both)."""
+    return url[: -len("/v1")] if url.endswith("/v1") else url

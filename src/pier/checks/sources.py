@@ -1,0 +1,136 @@
+"""Where a code check's source comes from, and fetching it.
+
+A git URL is cloned inside the sandbox when the run has network, else on the
+host. A local path (allowed only where the caller names a folder for them: the
+command line, never a server reading its own disk for a caller) is always
+fetched on the host: a repository is cloned (honouring `ref`), a plain folder is
+copied. Host clones run with no user or system git config and only the
+transports named below, so a source cannot use the host's credentials."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pier.checks.model import Check, CodeCheck, parse_checks
+from pier.errors import InputError
+
+CHECKS_ROOT = "/app/checks"
+_REMOTE = re.compile(r"^(https?|git|ssh)://|^[\w.-]+@[\w.-]+:")
+_HOST_PROTOCOLS = ("file", "https", "http", "git")
+# Host variables a clone over https may need (proxy, CAs); nothing else is passed.
+_HOST_ENV = (
+    "PATH", "LANG", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "GIT_SSL_CAINFO",
+)  # fmt: skip
+# Git in a clean shell: the agent may have written ~/.gitconfig or /etc/gitconfig
+# (an `insteadOf` could swap the source), so neither is read.
+GIT_CLEAN_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0"}
+
+
+class FetchError(Exception):
+    """The source could not be fetched; the message says why."""
+
+
+def is_remote(source: str) -> bool:
+    return bool(_REMOTE.match(source))
+
+
+def resolve_local(check: CodeCheck, source_dir: Path | None) -> CodeCheck:
+    """The check with a local source made absolute and verified to exist.
+    Raises InputError when local sources are not allowed or the path is missing."""
+    if is_remote(check.source):
+        return check
+    if source_dir is None:
+        raise InputError(
+            f"check '{check.name}': source '{check.source}' is a local path, which only runs "
+            "started with `pier run` may use; give a git URL (https://...)"
+        )
+    raw = check.source.removeprefix("file://")
+    path = (source_dir / os.path.expanduser(raw)).resolve()
+    if not path.is_dir():
+        raise InputError(f"check '{check.name}': source {path} is not a folder or git repository")
+    if check.ref and not is_repository(path):
+        raise InputError(
+            f"check '{check.name}': ref '{check.ref}' needs a git repository, and {path} is not one"
+        )
+    return check.model_copy(update={"source": str(path)})
+
+
+def is_repository(path: Path) -> bool:
+    """A work tree's top (holds .git) or a bare repository."""
+    return (path / ".git").exists() or ((path / "HEAD").is_file() and (path / "objects").is_dir())
+
+
+def clones_in_sandbox(check: CodeCheck, network: bool) -> bool:
+    return network and is_remote(check.source)
+
+
+def sandbox_clone_command(check: CodeCheck) -> str:
+    """Clone the source into /app/checks/<name> inside the sandbox, replacing
+    whatever is there."""
+    dest = shlex.quote(f"{CHECKS_ROOT}/{check.name}")
+    command = f"rm -rf -- {dest} && git clone --quiet -- {shlex.quote(check.source)} {dest}"
+    if check.ref:
+        command += f" && git -C {dest} checkout --quiet {shlex.quote(check.ref)} --"
+    return command
+
+
+def fetch_on_host(check: CodeCheck, dest: Path, timeout: float) -> Path:
+    """The source as a folder named after the check under dest. Raises FetchError."""
+    target = dest / check.name
+    source = Path(check.source)
+    if not is_remote(check.source) and not is_repository(source):
+        shutil.copytree(source, target, symlinks=True)
+        return target
+    if shutil.which("git") is None:
+        raise FetchError("git is not installed on the pier host, which fetches this source: install git")
+    _git(["clone", "--quiet", "--", check.source, str(target)], dest, timeout, "clone")
+    if check.ref:
+        _git(
+            ["-C", str(target), "checkout", "--quiet", check.ref, "--"],
+            dest,
+            timeout,
+            f"checkout of {check.ref}",
+        )
+    return target
+
+
+def _git(args: list[str], home: Path, timeout: float, what: str) -> None:
+    protocols = ["-c", "protocol.allow=never"]
+    for name in _HOST_PROTOCOLS:
+        protocols += ["-c", f"protocol.{name}.allow=always"]
+    env = {key: os.environ[key] for key in _HOST_ENV if key in os.environ}
+    env.update(GIT_CLEAN_ENV, HOME=str(home))
+    try:
+        done = subprocess.run(
+            ["git", *protocols, *args], env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        raise FetchError(f"git {what} did not finish within {timeout:g} seconds") from None
+    if done.returncode != 0:
+        raise FetchError(f"git {what} failed: {done.stderr.strip()[-2000:]}")
+
+
+def required_tools(checks: Sequence[Check], network: bool) -> dict[str, str]:
+    """The tools the image must have for these checks, each with what needs it."""
+    tools: dict[str, str] = {}
+    builtin = [check.name for check in checks if check.builtin]
+    if builtin:
+        tools["python3"] = f"the built-in checks ({', '.join(builtin)}) run on"
+    cloned = [c.name for c in checks if isinstance(c, CodeCheck) and clones_in_sandbox(c, network)]
+    if cloned:
+        tools["git"] = f"the code checks ({', '.join(cloned)}) clone their sources with"
+    return tools
+
+
+def load_checks(raw: Any, source_dir: Path | None) -> tuple[Check, ...]:
+    """The run's checks validated, with local sources resolved. Raises InputError."""
+    checks = parse_checks(raw)
+    return tuple(resolve_local(c, source_dir) if isinstance(c, CodeCheck) else c for c in checks)

@@ -1,0 +1,70 @@
+"""The CLI's read-side commands against real runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+SLOW_RUNBOOK = """---
+agent: script
+snapshot: ""
+---
+```bash
+for i in 1 2 3 4 5; do echo "tick $i"; sleep 0.5; done
+echo done > {{results_dir}}/out.txt
+```
+"""
+
+
+def pier(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pier.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_logs_follow_streams_a_live_run_until_it_ends(base_image, tmp_path: Path):
+    runbook = tmp_path / "RUNBOOK.md"
+    runbook.write_text(SLOW_RUNBOOK)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pier.cli", "run", str(runbook), "--image", base_image, "--json"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    run_id = None
+    for _ in range(200):  # the run appears in `pier runs` while it is going
+        records = [json.loads(line) for line in pier("runs", "--json").stdout.splitlines()]
+        running = [r for r in records if r["status"] == "running"]
+        if running:
+            run_id = running[0]["trajectory_id"]
+            break
+        time.sleep(0.2)
+    assert run_id, "the run never showed as running in `pier runs`"
+    began = time.monotonic()
+    follow = pier("logs", run_id, "--follow", timeout=180)
+    stdout, _ = run.communicate(timeout=180)
+    assert follow.returncode == 0
+    lines = follow.stdout.splitlines()
+    ticks = [line for line in lines if "tick" in line]
+    assert [t.split()[-1] for t in ticks] == ["1", "2", "3", "4", "5"]
+    assert lines[-1].endswith(f"run completed in {json.loads(stdout)['duration_seconds']:.1f}s")
+    assert time.monotonic() - began < 60
+    table = pier("runs").stdout
+    assert run_id in table and "completed" in table
+
+
+def test_logs_of_unknown_run_fails_clearly():
+    result = pier("logs", "0" * 32)
+    assert result.returncode == 1
+    assert "not found" in result.stderr
+
+
+def test_snapshot_list_names_the_builtins(docker_backend):
+    result = pier("snapshot", "list")
+    assert result.returncode == 0, result.stderr
+    assert "python312-uv" in result.stdout and "prism-playwright" in result.stdout

@@ -1,0 +1,193 @@
+"""The adapters' command lines, environments and config files per provider, and
+how they read the real streams their CLIs printed (streams/, recorded from the
+pinned CLIs against the scripted model server)."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pier.agents import agent_env_names, get_agent
+from pier.lifecycle.plan import RunPlan
+
+STREAMS = Path(__file__).parent / "streams"
+PLAN = RunPlan(
+    trajectory_id="t", collection="c", task="t", agent="claude-code", model=None, model_provider=None,
+    instruction="Write the answer.", snapshot=None, image=None, base_image=None, apt_packages=(),
+    pip_packages=(), cpus=1, memory="1G", timeout_sec=60, network=True, assets=(), checks=(),
+    checks_isolation="same", primary_outputs=(), mcp_servers={}, secret_decls={}, env={}, vars={},
+)  # fmt: skip
+
+
+def plan(agent: str, **changes) -> RunPlan:
+    return replace(PLAN, agent=agent, **changes)
+
+
+def test_claude_code_anthropic_and_openrouter():
+    agent = get_agent("claude-code")
+    launch = agent.launch(plan("claude-code", model="claude-sonnet-4-5", env={"ANTHROPIC_API_KEY": "an-k"}))
+    assert launch.env["ANTHROPIC_API_KEY"] == "an-k" and launch.env["IS_SANDBOX"] == "1"
+    assert 'claude -p "$(cat /run/pier/prompt.md)" --output-format stream-json --verbose' in launch.command
+    assert (
+        "--model claude-sonnet-4-5" in launch.command
+        and "| tee /logs/agent/claude-code.jsonl" in launch.command
+    )
+    assert launch.files == {"/run/pier/prompt.md": b"Write the answer."}
+    routed = agent.launch(plan("claude-code", model="claude-sonnet-4.5", env={"OPENROUTER_API_KEY": "or-k"}))
+    assert routed.env["ANTHROPIC_BASE_URL"] == "https://openrouter.ai/api"
+    assert routed.env["ANTHROPIC_AUTH_TOKEN"] == "or-k" and routed.env["ANTHROPIC_API_KEY"] == ""
+    assert "--model anthropic/claude-sonnet-4.5" in routed.command
+    assert "provider openrouter (OPENROUTER_API_KEY)" in routed.summary
+
+
+def test_claude_code_bedrock_and_mcp():
+    servers = {"fs": {"command": "npx", "args": ["@mcp/fs"]}}
+    launch = get_agent("claude-code").launch(
+        plan(
+            "claude-code",
+            model_provider="bedrock",
+            env={"AWS_BEARER_TOKEN_BEDROCK": "br"},
+            mcp_servers=servers,
+        )
+    )
+    assert launch.env["CLAUDE_CODE_USE_BEDROCK"] == "1" and launch.env["AWS_REGION"] == "us-east-1"
+    assert "--mcp-config /run/pier/claude/mcp.json" in launch.command
+    assert (
+        json.loads(launch.credential_files["/run/pier/claude/mcp.json"])["mcpServers"]["fs"]["command"]
+        == "npx"
+    )
+
+
+def test_codex_gets_its_provider_in_config_toml():
+    for provider, env, url in (
+        ("openai", {"OPENAI_API_KEY": "oa"}, "https://api.openai.com/v1"),
+        ("openrouter", {"OPENROUTER_API_KEY": "or"}, "https://openrouter.ai/api/v1"),
+    ):
+        launch = get_agent("codex").launch(plan("codex", model="gpt-5", model_provider=provider, env=env))
+        config = tomllib.loads(launch.credential_files["/run/pier/codex/config.toml"].decode())
+        assert config["model_providers"]["pier"]["base_url"] == url
+        assert (
+            launch.env["OPENAI_API_KEY"] == next(iter(env.values())) and launch.env["OPENAI_BASE_URL"] == url
+        )
+        assert config["model"] == ("openai/gpt-5" if provider == "openrouter" else "gpt-5")
+        assert "codex exec --json" in launch.command and "</dev/null" in launch.command
+
+
+def test_opencode_provider_follows_the_model():
+    launch = get_agent("opencode").launch(
+        plan("opencode", model="openai/gpt-5", env={"OPENAI_API_KEY": "oa", "ANTHROPIC_API_KEY": "an"})
+    )
+    config = json.loads(launch.credential_files["/run/pier/opencode/opencode.json"])
+    assert (
+        config["model"] == "openai/gpt-5"
+        and config["provider"]["openai"]["options"]["apiKey"] == "{env:OPENAI_API_KEY}"
+    )
+    assert launch.env["OPENCODE_CONFIG"] == "/run/pier/opencode/opencode.json"
+    routed = get_agent("opencode").launch(
+        plan("opencode", model="anthropic/claude-sonnet-4.5", env={"OPENROUTER_API_KEY": "or"})
+    )
+    assert "--model openrouter/anthropic/claude-sonnet-4.5" in routed.command
+
+
+def test_gemini_cli_is_google_only_and_selects_api_key_auth():
+    launch = get_agent("gemini-cli").launch(
+        plan("gemini-cli", model="gemini-2.5-pro", env={"GEMINI_API_KEY": "g"})
+    )
+    settings = json.loads(launch.credential_files["/run/pier/gemini/settings.json"])
+    assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
+    assert launch.env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] == "/run/pier/gemini/settings.json"
+    with pytest.raises(Exception, match="supports google"):
+        get_agent("gemini-cli").launch(
+            plan("gemini-cli", model_provider="openrouter", env={"OPENROUTER_API_KEY": "o"})
+        )
+
+
+def test_hermes_providers_and_mcp():
+    servers = {"web": {"url": "https://mcp.example/mcp"}}
+    launch = get_agent("hermes").launch(plan("hermes", model="anthropic/claude-sonnet-4.5",
+                                             env={"OPENROUTER_API_KEY": "or"}, mcp_servers=servers))  # fmt: skip
+    assert 'hermes -z "$(cat /run/pier/prompt.md)" --provider openrouter' in launch.command
+    config = yaml.safe_load(launch.credential_files["/run/pier/hermes/config.yaml"])
+    assert config["mcp_servers"]["web"]["url"] == "https://mcp.example/mcp"
+    custom = get_agent("hermes").launch(plan("hermes", model_provider="openai", env={"OPENAI_API_KEY": "oa"}))
+    assert (
+        "--provider custom" in custom.command and custom.env["CUSTOM_BASE_URL"] == "https://api.openai.com/v1"
+    )
+
+
+def test_preflight_names_the_missing_key_for_every_cli_agent():
+    for name, variable in (("claude-code", "ANTHROPIC_API_KEY"), ("codex", "OPENAI_API_KEY"),
+                           ("opencode", "ANTHROPIC_API_KEY"), ("gemini-cli", "GEMINI_API_KEY"),
+                           ("hermes", "OPENROUTER_API_KEY")):  # fmt: skip
+        with pytest.raises(Exception, match=f"set {variable}"):
+            get_agent(name).preflight(plan(name))
+
+
+def test_env_names_for_pier_run():
+    assert "ANTHROPIC_API_KEY" in agent_env_names("claude-code") and "OPENAI_API_KEY" not in agent_env_names(
+        "claude-code"
+    )
+    assert agent_env_names("script") == () and agent_env_names(None) == ()
+
+
+def readable_lines(agent: str) -> list[str]:
+    lines = (STREAMS / f"{agent}.jsonl").read_text().splitlines()
+    return [r for line in lines if (r := get_agent(agent).readable(line)) is not None]
+
+
+@pytest.mark.parametrize(
+    ("agent", "tool_line"),
+    [
+        ("claude-code", "tool Write(file_path=/app/results/answer.md"),
+        ("codex", "$ /bin/bash -lc"),
+        ("opencode", "tool write(filePath=/app/results/answer.md"),
+        ("gemini-cli", "tool write_file(file_path=/app/results/answer.md"),
+    ],
+)
+def test_streams_become_readable_lines(agent, tool_line):
+    lines = readable_lines(agent)
+    assert any(line.startswith(tool_line) for line in lines), lines
+    assert any("Done: the answer is in /app/results/answer.md." in line for line in lines)
+    assert all(len(line) <= 800 for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("agent", "expected"),
+    [
+        # api_calls counts distinct message ids; this recording gave both turns one id
+        ("claude-code", {"prompt_tokens": 200, "completion_tokens": 40, "total_tokens": 240, "api_calls": 1}),
+        ("codex", {"prompt_tokens": 200, "completion_tokens": 40, "total_tokens": 240}),
+        ("opencode", {"prompt_tokens": 200, "completion_tokens": 40, "total_tokens": 240, "api_calls": 2}),
+        ("gemini-cli", {"prompt_tokens": 200, "completion_tokens": 40, "total_tokens": 240}),
+    ],
+)
+def test_usage_from_the_streams(agent, expected):
+    usage = get_agent(agent).usage((STREAMS / f"{agent}.jsonl").read_text())
+    assert expected.items() <= usage.items(), usage
+
+
+def test_claude_code_reports_its_cost_and_hermes_its_usage_file():
+    assert get_agent("claude-code").usage((STREAMS / "claude-code.jsonl").read_text())[
+        "cost_usd"
+    ] == pytest.approx(0.0012)
+    report = {
+        "estimated_cost_usd": 0.5,
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "total_tokens": 15,
+        "api_calls": 3,
+    }
+    usage = get_agent("hermes").usage("Done.\n" + json.dumps(report))
+    assert usage == {
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "total_tokens": 15,
+        "cost_usd": 0.5,
+        "api_calls": 3,
+    }
+    assert get_agent("hermes").readable(json.dumps(report)) is None

@@ -1,0 +1,65 @@
+"""CLI behaviour that needs no Docker: bad input exits 2 with a message naming the fix."""
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pier.cli import app, parse_vars
+from pier.errors import InputError
+from tests.conftest import CORPUS
+
+runner = CliRunner()
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "RUNBOOK.md"
+    path.write_text(text)
+    return path
+
+
+def test_parse_vars():
+    assert parse_vars(["a=1", "b=x=y", "c="]) == {"a": "1", "b": "x=y", "c": ""}
+    with pytest.raises(InputError, match="NAME=VALUE"):
+        parse_vars(["novalue"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--var", "oops"], "NAME=VALUE"),
+        (["--memory", "lots"], "memory size"),
+        (["--agent", "nobody"], "agent 'nobody' is not available"),
+        (["--file", "/no/such/file.csv"], "does not exist"),
+    ],
+)
+def test_bad_input_exits_2_before_any_sandbox(tmp_path, args, message):
+    path = write(tmp_path, "---\nagent: script\n---\n```bash\ntrue\n```\n")
+    result = runner.invoke(app, ["run", str(path), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+def test_malformed_runbook_exits_2_naming_the_line(tmp_path):
+    path = write(tmp_path, "---\nagent: script\nmodel: [x\n---\nbody\n")
+    result = runner.invoke(app, ["run", str(path)])
+    assert result.exit_code == 2
+    assert f"{path}:3" in result.output
+
+
+def test_validate_corpus_passes_and_a_broken_runbook_fails(tmp_path):
+    ok = runner.invoke(app, ["validate", str(CORPUS)])
+    assert ok.exit_code == 0, ok.output[-2000:]
+    assert "115 runbook(s), 0 with errors" in ok.output
+    write(tmp_path, "---\nagent: script\ntimeout_sec: -1\n---\nbody\n")
+    bad = runner.invoke(app, ["validate", str(tmp_path)])
+    assert bad.exit_code == 1
+    assert "timeout_sec" in bad.output and "1 with errors" in bad.output
+
+
+def test_validate_reports_unknown_keys_and_unfilled_variables(tmp_path):
+    write(tmp_path, "---\nagent: script\ncolour: red\n---\n```bash\necho {{x}}\n```\n")
+    result = runner.invoke(app, ["validate", str(tmp_path / "RUNBOOK.md")])
+    assert result.exit_code == 0
+    assert "unknown frontmatter key 'colour'" in result.output
+    assert "unfilled variable {{x}}" in result.output

@@ -1,0 +1,48 @@
+import pytest
+
+from pier.errors import InputError
+from pier.lifecycle.plan import RunInputs, build_plan
+from pier.runbook import parse
+from pier.settings import Settings
+from pier.tasks import resolve, task_from_runbook
+
+TEXT = """---
+agent: script
+secrets:
+  TOKEN: {env: HOST_TOKEN, required: true}
+primary_outputs: [./report.md, /app/results/data/x.csv]
+vars: {who: world}
+---
+echo {{who}} {{secrets.TOKEN}} {{unknown}} > {{results_dir}}/report.md
+"""
+
+
+def plan_of(text: str, env: dict | None = None, run: dict | None = None, **settings):
+    step = resolve(task_from_runbook(parse(text)), run)
+    return build_plan(step, RunInputs("id1", "c", "t", env or {}), Settings(**settings))
+
+
+def test_secrets_render_from_their_env_variable_and_unknowns_warn():
+    plan = plan_of(TEXT, env={"HOST_TOKEN": "tok-123"})
+    assert "echo world tok-123 {{unknown}} > /app/results/report.md" in plan.instruction
+    assert "unfilled variable {{unknown}} left as written" in plan.warnings
+    assert plan.secret_values == ("tok-123",)
+
+
+def test_primary_outputs_are_normalised_into_the_results_folder():
+    assert plan_of(TEXT).primary_outputs == ("report.md", "data/x.csv")
+    with pytest.raises(InputError, match="inside the results folder"):
+        plan_of(TEXT.replace("./report.md", "../escape.md"))
+
+
+def test_defaults_and_timeout_cap():
+    plan = plan_of(TEXT, default_cpus=3, default_memory="2G", max_timeout_sec=100)
+    assert (plan.cpus, plan.memory, plan.timeout_sec, plan.network) == (3, "2G", 100, True)
+    capped = plan_of(TEXT.replace("agent: script", "agent: script\ntimeout_sec: 500"), max_timeout_sec=100)
+    assert capped.timeout_sec == 100
+    assert any("above the limit" in w for w in capped.warnings)
+
+
+def test_run_vars_replace_runbook_defaults():
+    plan = plan_of(TEXT, run={"vars": {"who": "rust"}})
+    assert plan.instruction.startswith("echo rust ")
