@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -162,23 +161,9 @@ def store_url(db_url: str | None) -> Iterator[str | None]:
     if db_url is None:
         yield None
         return
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
+    from pier.store.engine import scratch_schema
 
-    schema = f"pier_bench_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(db_url)
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        yield (
-            make_url(db_url)
-            .update_query_dict({"options": f"-csearch_path={schema}"})
-            .render_as_string(hide_password=False)
-        )
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        admin.dispose()
+    yield from scratch_schema(db_url, prefix="pier_bench")
 
 
 def bench_requests(args: argparse.Namespace, home: Path) -> None:

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from pier.record import RunStatus
 from pier.sandbox.base import LABEL_COLLECTION
+from pier.store.engine import scratch_schema
 
 ADMIN_TOKEN = "admin-" + "x" * 40
 START_TIMEOUT_SEC = 90
@@ -137,21 +136,7 @@ def postgres_base_url() -> str:
 
 def postgres_schema() -> Iterator[str]:
     """A fresh schema for one server's store, dropped afterwards."""
-    base = postgres_base_url()
-    schema = f"pier_api_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(base)
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        yield (
-            make_url(base)
-            .update_query_dict({"options": f"-csearch_path={schema}"})
-            .render_as_string(hide_password=False)
-        )
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        admin.dispose()
+    return scratch_schema(postgres_base_url(), prefix="pier_api")
 
 
 def ended(record: dict) -> bool:

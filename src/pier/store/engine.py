@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import uuid
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -150,3 +152,19 @@ def new_revision(url: str, message: str) -> None:
             command.revision(alembic_config(connection), message=message, autogenerate=True)
     finally:
         engine.dispose()
+
+
+def scratch_schema(base_url: str, prefix: str = "pier_scratch") -> Iterator[str]:
+    """For tests and benches: a URL whose store lives in a fresh PostgreSQL schema of
+    base_url's database, dropped when the generator is closed or exhausted."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base_url)
+    try:
+        with admin.begin() as connection:
+            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+        url = make_url(base_url).update_query_dict({"options": f"-csearch_path={schema}"})
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
