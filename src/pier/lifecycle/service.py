@@ -9,10 +9,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pier.agents import get_agent
 from pier.lifecycle.context import LogSink, RunContext
-from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan, build_plan, require_secrets
+from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan
 from pier.lifecycle.runner import execute
+from pier.lifecycle.stages import plan_run
 from pier.record import RunRecord, StepRecord
 from pier.redact import Redactor
 from pier.sandbox import get_backend
@@ -21,7 +21,6 @@ from pier.settings import Settings, get_settings
 from pier.storage.local import LocalStorage, check_name
 from pier.store import Store
 from pier.tasks.model import Task
-from pier.tasks.resolve import resolve
 
 
 @dataclass
@@ -71,10 +70,7 @@ def preflight(request: RunRequest, settings: Settings) -> RunPlan:
     so callers can refuse a run before accepting it."""
     check_name("collection", request.collection)
     check_name("task", request.task_name)
-    plan = build_plan(resolve(request.task, dict(request.run_params)), request.inputs(), settings)
-    agent = get_agent(plan.agent)
-    require_secrets(plan)
-    agent.preflight(plan)
+    _, plan, _ = plan_run(request.task, request.run_params, request.inputs(), settings)
     return plan
 
 

@@ -6,15 +6,17 @@ from __future__ import annotations
 import shlex
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from pier.agents import get_agent
+from pier.agents import Agent, get_agent
 from pier.errors import StageError
 from pier.lifecycle.assets import assets_tar
 from pier.lifecycle.checking import check_stage, record_eval, verify_check_tools
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.outputs import collect_outputs
-from pier.lifecycle.plan import build_plan, require_secrets
+from pier.lifecycle.plan import RunInputs, RunPlan, build_plan, require_secrets
 from pier.lifecycle.processes import STOP_PROCESSES_SCRIPT
 from pier.record import SandboxRecord
 from pier.sandbox import create_with_retry, resolve_source
@@ -29,20 +31,31 @@ from pier.sandbox.base import (
 )
 from pier.sandbox.snapshots import SnapshotCatalog
 from pier.sandbox.sweeper import owner_label
-from pier.tasks.resolve import resolve
+from pier.settings import Settings
+from pier.tasks.model import Task
+from pier.tasks.resolve import ResolvedStep, resolve
 
 SANDBOX_DIRS = ("/app/assets", "/app/results", "/app/checks", "/logs/agent", "/run/pier")
 REQUIRED_TOOLS = ("bash", "mkdir", "rm", "cat", "tee", "timeout", "kill")
 
 
+def plan_run(
+    task: Task, run_params: Mapping[str, Any], inputs: RunInputs, settings: Settings
+) -> tuple[ResolvedStep, RunPlan, Agent]:
+    """Everything prepare decides, without side effects; raises InputError on bad
+    input. The API and CLI call it too, to refuse a run before accepting it."""
+    step = resolve(task, dict(run_params))
+    plan = build_plan(step, inputs, settings)
+    agent = get_agent(plan.agent)
+    require_secrets(plan)
+    agent.preflight(plan)
+    return step, plan, agent
+
+
 def prepare(ctx: RunContext) -> None:
-    step = resolve(ctx.task, ctx.run_params)
-    plan = build_plan(step, ctx.inputs, ctx.settings)
+    step, plan, ctx.agent = plan_run(ctx.task, ctx.run_params, ctx.inputs, ctx.settings)
     ctx.redactor.add(plan.secret_values)
     ctx.plan = plan
-    ctx.agent = get_agent(plan.agent)
-    require_secrets(plan)
-    ctx.agent.preflight(plan)
     ctx.record.init_params = ctx.redactor.data(step.init_params)
     ctx.record.warnings = list(plan.warnings)
     for warning in plan.warnings:
