@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -12,16 +13,16 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from pier.agents import agent_env_names
 from pier.cli_checks import show_checks
 from pier.cli_progress import Progress
 from pier.cli_serve import register as register_api_commands
 from pier.cli_validate import validate_paths
 from pier.errors import InputError, NotFoundError, PierError
+from pier.lifecycle.sandbox_env import wanted_names
 from pier.lifecycle.service import RunRequest, Services, preflight, run
 from pier.record import RunRecord, RunStatus
 from pier.runbook import load
-from pier.tasks import step_override, task_from_runbook
+from pier.tasks import ResolvedStep, resolve, step_override, task_from_runbook
 
 app = typer.Typer(help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True)
 snapshot_app = typer.Typer(help="Named, prebuilt sandbox images.", no_args_is_help=True)
@@ -45,11 +46,10 @@ def parse_vars(pairs: list[str]) -> dict[str, str]:
     return result
 
 
-def secret_env(declared: dict, environ: dict[str, str], agent: str | None = None) -> dict[str, str]:
+def secret_env(step: ResolvedStep, environ: Mapping[str, str]) -> dict[str, str]:
     """Only the host variables the runbook's secrets and the agent's providers name
-    (keys, endpoints), never the whole environment."""
-    names = [decl.env or name for name, decl in declared.items()] + list(agent_env_names(agent))
-    return {key: environ[key] for key in names if key in environ}
+    (keys, endpoints), never the whole environment: the same choice the API makes."""
+    return {key: environ[key] for key in wanted_names(step) if key in environ}
 
 
 @app.command("run")
@@ -134,9 +134,7 @@ def build_request(
     if image is not None and snapshot is None:
         params["snapshot"] = ""  # an image given on the command line is meant to be used
     folder = Path(runbook.path or path).resolve().parent
-    env = secret_env(
-        runbook.frontmatter.secrets, dict(os.environ), params.get("agent", task.init_params.get("agent"))
-    )
+    env = secret_env(resolve(task, params), os.environ)
     return RunRequest(
         collection=collection,
         task_name=_slug(folder.name or "runbook"),

@@ -110,10 +110,15 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     )
 
 
+def secret_variable(name: str, decl: Mapping[str, Any] | None) -> str:
+    """The environment variable behind a runbook secret: its `env`, else its name."""
+    return (decl or {}).get("env") or name
+
+
 def require_secrets(plan: RunPlan) -> None:
     """Raises InputError naming a `required: true` secret the run was not given."""
     for name, decl in plan.secret_decls.items():
-        key = (decl or {}).get("env") or name
+        key = secret_variable(name, decl)
         if (decl or {}).get("required") and not plan.env.get(key):
             raise InputError(
                 f"the runbook's secret {name} is required: set {key} in the environment pier runs in "
@@ -123,12 +128,8 @@ def require_secrets(plan: RunPlan) -> None:
 
 def _secret_values(decls: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, str]:
     """{{secrets.NAME}} values: the declared env variable's value, when provided."""
-    values: dict[str, str] = {}
-    for name, decl in decls.items():
-        key = (decl or {}).get("env") or name
-        if key in env:
-            values[name] = env[key]
-    return values
+    variables = {name: secret_variable(name, decl) for name, decl in decls.items()}
+    return {name: env[key] for name, key in variables.items() if key in env}
 
 
 def _memory(value: str) -> str:

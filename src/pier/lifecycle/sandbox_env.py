@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from pier.agents import agent_env_names
 from pier.errors import InputError
+from pier.lifecycle.plan import secret_variable
 from pier.tasks.build import infer_agent
 from pier.tasks.resolve import ResolvedStep
 
@@ -22,16 +23,19 @@ from pier.tasks.resolve import ResolvedStep
 def declared_names(step: ResolvedStep) -> dict[str, bool]:
     """Variable name -> required, from the runbook's `secrets` (an entry's `env`
     names the variable, else the entry's own name)."""
-    names: dict[str, bool] = {}
-    for name, decl in step.secrets.items():
-        decl = decl or {}
-        names[decl.get("env") or name] = bool(decl.get("required"))
-    return names
+    return {
+        secret_variable(name, decl): bool((decl or {}).get("required")) for name, decl in step.secrets.items()
+    }
 
 
 def agent_names(step: ResolvedStep) -> tuple[str, ...]:
     """The variables the run's agent reads (its keys and provider endpoints)."""
     return agent_env_names(step.agent or infer_agent(step.model))
+
+
+def wanted_names(step: ResolvedStep) -> set[str]:
+    """Every variable the run may receive: its declared secrets and its agent's own."""
+    return set(declared_names(step)) | set(agent_names(step))
 
 
 def sandbox_env(
@@ -42,7 +46,7 @@ def sandbox_env(
     """The run's environment. Raises InputError naming required variables that
     neither the collection nor secret_params provide."""
     declared = declared_names(step)
-    wanted = set(declared) | set(agent_names(step))
+    wanted = wanted_names(step)
     env = {name: value for name, value in collection_env.items() if name in wanted}
     env.update(secret_params or {})
     missing = sorted(name for name, required in declared.items() if required and name not in env)
