@@ -43,7 +43,7 @@ class Settings(BaseSettings):
 
     base_image: str = Field(
         "python:3.13-slim-bookworm",
-        description="base of generated Dockerfiles (SPEC 2); point at a local image offline",
+        description="base of generated Dockerfiles; point at a local image offline",
     )
     snapshot_base_image: str = Field(
         "python:3.12-slim-bookworm", description="base of the built-in snapshot recipes"

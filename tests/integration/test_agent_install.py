@@ -1,4 +1,4 @@
-"""Installing agent CLIs (SPEC 7) on a real engine, and the runs that must fail
+"""Installing agent CLIs on a real engine, and the runs that must fail
 before an agent starts: a missing key, a missing required secret, an install
 that cannot succeed."""
 

@@ -6,12 +6,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pier.sandbox.base import LineSink, Sandbox
-
-if TYPE_CHECKING:
-    from pier.lifecycle.plan import RunPlan
 
 AGENT_LOG_DIR = "/logs/agent"
 AGENT_LOG = f"{AGENT_LOG_DIR}/agent.log"
@@ -33,6 +30,22 @@ class AgentLaunch:
     summary: str = ""  # one line for the run log: version, provider, model
 
 
+class AgentPlan(Protocol):
+    """What an agent reads of a run's plan. The lifecycle's RunPlan has these (and
+    more); declaring them here keeps agents below the lifecycle that uses them."""
+
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def model_provider(self) -> str | None: ...
+    @property
+    def instruction(self) -> str: ...
+    @property
+    def mcp_servers(self) -> Mapping[str, Any]: ...
+    @property
+    def env(self) -> Mapping[str, str]: ...
+
+
 class Agent(ABC):
     name: str
     needs_model: bool = True
@@ -41,7 +54,7 @@ class Agent(ABC):
         """Make the agent runnable in the sandbox (install or pin its CLI).
         Raises StageError naming the agent, the version and the installer's last lines."""
 
-    def preflight(self, plan: RunPlan) -> None:
+    def preflight(self, plan: AgentPlan) -> None:
         """Check what can be checked before a sandbox exists (keys, provider, MCP
         config). Raises InputError naming what to set."""
 
@@ -51,7 +64,7 @@ class Agent(ABC):
         return ()
 
     @abstractmethod
-    def launch(self, plan: RunPlan) -> AgentLaunch:
+    def launch(self, plan: AgentPlan) -> AgentLaunch:
         """The command, env and files for a headless run of plan's instruction."""
 
     def readable(self, line: str) -> str | None:

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR
+from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR, AgentPlan
 from pier.agents.cliagent import PROMPT, CliAgent, CliRun, call_line, event, json_file, short
 from pier.agents.install import InstallSpec
 from pier.agents.mcp import McpServer, claude_config
 from pier.agents.pins import PINS
 from pier.agents.providers import ProviderChoice, without_v1
-
-if TYPE_CHECKING:
-    from pier.lifecycle.plan import RunPlan
 
 MCP_PATH = f"{PIER_RUN_DIR}/claude/mcp.json"
 SESSIONS = "/root/.claude/projects"
@@ -28,7 +25,7 @@ class ClaudeCodeAgent(CliAgent):
     providers = ("anthropic", "openrouter", "bedrock")
     own_provider = "anthropic"
 
-    def configure(self, plan: RunPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
+    def configure(self, plan: AgentPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
         argv: list[Any] = ["claude", "-p", PROMPT, "--output-format", "stream-json", "--verbose",
                            "--dangerously-skip-permissions"]  # fmt: skip
         if choice.model:

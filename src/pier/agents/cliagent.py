@@ -9,16 +9,13 @@ import shlex
 from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR, Agent, AgentLaunch
+from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR, Agent, AgentLaunch, AgentPlan
 from pier.agents.install import InstallSpec, run_install
 from pier.agents.mcp import McpServer, mcp_servers
 from pier.agents.providers import ProviderChoice, choose_provider, env_names
 from pier.sandbox.base import LineSink, Sandbox
-
-if TYPE_CHECKING:
-    from pier.lifecycle.plan import RunPlan
 
 PROMPT_PATH = f"{PIER_RUN_DIR}/prompt.md"
 PROMPT = object()  # stands for the instruction in an argv
@@ -47,15 +44,15 @@ class CliAgent(Agent):
     def install(self, sandbox: Sandbox, log: LineSink, timeout: float) -> None:
         run_install(sandbox, self.install_spec, log, timeout)
 
-    def own(self, plan: RunPlan) -> str:
+    def own(self, plan: AgentPlan) -> str:
         return self.own_provider
 
-    def provider(self, plan: RunPlan) -> ProviderChoice:
+    def provider(self, plan: AgentPlan) -> ProviderChoice:
         return choose_provider(
             self.name, self.providers, self.own(plan), plan.model_provider, plan.model, plan.env
         )
 
-    def preflight(self, plan: RunPlan) -> None:
+    def preflight(self, plan: AgentPlan) -> None:
         self.provider(plan)
         mcp_servers(plan.mcp_servers)
 
@@ -63,10 +60,10 @@ class CliAgent(Agent):
         return env_names(self.providers)
 
     @abstractmethod
-    def configure(self, plan: RunPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
+    def configure(self, plan: AgentPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
         """The CLI's command line, env and config files for this provider."""
 
-    def launch(self, plan: RunPlan) -> AgentLaunch:
+    def launch(self, plan: AgentPlan) -> AgentLaunch:
         choice = self.provider(plan)
         run = self.configure(plan, choice, mcp_servers(plan.mcp_servers))
         pin = self.install_spec.pin

@@ -3,17 +3,14 @@ config.toml (this codex ignores OPENAI_BASE_URL for its built-in provider)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR
+from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR, AgentPlan
 from pier.agents.cliagent import PROMPT, CliAgent, CliRun, event, short
 from pier.agents.install import InstallSpec
 from pier.agents.mcp import McpServer, codex_toml, toml_str
 from pier.agents.pins import PINS
 from pier.agents.providers import ProviderChoice
-
-if TYPE_CHECKING:
-    from pier.lifecycle.plan import RunPlan
 
 CODEX_HOME = f"{PIER_RUN_DIR}/codex"  # config, sessions; deleted after the run
 
@@ -24,7 +21,7 @@ class CodexAgent(CliAgent):
     providers = ("openai", "openrouter")
     own_provider = "openai"
 
-    def configure(self, plan: RunPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
+    def configure(self, plan: AgentPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
         argv: list[Any] = ["codex", "exec", "--json", "--skip-git-repo-check", "-C", "/app",
                            "--dangerously-bypass-approvals-and-sandbox"]  # fmt: skip
         if choice.model:

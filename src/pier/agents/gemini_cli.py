@@ -3,17 +3,14 @@ in a system settings file (it refuses to start without a selected auth type)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR
+from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR, AgentPlan
 from pier.agents.cliagent import PROMPT, CliAgent, CliRun, call_line, event, json_file, short
 from pier.agents.install import InstallSpec
 from pier.agents.mcp import McpServer, gemini_config
 from pier.agents.pins import PINS
 from pier.agents.providers import ProviderChoice
-
-if TYPE_CHECKING:
-    from pier.lifecycle.plan import RunPlan
 
 SETTINGS_PATH = f"{PIER_RUN_DIR}/gemini/settings.json"
 SESSIONS = "/root/.gemini/tmp"
@@ -26,7 +23,7 @@ class GeminiCliAgent(CliAgent):
     providers = ("google",)  # it speaks only the Gemini API
     own_provider = "google"
 
-    def configure(self, plan: RunPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
+    def configure(self, plan: AgentPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
         argv: list[Any] = ["gemini", "-p", PROMPT, "--output-format", "stream-json", "--yolo", "--skip-trust"]
         if choice.model:
             argv += ["--model", choice.model]

@@ -4,19 +4,16 @@ kept in /logs/agent."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR
+from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR, AgentPlan
 from pier.agents.cliagent import PROMPT, CliAgent, CliRun, event
 from pier.agents.install import InstallSpec
 from pier.agents.mcp import McpServer, hermes_config
 from pier.agents.pins import PINS
 from pier.agents.providers import ProviderChoice
-
-if TYPE_CHECKING:
-    from pier.lifecycle.plan import RunPlan
 
 HERMES_HOME = f"{PIER_RUN_DIR}/hermes"  # config, sessions, its credential pool
 USAGE_PATH = f"{AGENT_LOG_DIR}/hermes-usage.json"
@@ -29,7 +26,7 @@ class HermesAgent(CliAgent):
     own_provider = "openrouter"
     stream_name = "log"  # plain text: one-shot mode prints the answer only
 
-    def configure(self, plan: RunPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
+    def configure(self, plan: AgentPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
         provider, env = _provider(choice)
         argv: list[Any] = ["hermes", "-z", PROMPT, "--provider", provider, "--usage-file", USAGE_PATH]
         if choice.model:

@@ -1,4 +1,4 @@
-"""Installing an agent CLI in the sandbox (SPEC 7): the pinned version already on
+"""Installing an agent CLI in the sandbox: the pinned version already on
 PATH is used as it is; any other version is replaced by the pinned one; an
 npm-based CLI gets Node first when the image has none or one too old. One shell
 script, one exec, bounded by the install time limit."""

@@ -3,17 +3,14 @@ provider at the chosen endpoint and key variable."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR
+from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR, AgentPlan
 from pier.agents.cliagent import PROMPT, CliAgent, CliRun, call_line, event, json_file, short
 from pier.agents.install import InstallSpec
 from pier.agents.mcp import McpServer, opencode_config
 from pier.agents.pins import PINS
 from pier.agents.providers import ProviderChoice, without_v1
-
-if TYPE_CHECKING:
-    from pier.lifecycle.plan import RunPlan
 
 CONFIG_PATH = f"{PIER_RUN_DIR}/opencode/opencode.json"
 DATA_DIR = "/root/.local/share/opencode"
@@ -31,14 +28,14 @@ class OpencodeAgent(CliAgent):
     providers = ("anthropic", "openrouter", "openai", "google", "bedrock")
     own_provider = "anthropic"
 
-    def own(self, plan: RunPlan) -> str:
+    def own(self, plan: AgentPlan) -> str:
         """opencode has no provider of its own: the model's vendor is the natural one."""
         model = (plan.model or "").lower()
         return next(
             (p for prefix, p in MODEL_PREFIXES.items() if model.startswith(prefix)), self.own_provider
         )
 
-    def configure(self, plan: RunPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
+    def configure(self, plan: AgentPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
         provider_id = PROVIDER_IDS[choice.name]
         model = (choice.model or "").removeprefix("openrouter/")
         argv: list[Any] = ["opencode", "run", "--format", "json", "--auto"]

@@ -1,4 +1,4 @@
-"""Every agent CLI version pier installs, in one place (SPEC 7). Node's pin lives
+"""Every agent CLI version pier installs, in one place. Node's pin lives
 with the snapshot recipes (sandbox/recipes/_node22.Dockerfile), which the run-time
 Node install reads, so images and run-time installs agree."""
 

@@ -1,4 +1,4 @@
-"""Model providers (SPEC 1, 7): which key variable each needs, its endpoint, the
+"""Model providers: which key variable each needs, its endpoint, the
 default choice when a runbook names none, and the model name each expects.
 
 Endpoints are written in each provider's usual convention (Anthropic's without

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import TYPE_CHECKING
 
-from pier.agents.base import AGENT_LOG, PIER_RUN_DIR, Agent, AgentLaunch
+from pier.agents.base import AGENT_LOG, PIER_RUN_DIR, Agent, AgentLaunch, AgentPlan
 from pier.errors import InputError
-
-if TYPE_CHECKING:
-    from pier.lifecycle.plan import RunPlan
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)$")
 SHELL_LANGS = frozenset({"bash", "sh", "shell"})
@@ -61,7 +57,7 @@ class ScriptAgent(Agent):
     name = "script"
     needs_model = False
 
-    def launch(self, plan: RunPlan) -> AgentLaunch:
+    def launch(self, plan: AgentPlan) -> AgentLaunch:
         script = build_script(plan.instruction)
         command = (
             f"set -o pipefail; bash -euo pipefail {shlex.quote(SCRIPT_PATH)} 2>&1 "

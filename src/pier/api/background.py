@@ -1,4 +1,4 @@
-"""The server's periodic sweep (SPEC 3): sandboxes that no live run needs go,
+"""The server's periodic sweep: sandboxes that no live run needs go,
 even when nothing else would notice them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checks (SPEC 6): built-in checks, run by a small python3 program pier copies into
+"""Checks: built-in checks, run by a small python3 program pier copies into
 the sandbox, and code checks, a source placed in /app/checks/<name> plus a shell
 command. Both run after the agent stopped, in a clean shell."""
 

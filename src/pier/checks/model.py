@@ -1,4 +1,4 @@
-"""The check schema (SPEC 6): one model per `type`, validated at prepare so a bad
+"""The check schema: one model per `type`, validated at prepare so a bad
 check fails the run before any sandbox exists, with an error naming the check
 and the field."""
 

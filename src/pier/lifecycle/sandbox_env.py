@@ -1,6 +1,5 @@
-"""Which variables a run's sandbox gets (SPEC 5: a collection's environment
-reaches the sandbox as environment variables; a runbook's `secrets` says which
-are required).
+"""Which variables a run's sandbox gets (a collection's environment reaches the
+sandbox as environment variables; a runbook's `secrets` says which are required).
 
 A collection holds the secrets of all its tasks; a run gets only the ones its
 runbook declares and the ones its agent reads (model API keys), so a runbook

@@ -1,4 +1,4 @@
-"""The run's stages, one function each (DESIGN.md). Each takes the RunContext,
+"""The run's stages, one function each (docs/architecture.md). Each takes the RunContext,
 does its work, and raises StageError (or a PierError) when the run must stop."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The RUNBOOK.md frontmatter schema (SPEC 1). Unknown keys are kept, not rejected."""
+"""The RUNBOOK.md frontmatter schema. Unknown keys are kept, not rejected."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fill {{ variables }} (SPEC 1). Anything unknown is left as written and reported:
+"""Fill {{ variables }}. Anything unknown is left as written and reported:
 real runbooks contain code with braces."""
 
 from __future__ import annotations

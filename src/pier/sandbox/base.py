@@ -23,7 +23,7 @@ LABEL_RECIPE = "pier.recipe"
 
 @dataclass(frozen=True)
 class SandboxSource:
-    """Where a sandbox's image comes from, fully resolved (SPEC 2)."""
+    """Where a sandbox's image comes from, fully resolved."""
 
     kind: SourceKind
     name: str  # snapshot name, image ref, or "generated"

@@ -1,4 +1,4 @@
-"""Making a run's sandbox within the creation budget (SPEC 3: 20 minutes, retried once)."""
+"""Making a run's sandbox within the creation budget (20 minutes, retried once)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The generated Dockerfile (SPEC 2, source 3) and what every pier-built image shares:
+"""The generated Dockerfile and what every pier-built image shares:
 the CA bundle wiring and the content-hash tag that makes a build reusable."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def generate_dockerfile(
     pip_packages: Sequence[str] = (),
     ca_bundle: bool = False,
 ) -> str:
-    """The Dockerfile for SPEC 2 source 3: base_image, git, curl and uv, then
+    """The generated Dockerfile (the third sandbox source): base_image, git, curl and uv, then
     apt_packages, then pip_packages. Same input, same text. Raises InputError."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*", base_image or ""):
         raise InputError(f"base_image: {base_image!r} is not a valid image reference")

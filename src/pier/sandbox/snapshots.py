@@ -1,4 +1,4 @@
-"""Named snapshots (SPEC 2): the built-in recipes in sandbox/recipes/ and the user's
+"""Named snapshots: the built-in recipes in sandbox/recipes/ and the user's
 snapshots file, whose entries override built-ins of the same name:
 
     snapshots:

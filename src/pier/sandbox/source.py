@@ -1,4 +1,4 @@
-"""Where a run's sandbox comes from (SPEC 2): the first of snapshot, image and
+"""Where a run's sandbox comes from: the first of snapshot, image and
 generated Dockerfile that applies, with the log line the run shows and notes on
 what was asked for but has no effect."""
 
@@ -52,8 +52,9 @@ def resolve_source(
     catalog: SnapshotCatalog,
     settings: Settings,
 ) -> SandboxSource:
-    """The sandbox source for a run, by SPEC 2's order. Raises InputError when the
-    generated Dockerfile would get an invalid base image or package name."""
+    """The sandbox source for a run, the first that applies: snapshot, image, a
+    generated Dockerfile. Raises InputError when the generated Dockerfile would get
+    an invalid base image or package name."""
     snapshot, image, base = _given(snapshot), _given(image), _given(base_image)
     notes: list[str | None] = []
     found = catalog.get(snapshot) if snapshot else None

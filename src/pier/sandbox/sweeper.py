@@ -1,4 +1,4 @@
-"""The sweep (SPEC 3): delete sandboxes whose run is over, unknown, past its
+"""The sweep: delete sandboxes whose run is over, unknown, past its
 deadline, or owned by a process that died, so an interrupted run leaves nothing
 behind. The decision is a pure function of labels, so it is tested without an engine.
 """

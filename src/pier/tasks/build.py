@@ -1,4 +1,4 @@
-"""A runbook becomes a task (SPEC 5): frontmatter -> init_params."""
+"""A runbook becomes a task: frontmatter -> init_params."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pier.tasks.model import StepConfig, Task
 
 
 def infer_agent(model: str | None) -> str | None:
-    """The agent a model implies (SPEC 1), or None."""
+    """The agent a model implies, or None."""
     if not model:
         return None
     name = model.lower()

@@ -1,4 +1,4 @@
-"""A task: {init_params, steps, step_configs} (SPEC 5)."""
+"""A task: {init_params, steps, step_configs}."""
 
 from __future__ import annotations
 

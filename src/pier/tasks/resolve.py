@@ -1,4 +1,4 @@
-"""Merge a run's init_params into a task's and resolve the run step (SPEC 5)."""
+"""Merge a run's init_params into a task's and resolve the run step."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Collections (admin), their tokens (admin) and their environment (SPEC 5)."""
+"""Collections (admin), their tokens (admin) and their environment."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Starting and cancelling runs (SPEC 5)."""
+"""Starting and cancelling runs."""
 
 from __future__ import annotations
 

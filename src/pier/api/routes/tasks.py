@@ -1,4 +1,4 @@
-"""Tasks: stored workflows of a collection (SPEC 5)."""
+"""Tasks: stored workflows of a collection."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def plan_container(
         "entrypoint": KEEPALIVE[:1],
         "command": KEEPALIVE[1:],
         "working_dir": WORKDIR,
-        "user": "0",  # SPEC 3: the agent runs as root
+        "user": "0",  # the agent runs as root (apt-get and friends work as on the platform)
         "hostname": hostname_for(spec.labels.get(LABEL_RUN)),
         "labels": labels,
         "environment": {**(extra_env or {}), **spec.env},

@@ -1,4 +1,4 @@
-# pier built-in snapshot prism-playwright (SPEC 2): built around Playwright and
+# pier built-in snapshot prism-playwright: built around Playwright and
 # Chromium for browser-heavy work: Debian's Chromium and chromedriver, fonts for
 # faithful rendering (Latin, CJK, emoji), Xvfb for headed sessions, the Playwright
 # Python library and MCP server, Node 22 + npm, Python with pip and uv, git, curl.

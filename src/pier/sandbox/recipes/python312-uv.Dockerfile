@@ -1,4 +1,4 @@
-# pier built-in snapshot python312-uv (SPEC 2): Python 3.12 on Debian bookworm
+# pier built-in snapshot python312-uv: Python 3.12 on Debian bookworm
 # (from the base image), pip, uv, a C and Fortran toolchain, Node 22 + npm, git,
 # curl, Chromium with the Playwright Python library and the Playwright MCP server.
 # The agent CLIs are not baked in: pier's agent installer installs the pinned
