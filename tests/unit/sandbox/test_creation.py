@@ -28,7 +28,7 @@ class FlakyBackend(SandboxBackend):
             raise self.failures.pop(0)
         return "sandbox"  # stands in for a Sandbox
 
-    image_exists = list_sandboxes = remove = ping = None  # type: ignore[assignment]
+    image_exists = list_sandboxes = remove = attach = ping = None  # type: ignore[assignment]
 
 
 def test_a_failed_creation_is_retried_once():
