@@ -43,7 +43,7 @@ from pier.sandbox.base import (
 )
 from pier.sandbox.capabilities import refuse_unsupported, unenforced_notes
 from pier.sandbox.dockerfile import recipe_tag
-from pier.sandbox.fakeproc import ExecCall, kill_marked, new_marker, process_env, run_process
+from pier.sandbox.fakeproc import ExecCall, Killer, kill_marked, new_marker, process_env, run_process
 from pier.sandbox.sweeper import owner_label
 from pier.settings import Settings
 
@@ -112,6 +112,10 @@ _default_engine = FakeEngine()
 
 
 class FakeSandbox(Sandbox):
+    # How a command that ran past its limit is stopped; a test can swap in a
+    # weaker one to see the conformance suite catch it.
+    kill_on_stop: Killer = staticmethod(kill_marked)
+
     def __init__(self, backend: FakeBackend, spec: SandboxSpec, labels: Mapping[str, str]):
         self.id = uuid.uuid4().hex + uuid.uuid4().hex
         self.spec = spec
@@ -164,7 +168,12 @@ class FakeSandbox(Sandbox):
         env = process_env(call, self.spec.env, self.host_path("/root"), marker)
         try:
             outcome = run_process(
-                call, cwd=cwd, env=env, memory_bytes=_memory_bytes(self.spec.limits.memory), on_line=on_line
+                call,
+                cwd=cwd,
+                env=env,
+                memory_bytes=_memory_bytes(self.spec.limits.memory),
+                on_line=on_line,
+                kill=self.kill_on_stop,
             )
         finally:
             self._markers.discard(marker)
@@ -213,6 +222,7 @@ class FakeBackend(SandboxBackend):
     specs that pass here pass on Docker too."""
 
     name = "fake"
+    sandbox_class: type[FakeSandbox] = FakeSandbox
 
     def __init__(
         self,
@@ -248,7 +258,7 @@ class FakeBackend(SandboxBackend):
         if spec.image not in self.engine.images:
             raise SandboxError(f"creating a sandbox from {spec.image}: no such image in the fake engine")
         labels = {LABEL_OWNER: owner_label(), LABEL_CREATED: str(int(time.time())), **spec.labels}
-        sandbox = FakeSandbox(self, spec, labels)
+        sandbox = self.sandbox_class(self, spec, labels)
         notes = unenforced_notes(spec, self.capabilities, self.name)
         sandbox.applied = replace(
             spec.limits, disk=spec.limits.disk if self.capabilities.disk_quota else None

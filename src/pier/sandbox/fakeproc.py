@@ -14,7 +14,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from pier.sandbox.base import ExecResult, LineSink
 MARKER_VAR = "PIER_FAKE_EXEC_ID"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TIMEOUT_EXIT_CODE = 137
+Killer = Callable[[str, "int | None"], None]  # (marker, group leader)
 POLL_S = 0.05
 CLOSE_GRACE_S = 5.0  # after the kill, before the output is abandoned
 
@@ -64,9 +65,10 @@ def run_process(
     env: Mapping[str, str],
     memory_bytes: int | None,
     on_line: LineSink | None,
+    kill: Killer | None = None,
 ) -> ProcessOutcome:
     """Run call to its end, its timeout, or its memory ceiling; kill every process
-    it started (found by its marker) when it stops early."""
+    it started (kill_marked, unless kill says otherwise) when it stops early."""
     argv = ["bash", "-c", call.command] if isinstance(call.command, str) else list(call.command)
     marker = env[MARKER_VAR]
     started = time.monotonic()
@@ -83,7 +85,7 @@ def run_process(
         return ProcessOutcome(ExecResult(127, f"{argv[0]}: {exc.strerror}\n", 0.0), oom=False)
     assert proc.stdout is not None
     lines = _Lines(on_line)
-    stop = _Stopper(call.timeout, memory_bytes, marker, proc.pid)
+    stop = _Stopper(call.timeout, memory_bytes, marker, proc.pid, kill or kill_marked)
     fd = proc.stdout.fileno()
     try:
         while True:
@@ -141,15 +143,18 @@ class _Lines:
 class _Stopper:
     """Decides when a command must stop (time or memory) and kills it once."""
 
-    def __init__(self, timeout: float | None, memory_bytes: int | None, marker: str, leader: int):
+    def __init__(
+        self, timeout: float | None, memory_bytes: int | None, marker: str, leader: int, kill: Killer
+    ):
         self._timeout, self._memory, self._marker, self._leader = timeout, memory_bytes, marker, leader
+        self._kill = kill
         self.reason: str | None = None
         self.killed_at = 0.0
 
     def check(self, started: float) -> bool:
         """Whether the command has been killed (now or before)."""
         if self.reason:
-            kill_marked(self._marker, self._leader)  # a straggler forked during the last kill
+            self._kill(self._marker, self._leader)  # a straggler forked during the last kill
             return True
         if self._timeout is not None and time.monotonic() - started >= self._timeout:
             self.reason = "timeout"
@@ -157,7 +162,7 @@ class _Stopper:
             self.reason = "memory"
         else:
             return False
-        kill_marked(self._marker, self._leader)
+        self._kill(self._marker, self._leader)
         self.killed_at = time.monotonic()
         return True
 
