@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pier.errors import CapabilityError, SandboxError
 from pier.sandbox.base import LABEL_RUN, Limits, Sandbox, SandboxBackend, SandboxSpec
@@ -67,7 +67,7 @@ class Harness:
     image: str
     made: list[Sandbox] = field(default_factory=list)
 
-    def spec(self, labels: dict[str, str] | None = None, **fields: object) -> SandboxSpec:
+    def spec(self, *, labels: dict[str, str] | None = None, **fields: object) -> SandboxSpec:
         limits = {"cpus": 1.0, "memory": "256m", "pids": 256, "disk": None}
         limits.update({k: v for k, v in fields.items() if k in Limits.__dataclass_fields__})
         rest = {k: v for k, v in fields.items() if k not in Limits.__dataclass_fields__}
@@ -79,8 +79,8 @@ class Harness:
             **rest,  # type: ignore[arg-type]
         )
 
-    def make(self, labels: dict[str, str] | None = None, **fields: object) -> Sandbox:
-        sandbox = self.backend.create(self.spec(labels, **fields))
+    def make(self, *, labels: dict[str, str] | None = None, **fields: object) -> Sandbox:
+        sandbox = self.backend.create(self.spec(labels=labels, **fields))
         self.made.append(sandbox)
         return sandbox
 
@@ -350,7 +350,7 @@ def missing_image_is_a_sandbox_error(h: Harness) -> None:
 # --- capabilities -----------------------------------------------------------
 
 
-def _refused(h: Harness, capability: str, **fields: object) -> None:
+def _refused(h: Harness, capability: str, **fields: Any) -> None:
     """A backend without a hard capability refuses a spec that needs it, naming both."""
     try:
         h.make(**fields)
@@ -366,7 +366,7 @@ def _refused(h: Harness, capability: str, **fields: object) -> None:
 _NOTE_WORDS = {"disk_quota": "disk", "cpu_limit": "cpu", "pids_limit": "process"}
 
 
-def _noted(h: Harness, capability: str, **fields: object) -> Sandbox:
+def _noted(h: Harness, capability: str, **fields: Any) -> Sandbox:
     """A backend without a soft capability creates the sandbox and says so in a note."""
     sandbox = h.make(**fields)
     words = (capability, _NOTE_WORDS[capability])
