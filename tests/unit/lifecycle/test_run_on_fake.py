@@ -11,7 +11,7 @@ from pier.runbook import parse
 from pier.sandbox import register_backend
 from pier.sandbox.fake import FakeBackend, FakeEngine, Script, replied
 from pier.settings import Settings
-from pier.tasks import task_from_runbook
+from pier.tasks import step_override, task_from_runbook
 
 RUNBOOK = """---
 agent: script
@@ -34,10 +34,13 @@ def engine(tmp_path, monkeypatch) -> FakeEngine:
     return FakeEngine()
 
 
-def start(tmp_path, engine: FakeEngine, script: Script):
+def start(tmp_path, engine: FakeEngine, script: Script, **step: object):
     register_backend("fake-run", lambda settings: FakeBackend(settings, engine=engine, program=script))
     settings = Settings(home=tmp_path / "home", ca_bundle=None, sandbox_backend="fake-run")
-    request = RunRequest(collection="tests", task_name="t", task=task_from_runbook(parse(RUNBOOK)))
+    task = task_from_runbook(parse(RUNBOOK))
+    if step:
+        task = task.model_copy(update={"step_configs": {"run": step_override(task.run_step(), **step)}})
+    request = RunRequest(collection="tests", task_name="t", task=task)
     return run(Services(settings), request)
 
 
@@ -60,3 +63,17 @@ def test_an_agent_killed_for_memory_fails_the_run_saying_oom(tmp_path, engine):
     assert record.status == RunStatus.failed and record.error is not None
     assert record.error.stage == "run_agent" and "out of memory" in record.error.message
     assert engine.sandboxes == {}
+
+
+def test_a_run_needing_a_capability_the_backend_lacks_fails_at_create(tmp_path, engine):
+    script = Script()
+    record = start(tmp_path, engine, script, network_enabled=False)
+    assert record.status == RunStatus.failed and record.error is not None
+    assert record.error.stage == "create"
+    assert "network_off" in record.error.message and "'fake'" in record.error.message
+    assert engine.sandboxes == {} and script.calls == [], "nothing may be created or run"
+
+
+def test_soft_ceilings_the_fake_cannot_enforce_become_run_warnings(tmp_path, engine):
+    record = start(tmp_path, engine, Script().on(r"script\.sh", write_results))
+    assert any("cpu_limit" in w for w in record.warnings) and any("disk_quota" in w for w in record.warnings)
