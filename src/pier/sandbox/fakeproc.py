@@ -25,7 +25,7 @@ BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TIMEOUT_EXIT_CODE = 137
 Killer = Callable[[str, "int | None"], None]  # (marker, group leader)
 POLL_S = 0.05
-CLOSE_GRACE_S = 5.0  # after the kill, before the output is abandoned
+CLOSE_GRACE_S = 2.0  # after the kill, before the output of a survivor is abandoned
 
 
 @dataclass(frozen=True)
