@@ -15,7 +15,7 @@ from pier.sandbox.conformance import CHECKS, run_check
 from pier.settings import get_settings
 
 sandbox_app = typer.Typer(help="Sandbox backends.", no_args_is_help=True)
-_STYLE = {"passed": "green", "failed": "red", "skipped": "yellow"}
+_STYLE = {"passed": "green", "failed": "red"}
 
 
 def register(app: typer.Typer) -> None:

@@ -5,9 +5,9 @@ pier.sandbox.base, run on a real backend and an image it can start.
     for result in run_conformance(MyBackend(), image="my-image:tag"):
         print(result.status, result.name, result.detail)
 
-Checks that need a capability run only when the backend declares it; for each
-capability it does not declare, a check proves the backend refuses (hard ones)
-or notes (soft ones) a spec that asks for it. Commands use paths relative to
+Each capability's check runs one of two ways: declared, the backend must really
+enforce it; not declared, the backend must refuse (hard ones) or note (soft
+ones) a spec that asks for it (pier.sandbox.capabilities). Commands use paths relative to
 their workdir and the image's shell tools (bash, coreutils, setsid), so any Linux
 image with those passes. A check's sandboxes are deleted when it ends."""
 
@@ -27,7 +27,7 @@ from pier.errors import CapabilityError, SandboxError
 from pier.sandbox.base import LABEL_RUN, Limits, Sandbox, SandboxBackend, SandboxSpec
 from pier.sandbox.tarutil import tar_of_files
 
-Status = Literal["passed", "failed", "skipped"]
+Status = Literal["passed", "failed"]
 DELETE_BOUND_S = 60.0  # the contract's "bounded in time", generously
 LABEL_CHECK = "pier.conformance"
 ALLOWED_HOST = "pypi.org"  # reachable where sandboxes may reach anything
@@ -42,15 +42,11 @@ class CheckResult:
 
     @property
     def ok(self) -> bool:
-        return self.status != "failed"
+        return self.status == "passed"
 
 
 class ConformanceFailure(AssertionError):
     """A promise of the contract the backend did not keep."""
-
-
-class Skipped(Exception):
-    """The check does not apply to this backend."""
 
 
 def expect(condition: object, message: str) -> None:
@@ -110,14 +106,12 @@ def run_check(name: str, backend: SandboxBackend, image: str) -> CheckResult:
     try:
         CHECKS[name](harness)
         result = CheckResult(name, "passed")
-    except Skipped as exc:
-        result = CheckResult(name, "skipped", str(exc))
     except ConformanceFailure as exc:
         result = CheckResult(name, "failed", str(exc))
     except Exception as exc:  # an error is a broken promise too: report it, run the rest
         result = CheckResult(name, "failed", f"{type(exc).__name__}: {exc}")
     errors = harness.cleanup()
-    if errors and result.status != "failed":
+    if errors and result.ok:
         return CheckResult(name, "failed", "; ".join(errors))
     return result
 
