@@ -3,12 +3,15 @@ sandbox, labels, images."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from pier.errors import SandboxError
 from pier.sandbox.base import LABEL_OWNER, LABEL_RUN, Limits, SandboxSource, SandboxSpec
 from pier.sandbox.fake import FAKE_IMAGE, FakeBackend, FakeEngine, Script, replied
-from pier.sandbox.sweeper import owner_label
+from pier.sandbox.sweeper import owner_label, sweep
 
 
 def spec(**fields: object) -> SandboxSpec:
@@ -56,3 +59,15 @@ def test_labels_owner_and_images():
     with pytest.raises(SandboxError, match="no such image"):
         backend.create(SandboxSpec(image="absent:1", limits=Limits(), labels={}))
     assert backend.attach(sandbox.id) is sandbox
+
+
+def test_the_sweeper_reaps_fake_sandboxes_of_dead_owners():
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    backend = FakeBackend(engine=FakeEngine())
+    orphan = backend.create(SandboxSpec(image=FAKE_IMAGE, limits=Limits(), labels={
+        LABEL_RUN: "gone", LABEL_OWNER: owner_label(dead.pid)}))  # fmt: skip
+    alive = backend.create(spec())
+    swept = sweep(backend, lambda run_id: "running")
+    assert [s.id for s in swept] == [orphan.id]
+    assert [s.id for s in backend.list_sandboxes()] == [alive.id]
