@@ -15,6 +15,7 @@ from rich.table import Table
 
 from pier.cli_checks import show_checks
 from pier.cli_progress import Progress
+from pier.cli_sandbox import register as register_sandbox_commands
 from pier.cli_serve import register as register_api_commands
 from pier.cli_validate import validate_paths
 from pier.errors import InputError, NotFoundError, PierError
@@ -298,6 +299,7 @@ def snapshot_build(name: Annotated[str, typer.Argument(help="snapshot name")]) -
 
 
 register_api_commands(app)  # serve, collection, task
+register_sandbox_commands(app)  # sandbox check
 
 
 def main() -> None:  # pragma: no cover

@@ -46,6 +46,12 @@ class ImageError(SandboxError):
     """An image could not be pulled or built."""
 
 
+class CapabilityError(SandboxError):
+    """The spec asks for something the sandbox backend cannot enforce (network off,
+    an egress allow-list, GPUs...). Raised before anything is created; retrying
+    cannot help."""
+
+
 class StageError(PierError, RuntimeError):
     """A run stage failed; `stage` names it, the message says what to do."""
 

@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     sweep_grace_sec: int = 300
 
     docker_host: str | None = Field(None, description="Docker engine URL; default from DOCKER_HOST")
+    sandbox_backend: str = Field(
+        "docker",
+        description="sandbox backend: docker, fake (tests), a registered name, or module:factory",
+    )
 
     # pier serve (the run API)
     admin_token: SecretStr | None = Field(None, description="bearer token that manages collections")

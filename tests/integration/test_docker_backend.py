@@ -1,18 +1,19 @@
-"""The Docker backend on a real engine: sandboxes, execs, files, limits, images, sweep."""
+"""What only the Docker backend promises, on a real engine: root in /app under
+docker-init, the container's limits and labels, images, the sweep. The contract
+every backend keeps is checked by test_sandbox_conformance.py."""
 
 from __future__ import annotations
 
-import io
 import subprocess
 import sys
-import tarfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
 
+import docker.errors
 import pytest
 
-from pier.errors import ImageError, SandboxError
+from pier.errors import ImageError
 from pier.sandbox.base import (
     LABEL_CREATED,
     LABEL_DEADLINE,
@@ -26,7 +27,6 @@ from pier.sandbox.docker.backend import DockerBackend
 from pier.sandbox.docker.sandbox import DockerSandbox
 from pier.sandbox.dockerfile import generate_dockerfile
 from pier.sandbox.sweeper import owner_label, sweep
-from pier.sandbox.tarutil import tar_of_files
 
 pytestmark = pytest.mark.integration
 
@@ -40,10 +40,14 @@ def make_sandbox(docker_backend: DockerBackend, base_image: str) -> Iterator[Mak
     made: list[DockerSandbox] = []
 
     def make(
-        labels: dict[str, str] | None = None, image: str | None = None, **limits: object
+        labels: dict[str, str] | None = None,
+        image: str | None = None,
+        files: dict[str, bytes] | None = None,
+        **limits: object,
     ) -> DockerSandbox:
         run_labels = {LABEL_RUN: f"test-{uuid.uuid4().hex[:12]}", **(labels or {})}
-        spec = SandboxSpec(image=image or base_image, limits=Limits(**limits), labels=run_labels)  # type: ignore[arg-type]
+        limited = Limits(**limits)  # type: ignore[arg-type]
+        spec = SandboxSpec(image=image or base_image, limits=limited, labels=run_labels, files=files or {})
         sandbox = docker_backend.create(spec)
         made.append(sandbox)
         return sandbox
@@ -66,60 +70,9 @@ def test_a_sandbox_runs_commands_as_root_in_app(make_sandbox, docker_backend):
     assert sandbox.exec(["cat", "/proc/1/cmdline"]).output.startswith("/sbin/docker-init")
 
 
-def test_exec_env_workdir_and_clean_env(make_sandbox):
-    sandbox = make_sandbox(memory="256m")
-    assert sandbox.exec("echo $GREETING", env={"GREETING": "hi there"}).output == "hi there\n"
-    assert sandbox.exec("pwd", workdir="/tmp").output == "/tmp\n"
-    clean = sandbox.exec("env | sort", env={"ONLY": "1"}, clean_env=True)
-    names = {line.split("=", 1)[0] for line in clean.output.splitlines()}
-    assert {"ONLY", "PATH", "HOME", "LANG"} <= names
-    assert "SSL_CERT_FILE" not in names and "HOSTNAME" not in names
-
-
-def test_output_lines_stream_in_order_before_the_command_ends(make_sandbox):
-    sandbox = make_sandbox(memory="256m")
-    seen: list[tuple[float, str]] = []
-    started = time.monotonic()
-    command = "for i in 1 2 3; do echo line$i; echo err$i >&2; sleep 1; done"
-    result = sandbox.exec(command, on_line=lambda line: seen.append((time.monotonic() - started, line)))
-    ended = time.monotonic() - started
-    assert [line for _, line in seen] == ["line1", "err1", "line2", "err2", "line3", "err3"]
-    assert seen[0][0] < ended - 1.5, "the first line arrived only when the command ended"
-    assert result.output == "line1\nerr1\nline2\nerr2\nline3\nerr3\n"
-
-
-def test_a_timeout_kills_the_command_and_its_children(make_sandbox):
-    sandbox = make_sandbox(memory="256m")
-    started = time.monotonic()
-    result = sandbox.exec("sleep 100 & (sleep 101 &) ; setsid sleep 102 & echo started; sleep 100", timeout=2)
-    elapsed = time.monotonic() - started
-    assert result.timed_out and result.exit_code in (124, 137)
-    assert result.output == "started\n"
-    assert 2 <= elapsed < 10
-    left = sandbox.exec("ps -eo args | grep '^sleep 10' || true").output
-    assert left == "", f"processes survived the timeout: {left}"
-    assert sandbox.exec("echo still usable").ok
-
-
-def test_files_in_and_out(make_sandbox):
-    sandbox = make_sandbox(memory="256m")
-    sandbox.put_files("/app/new/deeper", {"a.txt": b"alpha", "sub/b.txt": b"beta"})
-    assert sandbox.exec("cat /app/new/deeper/a.txt /app/new/deeper/sub/b.txt").output == "alphabeta"
-    with tarfile.open(fileobj=io.BytesIO(b"".join(sandbox.get_archive("/app/new")))) as tar:
-        contents = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
-    assert contents == {"new/deeper/a.txt": b"alpha", "new/deeper/sub/b.txt": b"beta"}
-    sandbox.put_archive("/app/streamed", iter([tar_of_files({"c.txt": b"gamma"})]))
-    assert sandbox.exec("cat /app/streamed/c.txt").output == "gamma"
-    with pytest.raises(FileNotFoundError):
-        sandbox.get_archive("/app/nothing-here")
-
-
-def test_network_off_blocks_and_network_on_reaches_pypi(make_sandbox):
+def test_network_on_reaches_pypi(make_sandbox):
     curl = "curl -sS -m 20 -o /dev/null -w '%{http_code}' https://pypi.org/simple/six/"
-    offline = make_sandbox(memory="256m", network=False)
-    assert not offline.exec(curl, timeout=30).ok
-    online = make_sandbox(memory="256m")
-    result = online.exec(curl, timeout=30)
+    result = make_sandbox(memory="256m").exec(curl, timeout=30)
     assert result.ok and result.output == "200", result.output
 
 
@@ -134,32 +87,25 @@ def test_limits_are_set_on_the_container(make_sandbox, docker_backend):
     assert LABEL_CREATED in labels and labels[LABEL_OWNER] == owner_label()
 
 
-def test_out_of_memory_is_detected(make_sandbox):
-    sandbox = make_sandbox(memory="64m")
-    assert not sandbox.oom_killed()
-    result = sandbox.exec('python3 -c "a = bytearray(200 * 1024 * 1024)"', timeout=60)
-    assert result.exit_code == 137
-    assert sandbox.oom_killed()
-
-
-def test_delete_is_idempotent_and_the_sandbox_is_gone(make_sandbox, docker_backend):
+def test_delete_removes_the_container(make_sandbox, docker_backend):
     sandbox = make_sandbox(memory="256m")
-    assert sandbox.id in {s.id for s in docker_backend.list_sandboxes()}
-    assert docker_backend.sandbox(sandbox.id).exec("echo found").output == "found\n"
+    assert docker_backend.attach(sandbox.id).exec("echo found").output == "found\n"
     sandbox.delete()
-    sandbox.delete()
-    docker_backend.remove(sandbox.id)
-    assert sandbox.id not in {s.id for s in docker_backend.list_sandboxes()}
-    with pytest.raises(SandboxError):
-        sandbox.exec("true")
-    with pytest.raises(SandboxError):
-        docker_backend.sandbox(sandbox.id)
+    with pytest.raises(docker.errors.NotFound):
+        docker_backend.api.inspect_container(sandbox.id)
 
 
-def test_creating_from_a_missing_image_is_a_sandbox_error(docker_backend):
-    spec = SandboxSpec(image="pier-test/absent:never", limits=Limits(), labels={LABEL_RUN: "t"})
-    with pytest.raises(SandboxError, match="absent"):
-        docker_backend.create(spec)
+def test_spec_files_are_copied_in_not_mounted(make_sandbox, docker_backend):
+    sandbox = make_sandbox(memory="256m", files={"/etc/pier-probe/conf": b"on"})
+    assert sandbox.exec("cat /etc/pier-probe/conf").output == "on"
+    assert inspect(docker_backend, sandbox)["HostConfig"]["Binds"] in (None, [])
+
+
+def test_capabilities_follow_the_engine(docker_backend):
+    caps = docker_backend.capabilities
+    assert caps.network_off and caps.memory_limit and caps.cpu_limit and caps.pids_limit
+    assert not caps.egress_allowlist and not caps.gpus
+    assert caps.disk_quota == docker_backend.facts.disk_quota
 
 
 def test_an_unpullable_image_says_to_check_docker_pull(docker_backend):

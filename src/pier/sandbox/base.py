@@ -1,12 +1,13 @@
 """The sandbox contract. A failed command is data (ExecResult); a broken sandbox
-raises SandboxError. Backends implement SandboxBackend; nothing above this layer
-knows which engine runs the sandbox."""
+raises SandboxError. Backends implement SandboxBackend and declare what they can
+enforce (Capabilities); nothing above this layer knows which engine runs the
+sandbox. pier.sandbox.conformance checks that a backend keeps this contract."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
@@ -40,15 +41,39 @@ class Limits:
     pids: int = 4096
     disk: str | None = "10G"
     network: bool = True
+    # Hosts (names, optionally :port) the sandbox may reach; empty: no allow-list.
+    egress: tuple[str, ...] = ()
+    gpus: int = 0
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend enforces (True) for the specs that ask for it. Which are
+    refused and which only noted when missing: pier.sandbox.capabilities."""
+
+    network_off: bool = False  # Limits.network=False: no route out at all
+    egress_allowlist: bool = False  # Limits.egress: only the listed hosts
+    memory_limit: bool = False  # Limits.memory, and oom_killed() tells when it bit
+    cpu_limit: bool = False  # Limits.cpus
+    pids_limit: bool = False  # Limits.pids
+    disk_quota: bool = False  # Limits.disk
+    gpus: bool = False  # Limits.gpus
+
+    def declared(self) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(self) if getattr(self, f.name))
 
 
 @dataclass(frozen=True)
 class SandboxSpec:
+    """What to create. Nothing in it names the host: files the sandbox needs at
+    start travel as bytes (sandbox path -> content) and are in place when create
+    returns, so a backend on another machine can honour it too."""
+
     image: str
     limits: Limits
     labels: Mapping[str, str]
     env: Mapping[str, str] = field(default_factory=dict)
-    mounts: Sequence[tuple[str, str]] = ()  # (host path, container path), read-only
+    files: Mapping[str, bytes] = field(default_factory=dict)  # absolute sandbox path -> content
     name: str | None = None
 
 
@@ -113,6 +138,16 @@ class Sandbox(ABC):
 
         self.put_archive(dest_dir, tar_of_path(host_path))
 
+    def put_spec_files(self, files: Mapping[str, bytes]) -> None:
+        """Place a spec's files (absolute sandbox path -> content), one archive per
+        folder. Backends call it at the end of create."""
+        by_dir: dict[str, dict[str, bytes]] = {}
+        for path, content in files.items():
+            folder, _, name = path.rpartition("/")
+            by_dir.setdefault(folder or "/", {})[name] = content
+        for folder, named in by_dir.items():
+            self.put_files(folder, named)
+
     @abstractmethod
     def get_archive(self, path: str) -> Iterator[bytes]:
         """A tar stream of path (its basename is the tar's top entry).
@@ -131,6 +166,9 @@ class SandboxBackend(ABC):
     """An engine that builds images and makes sandboxes from them."""
 
     name: str
+    # What this backend enforces; create refuses a spec that needs more
+    # (pier.sandbox.capabilities.refuse_unsupported).
+    capabilities: Capabilities = Capabilities()
 
     @abstractmethod
     def ensure_image(self, source: SandboxSource, log: LineSink, timeout: float) -> str:
@@ -142,7 +180,14 @@ class SandboxBackend(ABC):
 
     @abstractmethod
     def create(self, spec: SandboxSpec) -> Sandbox:
-        """Create and start a sandbox. Raises SandboxError."""
+        """Create and start a sandbox with spec.files in place. Raises CapabilityError
+        (before creating anything) when spec needs a capability this backend lacks,
+        SandboxError when the sandbox cannot be made; leaves nothing behind then."""
+
+    @abstractmethod
+    def attach(self, sandbox_id: str) -> Sandbox:
+        """The running sandbox with this id, made earlier (by this process or
+        another). Raises SandboxError when it is gone or not running."""
 
     @abstractmethod
     def list_sandboxes(self) -> list[SandboxInfo]:

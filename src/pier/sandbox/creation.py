@@ -6,7 +6,7 @@ import logging
 import time
 from dataclasses import replace
 
-from pier.errors import SandboxError
+from pier.errors import CapabilityError, SandboxError
 from pier.sandbox.base import LineSink, Sandbox, SandboxBackend, SandboxSource, SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -24,14 +24,16 @@ def create_with_retry(
     on_line: LineSink | None = None,
 ) -> Sandbox:
     """A started sandbox for spec, made within timeout seconds, retried once on
-    SandboxError while time remains. With source, each attempt first gets its image
-    (pulled or built, within the same budget) and runs spec on it. Raises the last
-    SandboxError (or ImageError) when both attempts fail."""
+    SandboxError while time remains (never on CapabilityError). With source, each
+    attempt first gets its image (pulled or built, within the same budget) and runs
+    spec on it. Raises the last SandboxError (or ImageError) when both attempts fail."""
     say = on_line or (lambda _line: None)
     deadline = time.monotonic() + timeout
     for attempt in range(1, ATTEMPTS + 1):
         try:
             return _attempt(backend, spec, source, say, deadline)
+        except CapabilityError:
+            raise  # the backend cannot do what spec asks: another attempt cannot either
         except SandboxError as exc:
             remaining = deadline - time.monotonic()
             if attempt == ATTEMPTS or remaining < MIN_RETRY_BUDGET_S:

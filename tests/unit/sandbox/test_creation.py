@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pier.errors import ImageError, InputError, SandboxError
+from pier.errors import CapabilityError, ImageError, InputError, SandboxError
 from pier.sandbox import create_with_retry
 from pier.sandbox.base import Limits, SandboxBackend, SandboxSource, SandboxSpec
 
@@ -28,7 +28,7 @@ class FlakyBackend(SandboxBackend):
             raise self.failures.pop(0)
         return "sandbox"  # stands in for a Sandbox
 
-    image_exists = list_sandboxes = remove = ping = None  # type: ignore[assignment]
+    image_exists = list_sandboxes = remove = attach = ping = None  # type: ignore[assignment]
 
 
 def test_a_failed_creation_is_retried_once():
@@ -60,3 +60,10 @@ def test_with_a_source_each_attempt_gets_the_image_within_the_budget():
     create_with_retry(backend, SPEC, 60, source=SOURCE)
     assert [spec.image for spec in backend.created] == ["built:1", "built:1"]
     assert all(0 < timeout <= 60 for timeout in backend.timeouts) and len(backend.timeouts) == 2
+
+
+def test_a_capability_refusal_is_not_retried():
+    backend = FlakyBackend([CapabilityError("no network_off"), SandboxError("never reached")])
+    with pytest.raises(CapabilityError, match="network_off"):
+        create_with_retry(backend, SPEC, 60)
+    assert len(backend.created) == 1

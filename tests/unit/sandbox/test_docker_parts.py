@@ -9,14 +9,16 @@ import time
 import docker.errors
 import pytest
 
-from pier.errors import ImageError, InputError
+from pier.errors import CapabilityError, ImageError, InputError
 from pier.sandbox.base import LABEL_CREATED, LABEL_OWNER, LABEL_RUN, Limits, SandboxSource, SandboxSpec
 from pier.sandbox.docker import execs, images
+from pier.sandbox.docker.backend import DockerBackend
 from pier.sandbox.docker.client import EngineFacts, engine_facts
 from pier.sandbox.docker.containers import hostname_for, parse_size, plan_container
 from pier.sandbox.docker.execs import MARKER_VAR, OutputCollector, Watchdog, exec_argv
 from pier.sandbox.docker.streams import iterate_until
 from pier.sandbox.dockerfile import recipe_tag
+from pier.settings import Settings
 
 EXT4 = EngineFacts(ncpu=2, storage_driver="overlay2", backing_fs="extfs")
 XFS = EngineFacts(ncpu=8, storage_driver="overlay2", backing_fs="xfs")
@@ -28,7 +30,6 @@ def spec(**limits: object) -> SandboxSpec:
         limits=Limits(**limits),  # type: ignore[arg-type]
         labels={LABEL_RUN: "Run_42"},
         env={"A": "1"},
-        mounts=[("/host/data", "/data")],
     )
 
 
@@ -62,7 +63,7 @@ def test_plan_sets_limits_keepalive_and_labels():
     assert host["nano_cpus"] == 1_500_000_000
     assert host["mem_limit"] == host["memswap_limit"] == 64 << 20
     assert host["pids_limit"] == 100
-    assert host["binds"] == {"/host/data": {"bind": "/data", "mode": "ro"}}
+    assert "binds" not in host, "a spec names no host path: nothing is bind-mounted"
     assert "network_mode" not in host
     assert create["entrypoint"] == ["sleep"] and create["command"] == ["infinity"]
     assert create["working_dir"] == "/app" and create["user"] == "0"
@@ -300,3 +301,37 @@ def test_applied_limits_say_what_the_engine_changed():
     small = spec(cpus=1, memory="1g", pids=10)
     applied, notes = applied_limits(small, plan_container(small, XFS, owner="o"), XFS)
     assert applied.cpus == 1 and notes == ()
+
+
+# --- capabilities -------------------------------------------------------------
+
+
+class NoCallsEngine:
+    """An engine client that fails the test if anything reaches it."""
+
+    def __getattr__(self, name: str):
+        raise AssertionError(f"the engine was called ({name}) for a spec that must be refused first")
+
+
+def backend_on(facts: EngineFacts) -> DockerBackend:
+    backend = DockerBackend(Settings(ca_bundle=None), api=NoCallsEngine())  # type: ignore[arg-type]
+    backend.__dict__["facts"] = facts
+    return backend
+
+
+@pytest.mark.parametrize(
+    ("limits", "capability"), [({"gpus": 1}, "gpus"), ({"egress": ("pypi.org",)}, "egress_allowlist")]
+)
+def test_docker_refuses_what_it_cannot_do_before_touching_the_engine(limits, capability):
+    with pytest.raises(CapabilityError, match=rf"capability {capability}.*'docker'"):
+        backend_on(EXT4).create(spec(**limits))
+
+
+def test_docker_declares_disk_quota_only_where_the_driver_has_quotas():
+    assert not backend_on(EXT4).capabilities.disk_quota and backend_on(XFS).capabilities.disk_quota
+    assert backend_on(EXT4).capabilities.declared() == (
+        "network_off",
+        "memory_limit",
+        "cpu_limit",
+        "pids_limit",
+    )

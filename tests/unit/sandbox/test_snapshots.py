@@ -19,7 +19,7 @@ class ImagesOnly(SandboxBackend):
     def image_exists(self, ref: str) -> bool:
         return ref in self.present
 
-    ensure_image = create = list_sandboxes = remove = ping = None  # type: ignore[assignment]
+    ensure_image = create = list_sandboxes = remove = attach = ping = None  # type: ignore[assignment]
 
 
 def test_builtins_exist_and_render_on_the_snapshot_base(make_settings):

@@ -46,7 +46,7 @@ class FakeBackend(SandboxBackend):
     def remove(self, sandbox_id: str) -> None:
         self.removed.append(sandbox_id)
 
-    ensure_image = image_exists = create = ping = None  # type: ignore[assignment]
+    ensure_image = image_exists = create = attach = ping = None  # type: ignore[assignment]
 
 
 def test_owner_label_names_this_host_and_process():

@@ -12,7 +12,16 @@ import docker.errors
 import requests
 
 from pier.errors import SandboxError
-from pier.sandbox.base import Limits, LineSink, SandboxBackend, SandboxInfo, SandboxSource, SandboxSpec
+from pier.sandbox.base import (
+    Capabilities,
+    Limits,
+    LineSink,
+    SandboxBackend,
+    SandboxInfo,
+    SandboxSource,
+    SandboxSpec,
+)
+from pier.sandbox.capabilities import refuse_unsupported
 from pier.sandbox.docker import images
 from pier.sandbox.docker.client import (
     EngineFacts,
@@ -58,6 +67,18 @@ class DockerBackend(SandboxBackend):
         with docker_errors("asking the engine what it supports", self._url):
             return engine_facts(self.api.info())
 
+    @property
+    def capabilities(self) -> Capabilities:  # type: ignore[override]
+        """No egress allow-list or GPUs yet; a disk limit only where the storage
+        driver has quotas (elsewhere the sandbox runs without one, with a note)."""
+        return Capabilities(
+            network_off=True,
+            memory_limit=True,
+            cpu_limit=True,
+            pids_limit=True,
+            disk_quota=self.facts.disk_quota,
+        )
+
     @cached_property
     def _ca_bytes(self) -> bytes | None:
         return read_ca_bundle(self._settings.ca_bundle)
@@ -77,6 +98,7 @@ class DockerBackend(SandboxBackend):
             return images.ensure_image(self.api, source, self._ca_bytes, log, timeout)
 
     def create(self, spec: SandboxSpec) -> DockerSandbox:
+        refuse_unsupported(spec, self.capabilities, self.name)
         extra_env = ca_env() if self._ca_bytes else None
         plan = plan_container(spec, self.facts, owner=owner_label(), extra_env=extra_env)
         with docker_errors(f"creating a sandbox from {spec.image}", self._url):
@@ -87,6 +109,7 @@ class DockerBackend(SandboxBackend):
             with docker_errors(f"starting sandbox {container_id[:12]}", self._url):
                 start_container(self.api, container_id)
             self._install_ca(sandbox)
+            sandbox.put_spec_files(spec.files)
         except BaseException:
             sandbox.delete()
             raise
@@ -123,8 +146,8 @@ class DockerBackend(SandboxBackend):
             return
         remove_container(api, sandbox_id)
 
-    def sandbox(self, sandbox_id: str) -> DockerSandbox:
-        """The sandbox with this id, to reach one made earlier. Raises SandboxError."""
+    def attach(self, sandbox_id: str) -> DockerSandbox:
+        """The running container with this id. Raises SandboxError."""
         with docker_errors(f"finding sandbox {sandbox_id[:12]}", self._url):
             found = self.api.inspect_container(sandbox_id)
         if not found.get("State", {}).get("Running"):

@@ -68,7 +68,6 @@ def plan_container(
         "mem_limit": memory,
         "memswap_limit": memory,  # equal to mem_limit: no swap
         "pids_limit": spec.limits.pids,
-        "binds": {src: {"bind": dest, "mode": "ro"} for src, dest in spec.mounts},
     }
     if not spec.limits.network:
         host["network_mode"] = "none"

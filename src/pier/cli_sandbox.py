@@ -1,0 +1,55 @@
+"""`pier sandbox check`: the conformance suite on the configured sandbox backend."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from pier.errors import PierError
+from pier.sandbox import get_backend
+from pier.sandbox.base import SandboxSource
+from pier.sandbox.conformance import CHECKS, run_check
+from pier.settings import get_settings
+
+sandbox_app = typer.Typer(help="Sandbox backends.", no_args_is_help=True)
+_STYLE = {"passed": "green", "failed": "red"}
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(sandbox_app, name="sandbox")
+
+
+@sandbox_app.command("check")
+def check_command(
+    image: Annotated[
+        str | None, typer.Option(help="image to run the checks on; default PIER_BASE_IMAGE")
+    ] = None,
+    only: Annotated[list[str], typer.Option("--only", help="run only this check (repeatable)")] = [],  # noqa: B006
+) -> None:
+    """Run the sandbox conformance suite on PIER_SANDBOX_BACKEND; exit 1 when a check fails."""
+    out, err = Console(), Console(stderr=True)
+    unknown = sorted(set(only) - set(CHECKS))
+    if unknown:
+        err.print(f"[red]error:[/red] no check named {', '.join(unknown)}: choose from {', '.join(CHECKS)}")
+        raise typer.Exit(2)
+    settings = get_settings()
+    try:
+        backend = get_backend(settings)
+        backend.ping()
+        ref = image or settings.base_image
+        ref = backend.ensure_image(SandboxSource(kind="image", name=ref, image=ref), lambda _: None, 600)
+    except PierError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    out.print(f"backend {backend.name}, image {ref}, declares: {', '.join(backend.capabilities.declared())}")
+    failed = 0
+    for name in only or CHECKS:
+        result = run_check(name, backend, ref)
+        failed += result.status == "failed"
+        detail = f"  {escape(result.detail)}" if result.detail else ""
+        out.print(f"[{_STYLE[result.status]}]{result.status:7}[/] {name}{detail}")
+    out.print(f"{failed} check(s) failed" if failed else "every check passed")
+    raise typer.Exit(1 if failed else 0)

@@ -1,0 +1,295 @@
+"""An in-process sandbox backend for tests: the lifecycle's unit tests and
+orchestration tests that need thousands of sandboxes and no Docker.
+
+Sandboxes live in a FakeEngine (what a Docker engine is to DockerBackend): a
+folder per sandbox for its files, labels, images. A command does one of two
+things, chosen when the backend is made:
+
+- scripted (the default, and what PIER_SANDBOX_BACKEND=fake gives): a Script
+  answers it. Nothing runs on the host, so the lifecycle's own commands (which
+  name absolute paths and stop processes) are safe to send here.
+- process mode (processes=True): it runs as a real host process in the
+  sandbox's folder (pier.sandbox.fakeproc). That is what the conformance suite
+  checks; it is not isolation, so only commands written for it belong there.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import re
+import shutil
+import tarfile
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+
+from pier.errors import SandboxError
+from pier.sandbox.base import (
+    LABEL_CREATED,
+    LABEL_OWNER,
+    Capabilities,
+    ExecResult,
+    LineSink,
+    Sandbox,
+    SandboxBackend,
+    SandboxInfo,
+    SandboxSource,
+    SandboxSpec,
+)
+from pier.sandbox.capabilities import refuse_unsupported, unenforced_notes
+from pier.sandbox.dockerfile import recipe_tag
+from pier.sandbox.fakeproc import ExecCall, Killer, kill_marked, new_marker, process_env, run_process
+from pier.sandbox.sweeper import owner_label
+from pier.settings import Settings
+
+FAKE_IMAGE = "pier-fake:latest"
+# Folders a fresh sandbox has, as in a container made from a Debian image.
+BASE_DIRS = ("app", "tmp", "root")
+
+Reply = ExecResult | Callable[["FakeSandbox", ExecCall], ExecResult | None] | None
+Program = Callable[["FakeSandbox", ExecCall], ExecResult | None]
+
+
+def _memory_bytes(size: str) -> int:
+    from pier.sandbox.docker.containers import parse_size  # one reading of sizes for every backend
+
+    return parse_size(size)
+
+
+@dataclass
+class Script:
+    """Answers commands by pattern (re.search on the command text), first match
+    wins; `otherwise` answers the rest (default: exit 0, no output). A reply is an
+    ExecResult or a function of (sandbox, call) that can also change the
+    sandbox (put_files) and return None to mean "exit 0, no output". Every call is
+    kept in `calls`, in order."""
+
+    rules: list[tuple[re.Pattern[str], Reply]] = field(default_factory=list)
+    otherwise: Reply = None
+    calls: list[ExecCall] = field(default_factory=list)
+
+    def on(self, pattern: str, reply: Reply = None) -> Script:
+        self.rules.append((re.compile(pattern), reply))
+        return self
+
+    def __call__(self, sandbox: FakeSandbox, call: ExecCall) -> ExecResult:
+        self.calls.append(call)
+        reply = next((r for p, r in self.rules if p.search(call.text)), self.otherwise)
+        if callable(reply):
+            reply = reply(sandbox, call)
+        return reply if isinstance(reply, ExecResult) else ExecResult(0, "", 0.0)
+
+
+def replied(output: str = "", exit_code: int = 0) -> ExecResult:
+    return ExecResult(exit_code=exit_code, output=output, duration_s=0.0)
+
+
+class FakeEngine:
+    """Where fake sandboxes and images live; one per process unless a test makes
+    its own. Thread-safe; folders under a temporary root removed at exit."""
+
+    def __init__(self, images: Sequence[str] = (FAKE_IMAGE,)):
+        self.images: set[str] = set(images)
+        self.sandboxes: dict[str, FakeSandbox] = {}
+        self.lock = threading.Lock()
+        self._root: Path | None = None
+
+    @property
+    def root(self) -> Path:
+        with self.lock:
+            if self._root is None:
+                self._root = Path(tempfile.mkdtemp(prefix="pier-fake-"))
+                atexit.register(shutil.rmtree, self._root, True)
+            return self._root
+
+
+_default_engine = FakeEngine()
+
+
+class FakeSandbox(Sandbox):
+    # How a command that ran past its limit is stopped; a test can swap in a
+    # weaker one to see the conformance suite catch it.
+    kill_on_stop: Killer = staticmethod(kill_marked)
+
+    def __init__(self, backend: FakeBackend, spec: SandboxSpec, labels: Mapping[str, str]):
+        self.id = uuid.uuid4().hex + uuid.uuid4().hex
+        self.spec = spec
+        self.labels = dict(labels)
+        self.folder = backend.engine.root / self.id
+        self.oom = False
+        self.deleted = False
+        self._backend = backend
+        self._markers: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"FakeSandbox({self.id[:12]})"
+
+    def host_path(self, path: str) -> Path:
+        """Where a sandbox path lives on this host. Raises SandboxError past the root."""
+        parts = [p for p in PurePosixPath("/", path).parts[1:] if p not in ("", ".")]
+        if ".." in parts:
+            raise SandboxError(f"sandbox {self.id[:12]}: {path} leaves the sandbox")
+        return self.folder.joinpath(*parts)
+
+    def _alive(self) -> None:
+        if self.deleted:
+            raise SandboxError(f"sandbox {self.id[:12]} is gone (deleted)")
+
+    def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        workdir: str = "/app",
+        timeout: float | None = None,
+        on_line: LineSink | None = None,
+        clean_env: bool = False,
+    ) -> ExecResult:
+        self._alive()
+        call = ExecCall(command, dict(env or {}), workdir, timeout, clean_env)
+        if not self._backend.processes:
+            result = self._backend.program(self, call) or replied()
+            for line in result.output.splitlines():
+                if on_line:
+                    on_line(line)
+            return result
+        return self._run(call, on_line)
+
+    def _run(self, call: ExecCall, on_line: LineSink | None) -> ExecResult:
+        cwd = self.host_path(call.workdir)
+        cwd.mkdir(parents=True, exist_ok=True)
+        marker = new_marker()
+        self._markers.add(marker)
+        env = process_env(call, self.spec.env, self.host_path("/root"), marker)
+        try:
+            outcome = run_process(
+                call,
+                cwd=cwd,
+                env=env,
+                memory_bytes=_memory_bytes(self.spec.limits.memory),
+                on_line=on_line,
+                kill=self.kill_on_stop,
+            )
+        finally:
+            self._markers.discard(marker)
+        self.oom = self.oom or outcome.oom
+        return outcome.result
+
+    def put_archive(self, dest_dir: str, tar_bytes: bytes | Iterator[bytes]) -> None:
+        self._alive()
+        data = tar_bytes if isinstance(tar_bytes, bytes) else b"".join(tar_bytes)
+        dest = self.host_path(dest_dir)
+        dest.mkdir(parents=True, exist_ok=True)
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                tar.extractall(dest, filter="data")
+        except (tarfile.TarError, OSError) as exc:
+            raise SandboxError(f"sandbox {self.id[:12]}: copying files into {dest_dir}: {exc}") from exc
+
+    def get_archive(self, path: str) -> Iterator[bytes]:
+        self._alive()
+        source = self.host_path(path)
+        if not source.exists():
+            raise FileNotFoundError(f"{path} does not exist in the sandbox")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.add(source, arcname=PurePosixPath(path).name or "/")
+        return iter([buf.getvalue()])
+
+    def oom_killed(self) -> bool:
+        self._alive()
+        return self.oom
+
+    def delete(self) -> None:
+        self._backend.remove(self.id)
+
+    def stop(self) -> None:
+        """What removing it does: no more calls, its processes killed, files gone."""
+        self.deleted = True
+        for marker in list(self._markers):
+            kill_marked(marker)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class FakeBackend(SandboxBackend):
+    """The fake as a SandboxBackend. In process mode it enforces a memory ceiling
+    (by sampling, see fakeproc) and no other; scripted, it declares the same, so
+    specs that pass here pass on Docker too."""
+
+    name = "fake"
+    sandbox_class: type[FakeSandbox] = FakeSandbox
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        engine: FakeEngine | None = None,
+        program: Program | None = None,
+        processes: bool = False,
+        capabilities: Capabilities | None = None,
+    ):
+        self.engine = engine or _default_engine
+        self.program: Program = program or Script()
+        self.processes = processes
+        self.capabilities = capabilities or Capabilities(memory_limit=True)
+
+    def ping(self) -> None:
+        return None
+
+    def image_exists(self, ref: str) -> bool:
+        return ref in self.engine.images
+
+    def ensure_image(self, source: SandboxSource, log: LineSink, timeout: float) -> str:
+        ref = source.image or recipe_tag(source.name, source.dockerfile or "", None)
+        if ref in self.engine.images:
+            log(f"Using cached image {ref}")
+        else:
+            log(f"{'Pulling' if source.image else 'Building'} image {ref}")
+            self.engine.images.add(ref)
+        return ref
+
+    def create(self, spec: SandboxSpec) -> FakeSandbox:
+        refuse_unsupported(spec, self.capabilities, self.name)
+        if spec.image not in self.engine.images:
+            raise SandboxError(f"creating a sandbox from {spec.image}: no such image in the fake engine")
+        labels = {LABEL_OWNER: owner_label(), LABEL_CREATED: str(int(time.time())), **spec.labels}
+        sandbox = self.sandbox_class(self, spec, labels)
+        notes = unenforced_notes(spec, self.capabilities, self.name)
+        sandbox.applied = replace(
+            spec.limits, disk=spec.limits.disk if self.capabilities.disk_quota else None
+        )
+        sandbox.notes = notes
+        for name in BASE_DIRS:
+            sandbox.host_path(name).mkdir(parents=True, exist_ok=True)
+        with self.engine.lock:
+            self.engine.sandboxes[sandbox.id] = sandbox
+        try:
+            sandbox.put_spec_files(spec.files)
+        except BaseException:
+            sandbox.delete()
+            raise
+        return sandbox
+
+    def attach(self, sandbox_id: str) -> FakeSandbox:
+        with self.engine.lock:
+            found = self.engine.sandboxes.get(sandbox_id)
+        if found is None:
+            raise SandboxError(f"sandbox {sandbox_id[:12]} does not exist (or was deleted)")
+        return found
+
+    def list_sandboxes(self) -> list[SandboxInfo]:
+        with self.engine.lock:
+            found = list(self.engine.sandboxes.values())
+        return [SandboxInfo(id=s.id, labels=dict(s.labels), running=True) for s in found]
+
+    def remove(self, sandbox_id: str) -> None:
+        with self.engine.lock:
+            sandbox = self.engine.sandboxes.pop(sandbox_id, None)
+        if sandbox is None:
+            return
+        sandbox.stop()

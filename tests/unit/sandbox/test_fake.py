@@ -1,0 +1,73 @@
+"""The fake backend's own behaviour: scripted commands, the folder behind each
+sandbox, labels, images."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pier.errors import SandboxError
+from pier.sandbox.base import LABEL_OWNER, LABEL_RUN, Limits, SandboxSource, SandboxSpec
+from pier.sandbox.fake import FAKE_IMAGE, FakeBackend, FakeEngine, Script, replied
+from pier.sandbox.sweeper import owner_label, sweep
+
+
+def spec(**fields: object) -> SandboxSpec:
+    return SandboxSpec(image=FAKE_IMAGE, limits=Limits(), labels={LABEL_RUN: "r1"}, **fields)  # type: ignore[arg-type]
+
+
+def test_scripted_commands_never_run_and_the_first_match_answers(tmp_path):
+    script = (
+        Script(otherwise=replied("unscripted", 9)).on(r"^echo", replied("scripted\n")).on(r".", replied("x"))
+    )
+    sandbox = FakeBackend(engine=FakeEngine(), program=script).create(spec())
+    lines: list[str] = []
+    assert sandbox.exec(f"echo hi > {tmp_path}/touched", on_line=lines.append).output == "scripted\n"
+    assert not (tmp_path / "touched").exists() and lines == ["scripted"]
+    assert sandbox.exec(["ls"]).output == "x"
+    assert [c.text for c in script.calls] == [f"echo hi > {tmp_path}/touched", "ls"]
+    assert FakeBackend(engine=FakeEngine(), program=Script(otherwise=replied("no", 9))).create(spec()).exec(
+        "true"
+    ) == replied("no", 9)
+
+
+def test_unscripted_commands_succeed_silently_by_default():
+    sandbox = FakeBackend(engine=FakeEngine()).create(spec())
+    assert sandbox.exec("exit 3").ok  # answered, not run: safe for the lifecycle's own commands
+
+
+def test_files_round_trip_and_cannot_leave_the_sandbox():
+    backend = FakeBackend(engine=FakeEngine())
+    sandbox = backend.create(spec(files={"/app/a/b.txt": b"bee"}))
+    assert sandbox.host_path("/app/a/b.txt").read_bytes() == b"bee"
+    with pytest.raises(SandboxError, match="leaves the sandbox"):
+        sandbox.get_archive("/app/../../etc/passwd")
+    sandbox.delete()
+    assert not sandbox.folder.exists()
+
+
+def test_labels_owner_and_images():
+    backend = FakeBackend(engine=FakeEngine())
+    sandbox = backend.create(spec())
+    (info,) = backend.list_sandboxes()
+    assert info.labels[LABEL_RUN] == "r1" and info.labels[LABEL_OWNER] == owner_label()
+    lines: list[str] = []
+    ref = backend.ensure_image(SandboxSource(kind="image", name="x", image="acme/tool:1"), lines.append, 10)
+    assert ref == "acme/tool:1" and backend.image_exists(ref) and lines == ["Pulling image acme/tool:1"]
+    with pytest.raises(SandboxError, match="no such image"):
+        backend.create(SandboxSpec(image="absent:1", limits=Limits(), labels={}))
+    assert backend.attach(sandbox.id) is sandbox
+
+
+def test_the_sweeper_reaps_fake_sandboxes_of_dead_owners():
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    backend = FakeBackend(engine=FakeEngine())
+    orphan = backend.create(SandboxSpec(image=FAKE_IMAGE, limits=Limits(), labels={
+        LABEL_RUN: "gone", LABEL_OWNER: owner_label(dead.pid)}))  # fmt: skip
+    alive = backend.create(spec())
+    swept = sweep(backend, lambda run_id: "running")
+    assert [s.id for s in swept] == [orphan.id]
+    assert [s.id for s in backend.list_sandboxes()] == [alive.id]
