@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from pier.checks import load_checks
 from pier.errors import InputError, NotFoundError
 from pier.record import utcnow
 from pier.routines.schedule import RoutineError, cron_expression, next_tick, time_zone
@@ -131,7 +132,8 @@ class Routines:
                     f"init_params.{key}", "a routine's parameters are stored in clear: leave secrets out"
                 )
         try:
-            resolve(Task.model_validate(definition), params)
+            step = resolve(Task.model_validate(definition), params)
+            load_checks(step.checks, None)
         except InputError as exc:
             raise RoutineError("init_params", str(exc)) from None
         return params
