@@ -297,7 +297,7 @@ def snapshot_build(name: Annotated[str, typer.Argument(help="snapshot name")]) -
     out.print(f"{name}: {ref}")
 
 
-register_api_commands(app)  # serve, collection, task
+register_api_commands(app)  # serve, collection, task, routine
 
 
 def main() -> None:  # pragma: no cover

@@ -33,7 +33,8 @@ def _routine(row: RoutineRow) -> StoredRoutine:
 
 def _not_found(collection: str, task: str, name: str) -> NotFoundError:
     return NotFoundError(
-        f"routine {name!r} not found for task {collection}/{task}: list them with GET /api/v1/routines/{collection}"
+        f"routine {name!r} not found for task {collection}/{task}: check its name (`pier routine list` "
+        f"or GET /api/v1/routines/{collection})"
     )
 
 
