@@ -3,8 +3,14 @@ PostgreSQL): each of the nine, both trailing-slash forms, and every refusal."""
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
+
 import pytest
 from tests.support.api_server import Collection, make_collection
+
+from pier.record import utcnow
+from pier.store import Store
 
 pytestmark = pytest.mark.integration
 
@@ -146,3 +152,24 @@ def test_routine_routes_need_the_collections_token(server, collection: Collectio
     admin = server.client()
     assert [r["name"] for r in admin.get(routines_url(collection)).json()] == ["r"]
     assert admin.get("/api/v1/routines/no-such-collection").status_code == 404
+
+
+def test_a_tick_whose_run_cannot_start_is_recorded_failed(server, collection: Collection):
+    """The task needs a secret the collection has not got: the tick still shows
+    among the routine's runs, failed, saying why."""
+    collection.put_task("needs-key", SCRIPT, secrets={"API_KEY": {"required": True}})
+    c = collection.client()
+    made = c.post(routines_url(collection, "needs-key"), json={"name": "r", "cron_expression": "@yearly"})
+    assert made.status_code == 201, made.text
+    with Store.open(server.db_url) as store:  # as if its tick came a minute ago
+        store.update_routine(made.json()["id"], next_run_at=utcnow() - timedelta(minutes=1))
+    one = routines_url(collection, "needs-key", "r")
+    deadline = time.monotonic() + 60
+    while not (runs := c.get(one + "/runs").json()["trajectories"]):
+        assert time.monotonic() < deadline, "the due tick did not fire"
+        time.sleep(0.2)
+    (run,) = runs
+    assert run["status"] == "failed" and run["triggered_by_routine_id"] == made.json()["id"]
+    assert "routine 'r' could not start its run" in run["error"]["message"]
+    assert "API_KEY" in run["error"]["message"]
+    assert c.get(one).json()["last_trajectory_id"] == run["trajectory_id"]
