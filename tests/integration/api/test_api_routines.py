@@ -3,6 +3,8 @@ PostgreSQL): each of the nine, both trailing-slash forms, and every refusal."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from datetime import timedelta
 
@@ -173,3 +175,32 @@ def test_a_tick_whose_run_cannot_start_is_recorded_failed(server, collection: Co
     assert "routine 'r' could not start its run" in run["error"]["message"]
     assert "API_KEY" in run["error"]["message"]
     assert c.get(one).json()["last_trajectory_id"] == run["trajectory_id"]
+
+
+def test_pier_routine_commands_act_on_the_servers_store(server, collection: Collection):
+    """`pier routine create` and `run-now` from the shell: the server picks the
+    request up at its next poll and starts one run, paused or not."""
+    collection.put_task("tick", SCRIPT)
+
+    def pier(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pier.cli", "routine", *args],
+                              capture_output=True, text=True, env=server.env(), timeout=120)  # fmt: skip
+
+    made = pier("create", collection.name, "tick", "cli", "--cron", "@yearly", "--paused", "--var", "who=cli")
+    assert made.returncode == 0, made.stderr
+    assert "created" in made.stdout
+    one = routines_url(collection, "tick", "cli")
+    c = collection.client()
+    assert c.get(one).json()["status"] == "paused"
+    asked = pier("run-now", collection.name, "tick", "cli")
+    assert asked.returncode == 0, asked.stderr
+    deadline = time.monotonic() + 60
+    while not (runs := c.get(one + "/runs").json()["trajectories"]):
+        assert time.monotonic() < deadline, "the server did not start the requested run"
+        time.sleep(0.2)
+    record = collection.wait("tick", runs[0]["trajectory_id"])
+    assert record["status"] == "completed" and record["init_params"]["vars"] == {"who": "cli"}
+    assert len(c.get(one + "/runs").json()["trajectories"]) == 1
+    assert c.get(one).json()["status"] == "paused"
+    assert pier("delete", collection.name, "tick", "cli").returncode == 0
+    assert c.get(one).status_code == 404
