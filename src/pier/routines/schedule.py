@@ -24,6 +24,7 @@ ALIASES = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
+MAX_CRON = 255  # the column's width
 CRON_HELP = (
     "write five fields, minute hour day-of-month month day-of-week "
     "(e.g. '0 9 * * 1-5' for 09:00 on weekdays), or @hourly, @daily, @weekly, @monthly, @yearly"
@@ -42,6 +43,8 @@ class RoutineError(InputError):
 
 def cron_expression(text: str) -> str:
     """The expression with aliases expanded, once cronsim can read it; else RoutineError."""
+    if len(text) > MAX_CRON:
+        raise RoutineError("cron_expression", f"is {len(text)} characters long: use at most {MAX_CRON}")
     expr = ALIASES.get(text.strip().lower(), " ".join(text.split()))
     if len(expr.split()) != 5:
         raise RoutineError("cron_expression", f"{text!r} has {len(expr.split())} field(s): {CRON_HELP}")

@@ -92,6 +92,8 @@ def test_every_routine_route(collection: Collection):
         ({"init_params": {"vars": "x"}}, "init_params"),
         ({"schedule": "@daily"}, "schedule"),  # unknown fields are refused, named
         ({"cron_expression": None}, "cron_expression"),
+        ({"cron_expression": "0 0 1 1 " + "1," * 200 + "1"}, "cron_expression"),
+        ({"timezone": "A/" * 40}, "timezone"),
     ],
 )
 def test_bad_routine_fields_are_422_naming_the_field(collection: Collection, body, field):

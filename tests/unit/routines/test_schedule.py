@@ -62,12 +62,15 @@ def test_aliases_and_spacing_are_accepted():
     assert next_tick("@hourly", "UTC", utc(2026, 1, 1, 0, 30)) == utc(2026, 1, 1, 1, 0)
 
 
-@pytest.mark.parametrize("expr", ["61 * * * *", "* * * *", "0 0 30 2 *", "every day", "0 0 * * * *", ""])
+@pytest.mark.parametrize(
+    "expr",
+    ["61 * * * *", "* * * *", "0 0 30 2 *", "every day", "0 0 * * * *", "", "0 0 1 1 " + "1," * 200 + "1"],
+)
 def test_a_bad_cron_expression_names_the_field(expr):
     with pytest.raises(RoutineError) as info:
         cron_expression(expr)
     assert info.value.field == "cron_expression"
-    assert "five fields" in info.value.message
+    assert "five fields" in info.value.message or "at most 255" in info.value.message
 
 
 @pytest.mark.parametrize("zone", ["Mars/Olympus", "europe/berlin", "Europe", "", "/etc/localtime", "../UTC"])

@@ -17,12 +17,12 @@ ZONE = "IANA time zone the cron expression is read in, e.g. Europe/Berlin"
 class RoutineCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(description="unique among the task's routines")
-    cron_expression: str = Field(description=CRON)
-    timezone: str = Field("UTC", description=ZONE)
+    name: str = Field(max_length=128, description="unique among the task's routines")
+    cron_expression: str = Field(max_length=255, description=CRON)
+    timezone: str = Field("UTC", max_length=64, description=ZONE)
     init_params: dict[str, Any] = Field(default_factory=dict, description="the parameters of every run")
     enabled: bool = Field(True, description="false creates it paused")
-    description: str | None = None
+    description: str | None = Field(None, max_length=4096)
 
 
 class RoutineUpdate(BaseModel):
@@ -30,11 +30,11 @@ class RoutineUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    cron_expression: str | None = Field(None, description=CRON)
-    timezone: str | None = Field(None, description=ZONE)
+    cron_expression: str | None = Field(None, max_length=255, description=CRON)
+    timezone: str | None = Field(None, max_length=64, description=ZONE)
     init_params: dict[str, Any] | None = None
     enabled: bool | None = None
-    description: str | None = None
+    description: str | None = Field(None, max_length=4096)
 
     def changes(self) -> dict[str, Any]:
         sent = self.model_dump(exclude_unset=True)
