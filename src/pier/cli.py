@@ -298,7 +298,7 @@ def snapshot_build(name: Annotated[str, typer.Argument(help="snapshot name")]) -
     out.print(f"{name}: {ref}")
 
 
-register_api_commands(app)  # serve, collection, task
+register_api_commands(app)  # serve, collection, task, routine
 register_sandbox_commands(app)  # sandbox check
 
 

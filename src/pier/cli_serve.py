@@ -11,6 +11,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
+from pier.cli_routines import routine_app
 from pier.errors import InputError, PierError
 from pier.lifecycle.service import Services
 from pier.runbook import load
@@ -97,3 +98,4 @@ def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
     app.add_typer(collection_app, name="collection")
     app.add_typer(task_app, name="task")
+    app.add_typer(routine_app, name="routine")

@@ -107,8 +107,11 @@ class Dispatcher:
 
     # accepting and cancelling (called by routes, in worker threads)
 
-    def accept(self, collection: str, task_name: str, params: RunParams) -> RunRecord:
-        """Check, store and queue a run; InputError (422) when it cannot run."""
+    def accept(
+        self, collection: str, task_name: str, params: RunParams, routine_id: int | None = None
+    ) -> RunRecord:
+        """Check, store and queue a run; InputError (422) when it cannot run.
+        `routine_id` names the routine that starts it, if one does."""
         task = Task.model_validate(self.store.get_task(collection, task_name).definition)
         params = split_webhook(params)
         payload = Payload(
@@ -119,7 +122,11 @@ class Dispatcher:
         env = self.environment(payload)
         preflight(self.request(payload, trajectory_id, env), self.services.settings)
         record = RunRecord.new(
-            trajectory_id, collection, task_name, init_params=Redactor(env.values()).data(payload.run_params)
+            trajectory_id,
+            collection,
+            task_name,
+            init_params=Redactor(env.values()).data(payload.run_params),
+            triggered_by_routine_id=routine_id,
         )
         self.store.enqueue_run(record, payload.stored(self.vault))
         self.executor.submit(Job(trajectory_id, payload))
