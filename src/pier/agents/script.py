@@ -61,6 +61,9 @@ class ScriptAgent(Agent):
     name = "script"
     needs_model = False
 
+    def preflight(self, plan: RunPlan) -> None:
+        build_script(plan.instruction)  # a runbook without a shell block is refused before any sandbox
+
     def launch(self, plan: RunPlan) -> AgentLaunch:
         script = build_script(plan.instruction)
         command = (
