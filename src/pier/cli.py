@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -180,15 +181,18 @@ def runs_command(
             print(record.model_dump_json())
         return
     rows = [_run_row(r) for r in records]
-    if not out.is_terminal:  # piped: whole values, tab-separated, for grep and awk
-        for row in rows:
+    if not out.is_terminal:  # piped: a header, then whole values, tab-separated, for grep and awk
+        for row in [list(RUNS_COLUMNS), *rows]:
             print("\t".join(row))
         return
-    table = Table("run", "collection/task", "status", "success", "created", "duration")
+    table = Table(*RUNS_COLUMNS)
     for row in rows:
         table.add_row(*row)
     out.print(table)
     out.print(f"{len(records)} of {total} run(s)")
+
+
+RUNS_COLUMNS = ("run", "collection/task", "status", "success", "created", "duration")
 
 
 def _run_row(r: RunRecord) -> list[str]:
@@ -197,9 +201,17 @@ def _run_row(r: RunRecord) -> list[str]:
         f"{r.collection}/{r.task}",
         r.status.value,
         "" if r.success is None else ("yes" if r.success else "no"),
-        r.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
+        local_time(r.created_at),
         f"{r.duration_seconds:.1f}s" if r.duration_seconds is not None else "",
     ]
+
+
+def local_time(moment: datetime) -> str:
+    """This machine's local time with its UTC offset (stored times are UTC, and a
+    time without its zone is ambiguous to whoever reads it elsewhere)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone().isoformat(sep=" ", timespec="seconds")
 
 
 @app.command("logs")
