@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 from pydantic import ValidationError
+from rich import filesize
 from rich.console import Console
 from rich.table import Table
 
@@ -160,12 +161,29 @@ def show_summary(record: RunRecord) -> None:
     )
     if record.error:
         out.print(f"  [red]{record.error.stage}:[/red] {record.error.message}", highlight=False)
-    for item in record.results_files:
-        star = "★" if item.path in record.primary_files else " "
-        out.print(f"  {star} {item.path}  ({item.size} bytes)", highlight=False)
+    show_results(record)
     show_checks(record, out)
     if record.storage_path:
         out.print(f"  outputs: {record.storage_path}", highlight=False)
+
+
+SUMMARY_FILES = 10  # result files listed by name; the rest are counted
+
+
+def show_results(record: RunRecord) -> None:
+    """The first result files (primary outputs first), then how many more and their
+    size: a run that made 2,000 files must not bury its outcome under them."""
+    shown, rest = record.results_files[:SUMMARY_FILES], record.results_files[SUMMARY_FILES:]
+    for item in shown:
+        star = "★" if item.path in record.primary_files else " "
+        out.print(f"  {star} {item.path}  ({item.size} bytes)", highlight=False)
+    if rest:
+        total = filesize.decimal(sum(item.size for item in record.results_files))
+        out.print(
+            f"    ... and {len(rest)} more ({filesize.decimal(sum(item.size for item in rest))}; "
+            f"{len(record.results_files)} files, {total} in all)",
+            highlight=False,
+        )
 
 
 @app.command("runs")
