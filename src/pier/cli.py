@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Mapping
@@ -70,14 +71,21 @@ def run_command(
     as_json: Annotated[bool, typer.Option("--json", help="print only the run record as JSON")] = False,
 ) -> None:
     """Run a runbook end to end in a fresh sandbox."""
-    services = Services()
-    try:
+    try:  # bad input, whatever finds it before a sandbox exists, is exit 2
+        services = Services()
         request = build_request(
             path, var, file, agent, snapshot, image, timeout, cpus, memory, no_network, collection
         )
         preflight(request, services.settings)
     except InputError as exc:
         raise fail(str(exc)) from None
+    except ValidationError as exc:
+        raise fail(validation_message(exc)) from None
+    # The run's own log says what happens; library warnings (a retried create)
+    # would print again as raw log lines between the progress lines.
+    library = logging.getLogger("pier")
+    level = library.level
+    library.setLevel(logging.ERROR)
     progress = None if as_json else Progress(err)
     try:
         if progress:
@@ -86,6 +94,7 @@ def run_command(
     except PierError as exc:
         raise fail(str(exc), code=1) from None
     finally:
+        library.setLevel(level)
         if progress:
             progress.stop()
     if as_json:
@@ -93,6 +102,30 @@ def run_command(
     else:
         show_summary(record)
     raise typer.Exit(0 if record.success else 1)
+
+
+# The option of `pier run` that sets each field a run's limits are validated on.
+_OPTIONS = {
+    "timeout_sec": "--timeout",
+    "cpus": "--cpus",
+    "memory": "--memory",
+    "network_enabled": "--no-network",
+}
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A pydantic refusal as one line per problem, each naming what the user set:
+    the option of `pier run`, the PIER_* variable, or else the field."""
+    problems = []
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"]]
+        if exc.title == "Settings" and loc:
+            where = f"PIER_{loc[0].upper()}"
+        else:
+            where = next((_OPTIONS[part] for part in reversed(loc) if part in _OPTIONS), ".".join(loc))
+        message = str(error["msg"]).removeprefix("Value error, ")
+        problems.append(f"{where}: {message}" if where else message)
+    return "; ".join(problems)
 
 
 def build_request(
@@ -119,11 +152,7 @@ def build_request(
             network_enabled=False if no_network else None,
         )
     except ValidationError as exc:
-        first = exc.errors()[0]
-        flag = {"timeout_sec": "timeout", "network_enabled": "no-network"}.get(
-            str(first["loc"][0]), first["loc"][0]
-        )
-        raise InputError(f"--{flag}: {first['msg'].removeprefix('Value error, ')}") from None
+        raise InputError(validation_message(exc)) from None
     task = task.model_copy(update={"step_configs": {"run": step}})
     params: dict = {}
     if var:
