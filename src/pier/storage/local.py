@@ -38,6 +38,20 @@ def check_name(kind: str, name: str) -> str:
     return name
 
 
+# The one rule for collection names, the API's and the CLI's (a name `pier run`
+# accepted and the API then refused would strand that collection's runs).
+COLLECTION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+COLLECTION_NAME_RULE = "letters, digits, '-', '_' and '.', starting with a letter or digit, at most 128"
+_COLLECTION_NAME = re.compile(COLLECTION_NAME_PATTERN)
+
+
+def check_collection_name(name: str) -> str:
+    """`name` when it is a valid collection name, else InputError saying the rule."""
+    if not _COLLECTION_NAME.fullmatch(name):
+        raise InputError(f"invalid collection name {name!r}: use {COLLECTION_NAME_RULE}")
+    return name
+
+
 class LocalStorage:
     def __init__(self, root: Path):
         self.root = Path(root).expanduser().absolute()
