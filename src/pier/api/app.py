@@ -49,7 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state = build_state(settings)
         app.state.pier = state
         services = state.services
-        sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings)
+        sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings, services.storage)
         recover(state.dispatcher)
         state.dispatcher.executor.start()
         sweeper.start()

@@ -13,6 +13,7 @@ import os
 import re
 import uuid
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -26,6 +27,13 @@ _FORBIDDEN = ("/", "\\", "\x00")
 class Upload(NamedTuple):
     upload_id: str
     path: Path
+
+
+class StoredUpload(NamedTuple):
+    collection: str
+    upload_id: str
+    path: Path
+    changed: float  # the folder's mtime, seconds since the epoch
 
 
 def check_name(kind: str, name: str) -> str:
@@ -107,6 +115,19 @@ class LocalStorage:
         if not _UPLOAD_ID.match(upload_id) or not path.is_dir():
             raise NotFoundError(f"upload {upload_id!r} not found in collection {collection!r}")
         return path
+
+    def uploads(self) -> Iterator[StoredUpload]:
+        """Every upload folder of every collection, with its age's reference: the
+        folder's last change (its last file written)."""
+        if not self.root.is_dir():
+            return
+        for collection in sorted(self.root.iterdir()):
+            folder = collection / UPLOADS
+            if collection.name.startswith(".") or not folder.is_dir():
+                continue
+            for upload in sorted(folder.iterdir()):
+                if _UPLOAD_ID.match(upload.name) and upload.is_dir() and not upload.is_symlink():
+                    yield StoredUpload(collection.name, upload.name, upload, upload.stat().st_mtime)
 
     def _run_path(self, collection: str, task: str, trajectory_id: str) -> Path:
         return (
