@@ -19,13 +19,23 @@ def report_limit_notes(ctx: RunContext, notes: tuple[str, ...]) -> None:
     plain log line, so the run's log still says what the sandbox really has."""
     asked = _asked_limits(ctx)
     for note in notes:
-        limit = note.split(" ", 1)[0]  # "cpus 4 lowered to 2: ..." / "disk limit 10G ..."
-        if limit in asked:
+        limit = limit_of(note)
+        if limit is None or limit in asked:  # a note about anything else is always said
             _warn(ctx, note)
         elif first_on_this_machine(ctx.settings.home, note):
             _warn(ctx, f"{note} (said once on this machine; set the value explicitly to hear it every run)")
         else:
             ctx.log(note)
+
+
+def limit_of(note: str) -> str | None:
+    """Which default limit a backend's note is about ("cpus 4 lowered to 2: ...",
+    "disk limit 10G not enforced: ...", "4096 processes not enforced: ..."), if any."""
+    words = note.lower()
+    for limit, word in (("cpus", "cpu"), ("disk", "disk"), ("pids", "process")):
+        if word in words:
+            return limit
+    return None
 
 
 def _warn(ctx: RunContext, note: str) -> None:
@@ -43,6 +53,8 @@ def _asked_limits(ctx: RunContext) -> set[str]:
         asked.add("cpus")
     if "disk_limit" in ctx.settings.model_fields_set:
         asked.add("disk")
+    if "pids_limit" in ctx.settings.model_fields_set:
+        asked.add("pids")
     return asked
 
 

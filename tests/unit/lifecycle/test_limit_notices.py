@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pier.lifecycle.context import RunContext
+from pier.lifecycle.notices import limit_of
 from pier.lifecycle.plan import RunInputs
 from pier.lifecycle.stages import create, prepare
 from pier.record import RunRecord
@@ -106,3 +107,11 @@ def test_limits_the_run_asked_for_are_warned_about_every_time(tmp_path):
 def test_nothing_is_said_when_the_engine_gives_what_was_asked(tmp_path, cpus):
     record, _ = create_a_run(tmp_path, front=f"cpus: {cpus}\n", disk_limit="")
     assert engine_warnings(record) == []
+
+
+def test_notes_are_matched_to_their_limit_whatever_the_backend_words_them():
+    assert limit_of("cpus 4 lowered to 2: the Docker engine has 2 CPU(s)") == "cpus"
+    assert limit_of("4 CPUs not enforced: the 'x' sandbox backend cannot set a CPU limit") == "cpus"
+    assert limit_of("disk 10G not enforced: the 'x' sandbox backend cannot set a disk quota") == "disk"
+    assert limit_of("4096 processes not enforced: the 'x' backend cannot set a process limit") == "pids"
+    assert limit_of("snapshot 'nope' not found") is None
