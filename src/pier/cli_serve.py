@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 
 from pier.cli_routines import routine_app
 from pier.errors import InputError, PierError
 from pier.lifecycle.service import Services
 from pier.runbook import load
+from pier.storage.local import check_collection_name
 
 collection_app = typer.Typer(
     help="Collections: namespaces of tasks, runs, secrets and tokens.", no_args_is_help=True
@@ -47,15 +47,12 @@ def serve(
 @collection_app.command("create")
 def collection_create(name: Annotated[str, typer.Argument(help="the collection's name")]) -> None:
     """Create a collection (or reuse it) and print a new token for it, once."""
-    from pier.api.schemas.collections import CollectionCreate
     from pier.api.tokens import issue_token
 
     try:
-        CollectionCreate(name=name)
-    except ValidationError:
-        raise _fail(
-            f"invalid collection name {name!r}: use letters, digits, '-', '_' and '.', not first '.'"
-        ) from None
+        check_collection_name(name)
+    except InputError as exc:
+        raise _fail(str(exc)) from None
     store = Services().store
     store.create_collection(name)
     token = issue_token(store, name, "cli")

@@ -51,7 +51,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state = build_state(settings)
         app.state.pier = state
         services = state.services
-        sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings)
+        sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings, services.storage)
         scheduler = Scheduler(services.store, lambda r: fire(state.dispatcher, r), settings.routine_poll_sec)
         recover(state.dispatcher)
         state.dispatcher.executor.start()
