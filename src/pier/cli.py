@@ -89,7 +89,7 @@ def run_command(
     if as_json:
         print(record.model_dump_json(indent=2))
     else:
-        show_summary(record)
+        show_summary(record, services.storage.run_dir(record.collection, record.name, record.trajectory_id))
     raise typer.Exit(0 if record.success else 1)
 
 
@@ -150,7 +150,7 @@ def _slug(name: str) -> str:
     return cleaned or "runbook"
 
 
-def show_summary(record: RunRecord) -> None:
+def show_summary(record: RunRecord, folder: Path) -> None:
     colour = "green" if record.success else "red"
     out.print(
         f"[{colour}]{record.status.value}[/{colour}] run {record.trajectory_id} "
@@ -158,13 +158,13 @@ def show_summary(record: RunRecord) -> None:
         highlight=False,
     )
     if record.error:
-        out.print(f"  [red]{record.error.stage}:[/red] {record.error.message}", highlight=False)
-    for item in record.results_files:
-        star = "★" if item.path in record.primary_files else " "
+        out.print(f"  [red]{record.failed_stage}:[/red] {record.error}", highlight=False)
+    outputs = record.outputs
+    for item in outputs.results_files:
+        star = "★" if item.path in outputs.primary_files else " "
         out.print(f"  {star} {item.path}  ({item.size} bytes)", highlight=False)
     show_checks(record, out)
-    if record.storage_path:
-        out.print(f"  outputs: {record.storage_path}", highlight=False)
+    out.print(f"  outputs: {folder}", highlight=False)
 
 
 @app.command("runs")
@@ -197,7 +197,7 @@ def _run_row(r: RunRecord) -> list[str]:
         f"{r.collection}/{r.task}",
         r.status.value,
         "" if r.success is None else ("yes" if r.success else "no"),
-        r.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
+        r.created.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
         f"{r.duration_seconds:.1f}s" if r.duration_seconds is not None else "",
     ]
 

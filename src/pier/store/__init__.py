@@ -15,11 +15,12 @@ from pier.store.events import EventStore
 from pier.store.requests import RequestStore
 from pier.store.runs import RunStore
 from pier.store.schemas import Collection, Event, StoredTask
+from pier.store.trials import TrialStore
 
 __all__ = ["Collection", "Event", "Store", "StoredTask"]
 
 
-class Store(RunStore, EventStore, CollectionStore, RequestStore):
+class Store(RunStore, EventStore, CollectionStore, RequestStore, TrialStore):
     """Thread-safe: share one instance; each call uses its own session."""
 
     @classmethod

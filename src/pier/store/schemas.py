@@ -35,5 +35,6 @@ class StoredTask(BaseModel):
     collection: str
     name: str
     definition: dict[str, Any]
+    description: str = ""
     created_at: datetime
     updated_at: datetime
