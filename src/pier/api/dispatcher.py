@@ -144,12 +144,7 @@ class Dispatcher:
             params.webhook_url, params.webhook_secret, params.use_trial_keys,
         )  # fmt: skip
         trajectory_id = uuid.uuid4().hex
-        if payload.use_trial_keys:
-            self.trials.require(collection)
-        env = self.environment(payload)
-        preflight(self.request(payload, trajectory_id, env), self.services.settings)
-        if payload.use_trial_keys:
-            self.trials.take(collection)
+        payload, env = self._checked(payload, trajectory_id)
         record = RunRecord.new(
             trajectory_id,
             collection,
@@ -161,6 +156,25 @@ class Dispatcher:
         self.store.enqueue_run(record, payload.stored(self.vault))
         self.executor.submit(Job(trajectory_id, payload))
         return record
+
+    def _checked(self, payload: Payload, trajectory_id: str) -> tuple[Payload, dict[str, str]]:
+        """The payload (with trial keys when it asked, or when its collection
+        activated the trial and the run cannot start without them) and its
+        environment, once preflight passes; a trial run is counted."""
+        if payload.use_trial_keys:
+            self.trials.require(payload.collection)
+        env = self.environment(payload)
+        try:
+            preflight(self.request(payload, trajectory_id, env), self.services.settings)
+        except InputError:
+            if payload.use_trial_keys or not self.trials.eligible(payload.collection):
+                raise
+            payload = replace(payload, use_trial_keys=True)
+            env = self.environment(payload)
+            preflight(self.request(payload, trajectory_id, env), self.services.settings)
+        if payload.use_trial_keys:
+            self.trials.take(payload.collection)
+        return payload, env
 
     def cancel(self, record: RunRecord) -> RunStatus:
         """Cancel a run; its status as the caller should see it now."""

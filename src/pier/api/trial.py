@@ -1,7 +1,8 @@
 """Trial keys: provider keys the operator shares (PIER_TRIAL_KEYS) for a few
 runs per collection (PIER_TRIAL_RUNS), for callers who have no key yet. A run
-asks for them with `use_trial_keys`; they fill only the variables the
-collection does not set, and each such run counts against the budget."""
+asks for them with `use_trial_keys`; once a collection activated its trial, a
+run that could not start without them gets them too. They fill only the
+variables the collection does not set; each such run counts against the budget."""
 
 from __future__ import annotations
 
@@ -66,6 +67,12 @@ class Trials:
             raise InputError(NO_TRIAL.replace("{c}", collection))
         self.store.activate_trial(collection)
         return self.status(collection)
+
+    def eligible(self, collection: str) -> bool:
+        """Trial keys go to this collection's runs without asking: it activated
+        the trial and has runs left."""
+        status = self.status(collection)
+        return status.active and status.runs_remaining > 0
 
     def require(self, collection: str) -> None:
         """InputError unless a trial run is possible now."""

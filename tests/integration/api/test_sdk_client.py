@@ -1,0 +1,65 @@
+"""The platform's own TypeScript client, @jetty/sdk (pinned in tests/sdk),
+against a real `pier serve` on SQLite and on PostgreSQL: every public
+JettyClient method, and gradeWithJetty, answers what dist/types.d.ts declares.
+The Node script (tests/sdk/client_suite.mjs) does the driving; this test starts
+the server, hands it a collection, and reports each method's result."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from tests.support.api_server import ADMIN_TOKEN, Server, make_collection
+from tests.support.sdk import SUITE, node
+
+pytestmark = pytest.mark.integration
+
+# Scheduled runs are driven by their own block, added with the routine routes.
+ROUTINE_METHODS = (
+    "listRoutines", "getRoutine", "createRoutine", "updateRoutine", "deleteRoutine",
+    "pauseRoutine", "resumeRoutine", "runRoutineNow", "listRoutineRuns",
+)  # fmt: skip
+SUITE_TIMEOUT_SEC = 900
+
+
+@pytest.fixture(scope="module")
+def sdk_server(new_db, tmp_path_factory, docker_backend, base_image) -> Iterator[Server]:
+    srv = Server(
+        home=tmp_path_factory.mktemp("pier-sdk"),
+        db_url=new_db(),
+        settings={
+            "PIER_MAX_CONCURRENT_RUNS": "2",
+            "PIER_TRIAL_KEYS": json.dumps({"PIER_TRIAL_PROBE": "trial-secret"}),
+            "PIER_TRIAL_RUNS": "3",
+        },
+    ).start()
+    yield srv
+    srv.stop()
+
+
+def test_every_client_method_works_against_pier_serve(sdk_server: Server, base_image: str) -> None:
+    binary = node()
+    collection = make_collection(sdk_server, base_image, prefix="sdk")
+    config = {
+        "url": sdk_server.url,
+        "admin_token": ADMIN_TOKEN,
+        "collection": collection.name,
+        "token": collection.token,
+        "image": base_image,
+    }
+    done = subprocess.run(
+        [binary, str(SUITE)],
+        env={"PATH": "/usr/bin:/bin", "PIER_SDK_CONFIG": json.dumps(config),
+             "PIER_SDK_DEFERRED": ",".join(ROUTINE_METHODS), "HOME": str(sdk_server.home)},
+        capture_output=True, text=True, timeout=SUITE_TIMEOUT_SEC, cwd=SUITE.parent,
+    )  # fmt: skip
+    assert done.stdout.strip(), f"the suite printed nothing:\n{done.stderr[-3000:]}\n{sdk_server.log_tail()}"
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    failed = [f"{r['method']}: {r['detail']}" for r in report["results"] if not r["ok"]]
+    print("\n".join(f"{r['method']}: {'ok' if r['ok'] else 'FAILED'}" for r in report["results"]))
+    assert not failed, "\n".join(failed) + f"\n--- server log ---\n{sdk_server.log_tail()}"
+    assert report["missing"] == [], f"JettyClient methods no block drives: {report['missing']}"
+    assert set(ROUTINE_METHODS) <= set(report["public"]), "the routine methods moved: update ROUTINE_METHODS"
+    assert done.returncode == 0, done.stderr[-3000:]
