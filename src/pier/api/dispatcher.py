@@ -163,18 +163,21 @@ class Dispatcher:
         environment, once preflight passes; a trial run is counted."""
         if payload.use_trial_keys:
             self.trials.require(payload.collection)
-        env = self.environment(payload)
         try:
-            preflight(self.request(payload, trajectory_id, env), self.services.settings)
+            env = self._preflight(payload, trajectory_id)
         except InputError:
             if payload.use_trial_keys or not self.trials.eligible(payload.collection):
                 raise
             payload = replace(payload, use_trial_keys=True)
-            env = self.environment(payload)
-            preflight(self.request(payload, trajectory_id, env), self.services.settings)
+            env = self._preflight(payload, trajectory_id)
         if payload.use_trial_keys:
             self.trials.take(payload.collection)
         return payload, env
+
+    def _preflight(self, payload: Payload, trajectory_id: str) -> dict[str, str]:
+        env = self.environment(payload)
+        preflight(self.request(payload, trajectory_id, env), self.services.settings)
+        return env
 
     def cancel(self, record: RunRecord) -> RunStatus:
         """Cancel a run; its status as the caller should see it now."""

@@ -63,3 +63,31 @@ def test_every_client_method_works_against_pier_serve(sdk_server: Server, base_i
     assert report["missing"] == [], f"JettyClient methods no block drives: {report['missing']}"
     assert set(ROUTINE_METHODS) <= set(report["public"]), "the routine methods moved: update ROUTINE_METHODS"
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_trial_keys_fill_a_missing_key_within_the_budget(sdk_server: Server, base_image: str) -> None:
+    collection = make_collection(sdk_server, base_image, prefix="trial")
+    script = "echo ${#PIER_TRIAL_PROBE} > {{results_dir}}/len.txt"
+    collection.put_task("needs-key", script, secrets={"PIER_TRIAL_PROBE": {"required": True}})
+    c = collection.client()
+    url = f"/api/v1/run/{collection.name}/needs-key"
+    refused = c.post(url, json={})
+    assert refused.status_code == 422 and "PIER_TRIAL_PROBE" in refused.json()["detail"]
+
+    asked = collection.run("needs-key", use_trial_keys=True)
+    record = collection.wait("needs-key", asked)
+    assert record["status"] == "completed", record["error"]
+    length = c.get(f"/api/v1/file/{record['steps']['run']['outputs']['files'][0]}").text.strip()
+    assert length == str(len("trial-secret")), "the trial key reached the sandbox"
+    assert "trial-secret" not in c.get(f"/api/v1/db/trajectory/{collection.name}/needs-key/{asked}").text
+
+    status = c.post(f"/api/v1/trial/{collection.name}/activate").json()
+    assert (
+        status["active"] is True and status["runs_used"] == 1 and status["providers"] == ["PIER_TRIAL_PROBE"]
+    )
+    automatic = collection.run("needs-key")  # activated: a run that needs the key gets it
+    assert collection.wait("needs-key", automatic)["status"] == "completed"
+    collection.wait("needs-key", collection.run("needs-key", use_trial_keys=True))
+    spent = c.post(url, json={"use_trial_keys": True})
+    assert spent.status_code == 422 and "3 runs are used" in spent.json()["detail"], spent.text
+    assert c.get(f"/api/v1/trial/{collection.name}").json()["runs_remaining"] == 0
