@@ -252,7 +252,7 @@ class Dispatcher:
         record = cancelled_waiting(self.store.get_run(job.trajectory_id))
         self.store.save_run(record)
         self.store.append_event(
-            job.trajectory_id, record.error.message if record.error else "cancelled", "prepare"
+            job.trajectory_id, record.error or "cancelled", "prepare"
         )
         self.finished(job.trajectory_id, job.payload, record)
 
