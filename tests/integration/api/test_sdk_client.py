@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from tests.support.api_server import ADMIN_TOKEN, Server, make_collection
@@ -22,6 +23,7 @@ ROUTINE_METHODS = (
     "pauseRoutine", "resumeRoutine", "runRoutineNow", "listRoutineRuns",
 )  # fmt: skip
 SUITE_TIMEOUT_SEC = 900
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +93,34 @@ def test_trial_keys_fill_a_missing_key_within_the_budget(sdk_server: Server, bas
     spent = c.post(url, json={"use_trial_keys": True})
     assert spent.status_code == 422 and "3 runs are used" in spent.json()["detail"], spent.text
     assert c.get(f"/api/v1/trial/{collection.name}").json()["runs_remaining"] == 0
+
+
+def _readme_snippet() -> str:
+    text = README.read_text()
+    section = text.split("## Using the platform's SDK", 1)[1].split("\n## ", 1)[0]
+    return section.split("```js\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_snippet_runs(sdk_server: Server, base_image: str) -> None:
+    binary = node()
+    collection = make_collection(sdk_server, base_image, prefix="readme")
+    collection.put_task("hello", "echo 'hello {{name}}' > {{results_dir}}/hello.md")
+    script = SUITE.parent / f"readme-{collection.name}.mjs"  # beside node_modules, so the import resolves
+    script.write_text(_readme_snippet())
+    try:
+        done = subprocess.run(
+            [binary, str(script)],
+            env={"PATH": "/usr/bin:/bin", "PIER_URL": sdk_server.url, "PIER_TOKEN": collection.token,
+                 "PIER_COLLECTION": collection.name, "HOME": str(sdk_server.home)},
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        script.unlink()
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("completed true prepare:completed")
+    assert lines[1] == "hello.md hello sdk"
+    assert lines[3].startswith("1 run(s); stats:")
+    with collection.client() as c:
+        listed = c.get(f"/api/v1/db/trajectories/{collection.name}/hello", params={"label": "reviewed=yes"})
+    assert listed.json()["total"] == 1
