@@ -245,10 +245,20 @@ class Trajectory(BaseModel):
         self.completed_steps = [RUN_STEP] if status == RunStatus.completed else []
 
     @classmethod
-    def new(cls, trajectory_id: str, collection: str, task: str, **kw: Any) -> Trajectory:
-        """A pending runbook run with its step and every stage pending."""
-        init_params = kw.pop("init_params", {})
-        step_config = kw.pop("step_config", {})
+    def new(
+        cls,
+        trajectory_id: str,
+        collection: str,
+        task: str,
+        *,
+        init_params: dict[str, Any] | None = None,
+        step_config: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> Trajectory:
+        """A pending runbook run with its step and every stage pending;
+        `init_params` are the run's (secrets already masked)."""
+        init_params = init_params or {}
+        step_config = step_config or {}
         record = cls(
             trajectory_id=trajectory_id,
             collection=collection,

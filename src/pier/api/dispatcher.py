@@ -251,9 +251,7 @@ class Dispatcher:
     def cancelled_before_start(self, job: Job) -> None:
         record = cancelled_waiting(self.store.get_run(job.trajectory_id))
         self.store.save_run(record)
-        self.store.append_event(
-            job.trajectory_id, record.error or "cancelled", "prepare"
-        )
+        self.store.append_event(job.trajectory_id, record.error or "cancelled", "prepare")
         self.finished(job.trajectory_id, job.payload, record)
 
     # the end of a run, and of the server
