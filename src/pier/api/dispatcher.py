@@ -165,11 +165,14 @@ class Dispatcher:
             self.trials.require(payload.collection)
         try:
             env = self._preflight(payload, trajectory_id)
-        except InputError:
+        except InputError as without:
             if payload.use_trial_keys or not self.trials.eligible(payload.collection):
                 raise
-            payload = replace(payload, use_trial_keys=True)
-            env = self._preflight(payload, trajectory_id)
+            try:
+                payload = replace(payload, use_trial_keys=True)
+                env = self._preflight(payload, trajectory_id)
+            except InputError:
+                raise without from None  # the trial keys do not help: say what is wrong
         if payload.use_trial_keys:
             self.trials.take(payload.collection)
         return payload, env
