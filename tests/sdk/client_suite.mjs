@@ -233,6 +233,7 @@ async function runs(ctx, check) {
     assertWorkflowResponse(done);
     assert.equal(done.trajectory.status, "completed", done.trajectory.error);
     assert.equal(done.result.success, true);
+    assert.equal(done.trajectory.init_params.model_provider, "anthropic", "the subscription picks the provider");
   });
   await check("runWithFiles", async () => {
     const started = await ctx.jetty.runWithFiles(config.collection, TASK, {}, [
