@@ -92,6 +92,11 @@ class Settings(BaseSettings):
     )
     webhook_attempts: int = Field(6, ge=1)
     webhook_backoff_sec: float = Field(1.0, ge=0, description="first retry delay; doubles each time")
+    trial_keys: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description='shared provider keys for trial runs, JSON: {"ANTHROPIC_API_KEY": "..."}',
+    )
+    trial_runs: int = Field(10, ge=0, description="trial runs per collection")
 
     @property
     def db_url(self) -> str:

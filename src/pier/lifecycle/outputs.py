@@ -53,5 +53,4 @@ def _describe(ctx: RunContext, results: Path, files: list[Path]) -> None:
     for missing in (p for p in plan.primary_outputs if p not in described):
         ctx.log(f"warning: primary output {missing} was not produced")
     ordered = primary + [p for p in described if p not in primary]
-    ctx.record.primary_files = primary
-    ctx.record.results_files = [described[p] for p in ordered]
+    ctx.record.set_results([described[p] for p in ordered], primary)

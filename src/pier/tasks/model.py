@@ -61,3 +61,28 @@ class Task(BaseModel):
 
     def run_step(self) -> StepConfig:
         return self.step_configs.get("run") or StepConfig()
+
+
+# The activities pier runs (a workflow step's `activity`), each with its config.
+ACTIVITIES: dict[str, type[BaseModel]] = {"runbook": StepConfig}
+ACTIVITY_DESCRIPTIONS = {
+    "runbook": "runs an AI agent on a RUNBOOK.md in an isolated sandbox; results in /app/results",
+}
+
+
+def unknown_activity(data: Any) -> tuple[str, str] | None:
+    """(field, message) for the first step config of a workflow JSON whose
+    activity pier does not run; None when every one is known."""
+    configs = data.get("step_configs") if isinstance(data, dict) else None
+    if not isinstance(configs, dict):
+        return None
+    for step, config in configs.items():
+        activity = config.get("activity", "runbook") if isinstance(config, dict) else None
+        if activity not in ACTIVITIES:
+            known = ", ".join(sorted(ACTIVITIES))
+            return (
+                f"step_configs.{step}.activity",
+                f"activity {activity!r} is not one pier runs (pier has: {known}); "
+                "make the step a runbook step, or run this workflow on the platform",
+            )
+    return None
