@@ -57,7 +57,9 @@ class Settings(BaseSettings):
     default_cpus: float = 4.0
     default_memory: str = "8G"
     default_timeout_sec: int = 1800
-    max_timeout_sec: int = 1800
+    max_timeout_sec: int = Field(1800, ge=1, description="the longest time limit a run may ask for")
+    max_cpus: float = Field(64.0, gt=0, description="the most CPUs a run may ask for")
+    max_memory: str = Field("64G", description="the most memory a run may ask for")
     disk_limit: str = "10G"
     pids_limit: int = 4096
     create_timeout_sec: int = 1200
