@@ -61,6 +61,11 @@ class Settings(BaseSettings):
     max_cpus: float = Field(64.0, gt=0, description="the most CPUs a run may ask for")
     max_memory: str = Field("64G", description="the most memory a run may ask for")
     disk_limit: str = "10G"
+    # What the attached files of one run may become in /app/assets (zips expanded).
+    max_assets_bytes: int = Field(1 << 30, ge=1, description="all attached files, zips expanded")
+    max_assets_files: int = Field(10_000, ge=1, description="files in /app/assets, zip entries counted")
+    max_asset_file_bytes: int = Field(512 << 20, ge=1, description="one file, or one zip entry")
+    max_zip_ratio: float = Field(100.0, gt=1, description="expanded / compressed size of one zip")
     pids_limit: int = 4096
     create_timeout_sec: int = 1200
     agent_install_timeout_sec: int = 600

@@ -12,7 +12,7 @@ from typing import Any
 
 from pier.checks import Check, check_isolation, load_checks
 from pier.errors import InputError
-from pier.lifecycle.assets import check_assets
+from pier.lifecycle.assets import AssetLimits, check_assets
 from pier.limits import run_limits
 from pier.runbook.render import render, variables
 from pier.settings import Settings
@@ -95,7 +95,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         memory=limits.memory,
         timeout_sec=limits.timeout_sec,
         network=True if step.network_enabled is None else step.network_enabled,
-        assets=check_assets(_files(step.file_paths, inputs.resolve_file)),
+        assets=check_assets(_files(step.file_paths, inputs.resolve_file), AssetLimits.of(settings)),
         checks=load_checks(step.checks, inputs.source_dir),
         checks_isolation=check_isolation(step.checks_isolation),
         primary_outputs=tuple(_primary(step.primary_outputs)),

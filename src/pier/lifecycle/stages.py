@@ -31,6 +31,7 @@ from pier.sandbox.base import (
 )
 from pier.sandbox.snapshots import SnapshotCatalog
 from pier.sandbox.sweeper import owner_label
+from pier.sandbox.tarutil import file_chunks
 from pier.settings import Settings
 from pier.tasks.model import Task
 from pier.tasks.resolve import ResolvedStep, resolve
@@ -143,8 +144,8 @@ def setup(ctx: RunContext) -> None:
     if plan.assets:
         with tempfile.TemporaryDirectory() as tmp:
             tar = assets_tar(plan.assets, Path(tmp) / "assets.tar")
-            with open(tar, "rb") as stream:
-                sandbox.put_archive("/app/assets", stream.read())
+            with open(tar, "rb") as stream:  # streamed: never whole in memory
+                sandbox.put_archive("/app/assets", file_chunks(stream))
         ctx.log(f"placed {len(plan.assets)} file(s) in /app/assets")
     agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
     launch = agent.launch(plan)

@@ -5,8 +5,40 @@ from __future__ import annotations
 import io
 import tarfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import BinaryIO
+
+CHUNK = 1 << 20
+
+
+class ChunkReader(io.RawIOBase):
+    """A readable file over an iterator of byte chunks, so a tar stream from the
+    engine is read as it arrives, holding one chunk at a time."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self._chunks: Iterator[bytes] = iter(chunks)
+        self._pending = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        while not self._pending:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._pending = memoryview(chunk)
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+
+def file_chunks(stream: BinaryIO, size: int = CHUNK) -> Iterator[bytes]:
+    """A file's bytes in chunks: what put_archive streams to the engine."""
+    while chunk := stream.read(size):
+        yield chunk
 
 
 def tar_of_files(files: Mapping[str, bytes], mode: int = 0o644) -> bytes:
@@ -31,8 +63,9 @@ def tar_of_path(path: Path) -> bytes:
 
 def extract_stream(chunks: Iterable[bytes], dest: Path, strip_top: bool = True) -> list[Path]:
     """Extract a tar stream from a sandbox into dest, refusing links and any path
-    that would land outside dest. Returns the regular files written."""
-    data = io.BytesIO(b"".join(chunks))
+    that would land outside dest. Returns the regular files written. The stream
+    is read as it comes (one chunk and one file buffer in memory), never whole."""
+    data = io.BufferedReader(ChunkReader(chunks), CHUNK)
     written: list[Path] = []
     dest.mkdir(parents=True, exist_ok=True)
     root = dest.resolve()
@@ -55,7 +88,7 @@ def extract_stream(chunks: Iterable[bytes], dest: Path, strip_top: bool = True) 
             if src is None:
                 continue
             with open(target, "wb") as out:
-                while chunk := src.read(1 << 20):
+                while chunk := src.read(CHUNK):
                     out.write(chunk)
             written.append(target)
     return written
