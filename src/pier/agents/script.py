@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from pier.agents.base import AGENT_LOG, PIER_RUN_DIR, Agent, AgentLaunch
 from pier.errors import InputError
+from pier.lifecycle.processes import stop_leftovers_after
 
 if TYPE_CHECKING:
     from pier.lifecycle.plan import RunPlan
@@ -63,8 +64,7 @@ class ScriptAgent(Agent):
 
     def launch(self, plan: RunPlan) -> AgentLaunch:
         script = build_script(plan.instruction)
-        command = (
-            f"set -o pipefail; bash -euo pipefail {shlex.quote(SCRIPT_PATH)} 2>&1 "
-            f"| tee -a {shlex.quote(AGENT_LOG)}"
-        )
+        # The agent ends when its script does: what it left running is stopped then.
+        script_run = stop_leftovers_after(f"bash -euo pipefail {shlex.quote(SCRIPT_PATH)}")
+        command = f"set -o pipefail; {script_run} 2>&1 | tee -a {shlex.quote(AGENT_LOG)}"
         return AgentLaunch(command=command, files={SCRIPT_PATH: script.encode()})
