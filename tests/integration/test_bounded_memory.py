@@ -86,3 +86,14 @@ def test_a_zip_bomb_is_refused_before_any_sandbox(base_image, tmp_path):
     assert result.returncode == 2, result.stderr
     assert "bomb.zip would expand" in " ".join(result.stderr.split())
     assert not (tmp_path / "home" / "storage").exists()  # nothing was written
+
+
+def test_outputs_past_the_limit_fail_the_run_at_collect(base_image, tmp_path):
+    script = "for n in 1 2 3; do head -c 1048576 /dev/urandom > {{results_dir}}/part$n.bin; done"
+    runbook = write_runbook(tmp_path / "rb", script)
+    limit = {"PIER_MAX_OUTPUT_BYTES": str(2 * MIB + MIB // 2)}  # the agent log is small
+    record, _, _ = pier_run(runbook, base_image, tmp_path, env=limit)
+    assert record["status"] == "failed" and record["error"]["stage"] == "collect", record["error"]
+    assert "PIER_MAX_OUTPUT_BYTES" in record["error"]["message"]
+    kept = sorted(p.name for p in (Path(record["storage_path"]) / "results").iterdir())
+    assert kept == ["part1.bin", "part2.bin"]  # part3.bin was never written

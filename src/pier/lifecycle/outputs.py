@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pier.errors import StageError
 from pier.lifecycle.context import RunContext
-from pier.sandbox.tarutil import extract_stream
+from pier.sandbox.tarutil import Budget, OverBudget, extract_stream
 from pier.storage.files import describe
 
 OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app/assets"}
@@ -15,11 +15,21 @@ OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app
 
 def collect_outputs(ctx: RunContext) -> None:
     sandbox = ctx.require_sandbox()
+    settings = ctx.settings
+    budget = Budget(settings.max_output_bytes, settings.max_output_files)
     for name, path in OUTPUT_DIRS.items():
         try:
-            extract_stream(sandbox.get_archive(path), ctx.output_dir / name)
+            extract_stream(sandbox.get_archive(path), ctx.output_dir / name, budget=budget)
         except FileNotFoundError:
             ctx.log(f"{path} does not exist in the sandbox")
+        except OverBudget as exc:
+            _redact_logs(ctx, ctx.output_dir / "logs")
+            raise StageError(
+                "collect",
+                f"{path} holds {exc}: a run's outputs may be at most {settings.max_output_bytes} bytes in "
+                f"{settings.max_output_files} files (PIER_MAX_OUTPUT_BYTES, PIER_MAX_OUTPUT_FILES); what fit "
+                "was kept. Have the runbook write less, or ask the operator to raise the limits",
+            ) from None
     _redact_logs(ctx, ctx.output_dir / "logs")
     results = ctx.output_dir / "results"
     files = sorted(p for p in results.rglob("*") if p.is_file()) if results.is_dir() else []

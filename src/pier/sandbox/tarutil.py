@@ -61,10 +61,40 @@ def tar_of_path(path: Path) -> bytes:
     return buf.getvalue()
 
 
-def extract_stream(chunks: Iterable[bytes], dest: Path, strip_top: bool = True) -> list[Path]:
+class OverBudget(Exception):
+    """A tar stream holds more than its Budget allows; `written` files were kept."""
+
+    def __init__(self, message: str, written: list[Path]):
+        super().__init__(message)
+        self.written = written
+
+
+class Budget:
+    """How many bytes and files extraction may still write (shared by several
+    streams). A file that would pass it is never written."""
+
+    def __init__(self, max_bytes: int, max_files: int):
+        self.max_bytes, self.max_files = max_bytes, max_files
+        self.bytes = self.files = 0
+
+    def take(self, name: str, size: int) -> str | None:
+        """None when `size` more bytes in one more file fit, else why not."""
+        if self.files + 1 > self.max_files:
+            return f"more than {self.max_files} files"
+        if self.bytes + size > self.max_bytes:
+            return f"more than {self.max_bytes} bytes ({name} alone is {size})"
+        self.bytes += size
+        self.files += 1
+        return None
+
+
+def extract_stream(
+    chunks: Iterable[bytes], dest: Path, strip_top: bool = True, budget: Budget | None = None
+) -> list[Path]:
     """Extract a tar stream from a sandbox into dest, refusing links and any path
     that would land outside dest. Returns the regular files written. The stream
-    is read as it comes (one chunk and one file buffer in memory), never whole."""
+    is read as it comes (one chunk and one file buffer in memory), never whole.
+    Past `budget`, raises OverBudget before writing the file that would pass it."""
     data = io.BufferedReader(ChunkReader(chunks), CHUNK)
     written: list[Path] = []
     dest.mkdir(parents=True, exist_ok=True)
@@ -83,6 +113,9 @@ def extract_stream(chunks: Iterable[bytes], dest: Path, strip_top: bool = True) 
             if member.isdir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
+            refused = budget.take(name, member.size) if budget else None
+            if refused:
+                raise OverBudget(refused, written)
             target.parent.mkdir(parents=True, exist_ok=True)
             src = tar.extractfile(member)
             if src is None:

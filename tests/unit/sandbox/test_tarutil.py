@@ -6,7 +6,9 @@ import tarfile
 import tracemalloc
 from collections.abc import Iterator
 
-from pier.sandbox.tarutil import ChunkReader, extract_stream, file_chunks
+import pytest
+
+from pier.sandbox.tarutil import Budget, ChunkReader, OverBudget, extract_stream, file_chunks
 
 MIB = 1 << 20
 
@@ -55,3 +57,19 @@ def test_chunk_reader_reads_across_chunk_edges():
 
 def test_file_chunks_yield_the_whole_file_in_pieces():
     assert list(file_chunks(io.BytesIO(b"x" * 10), size=4)) == [b"xxxx", b"xxxx", b"xx"]
+
+
+def test_a_budget_stops_extraction_before_the_file_that_would_pass_it(tmp_path):
+    budget = Budget(max_bytes=5 * MIB, max_files=100)
+    files = {"a.bin": 2 * MIB, "b.bin": 2 * MIB, "c.bin": 2 * MIB}
+    with pytest.raises(OverBudget, match=r"more than 5242880 bytes \(c\.bin alone is 2097152\)") as caught:
+        extract_stream(tar_stream(files), tmp_path / "out", budget=budget)
+    assert [p.name for p in caught.value.written] == ["a.bin", "b.bin"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.bin", "b.bin"]  # c.bin never written
+
+
+def test_a_budget_is_shared_and_counts_files(tmp_path):
+    budget = Budget(max_bytes=100 * MIB, max_files=3)
+    extract_stream(tar_stream({"a": 10, "b": 10}), tmp_path / "one", budget=budget)
+    with pytest.raises(OverBudget, match="more than 3 files"):
+        extract_stream(tar_stream({"c": 10, "d": 10}), tmp_path / "two", budget=budget)
