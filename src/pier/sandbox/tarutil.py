@@ -12,27 +12,30 @@ from typing import BinaryIO
 CHUNK = 1 << 20
 
 
-class ChunkReader(io.RawIOBase):
+class ChunkReader:
     """A readable file over an iterator of byte chunks, so a tar stream from the
-    engine is read as it arrives, holding one chunk at a time."""
+    engine is read as it arrives: at most one read's worth is held at a time.
+    (tarfile's stream mode only calls read(n); an io.BufferedReader in between
+    would copy every byte once more.)"""
 
     def __init__(self, chunks: Iterable[bytes]):
         self._chunks: Iterator[bytes] = iter(chunks)
-        self._pending = memoryview(b"")
+        self._pending = b""
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        while not self._pending:
+    def read(self, size: int = -1) -> bytes:
+        parts, have = [self._pending], len(self._pending)
+        while size < 0 or have < size:
             chunk = next(self._chunks, None)
             if chunk is None:
-                return 0
-            self._pending = memoryview(chunk)
-        size = min(len(buffer), len(self._pending))
-        buffer[:size] = self._pending[:size]
-        self._pending = self._pending[size:]
-        return size
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        if size < 0 or len(data) <= size:
+            self._pending = b""
+            return data
+        self._pending = data[size:]
+        return data[:size]
 
 
 def file_chunks(stream: BinaryIO, size: int = CHUNK) -> Iterator[bytes]:
@@ -95,11 +98,11 @@ def extract_stream(
     that would land outside dest. Returns the regular files written. The stream
     is read as it comes (one chunk and one file buffer in memory), never whole.
     Past `budget`, raises OverBudget before writing the file that would pass it."""
-    data = io.BufferedReader(ChunkReader(chunks), CHUNK)
+    data = ChunkReader(chunks)
     written: list[Path] = []
     dest.mkdir(parents=True, exist_ok=True)
     root = dest.resolve()
-    with tarfile.open(fileobj=data, mode="r|") as tar:
+    with tarfile.open(fileobj=data, mode="r|", bufsize=CHUNK) as tar:
         for member in tar:
             name = member.name
             if strip_top:

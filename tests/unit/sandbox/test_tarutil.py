@@ -51,8 +51,9 @@ def test_extracting_a_stream_keeps_memory_bounded(tmp_path):
 
 
 def test_chunk_reader_reads_across_chunk_edges():
-    reader = io.BufferedReader(ChunkReader([b"ab", b"", b"cde", b"f"]), 4)
-    assert reader.read(3) == b"abc" and reader.read() == b"def" and reader.read() == b""
+    reader = ChunkReader([b"ab", b"", b"cde", b"f", b"gh"])
+    assert reader.read(3) == b"abc" and reader.read(1) == b"d" and reader.read(2) == b"ef"
+    assert reader.read() == b"gh" and reader.read(5) == b""
 
 
 def test_file_chunks_yield_the_whole_file_in_pieces():
