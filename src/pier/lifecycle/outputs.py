@@ -3,13 +3,17 @@ the run's storage folder, and describe the results (primary outputs first)."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 from pier.errors import StageError
 from pier.lifecycle.context import RunContext
+from pier.redact import Redactor
 from pier.sandbox.tarutil import Budget, OverBudget, extract_stream
 from pier.storage.files import describe
 
+REDACT_LINE_BYTES = 8 << 20
 OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app/assets"}
 
 
@@ -47,11 +51,25 @@ def _redact_logs(ctx: RunContext, logs: Path) -> None:
     if not ctx.redactor or not logs.is_dir():
         return
     for file in logs.rglob("*"):
-        if file.is_file():
-            data = file.read_bytes()
-            clean = ctx.redactor.bytes(data)
-            if clean != data:
-                file.write_bytes(clean)
+        if file.is_file() and not file.is_symlink():
+            _redact_file(ctx.redactor, file)
+
+
+def _redact_file(redactor: Redactor, path: Path) -> None:
+    """Mask secrets line by line into a copy that replaces the file when anything
+    changed: a log of any size is never read whole. A line longer than
+    REDACT_LINE_BYTES is masked in pieces of that size."""
+    with open(path, "rb") as source, tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as out:
+        changed = False
+        while line := source.readline(REDACT_LINE_BYTES):
+            clean = redactor.bytes(line)
+            changed = changed or clean != line
+            out.write(clean)
+    if changed:
+        os.chmod(out.name, path.stat().st_mode)
+        os.replace(out.name, path)
+    else:
+        os.unlink(out.name)
 
 
 def _describe(ctx: RunContext, results: Path, files: list[Path]) -> None:
