@@ -110,3 +110,10 @@ def test_pier_run_refuses_bad_limits_with_exit_2_before_any_sandbox(tmp_path, mo
 def test_limit_errors_are_input_errors():
     # The CLI's exit 2 and the API's 422 both key on InputError.
     assert issubclass(LimitError, InputError)
+
+
+def test_pier_validate_applies_the_same_maxima(tmp_path):
+    (tmp_path / "RUNBOOK.md").write_text(BODY.format(extra="memory: 10T\n"))
+    result = CliRunner().invoke(app, ["validate", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "memory: 10T is more than this machine allows" in " ".join(result.output.split())
