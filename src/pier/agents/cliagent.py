@@ -15,8 +15,8 @@ from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR, Agent, AgentLaunch
 from pier.agents.install import InstallSpec, run_install
 from pier.agents.mcp import McpServer, mcp_servers
 from pier.agents.providers import ProviderChoice, choose_provider, env_names
-from pier.lifecycle.processes import stop_leftovers_after
 from pier.sandbox.base import LineSink, Sandbox
+from pier.sandbox.processes import stop_leftovers_after
 
 if TYPE_CHECKING:
     from pier.lifecycle.plan import RunPlan

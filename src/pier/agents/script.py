@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pier.agents.base import AGENT_LOG, PIER_RUN_DIR, Agent, AgentLaunch
 from pier.errors import InputError
-from pier.lifecycle.processes import stop_leftovers_after
+from pier.sandbox.processes import stop_leftovers_after
 
 if TYPE_CHECKING:
     from pier.lifecycle.plan import RunPlan

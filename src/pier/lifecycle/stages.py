@@ -17,7 +17,6 @@ from pier.lifecycle.checking import check_stage, record_eval, verify_check_tools
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.outputs import collect_outputs
 from pier.lifecycle.plan import RunInputs, RunPlan, build_plan, require_secrets
-from pier.lifecycle.processes import STOP_PROCESSES_SCRIPT
 from pier.record import SandboxRecord
 from pier.sandbox import create_with_retry, resolve_source
 from pier.sandbox.base import (
@@ -29,6 +28,7 @@ from pier.sandbox.base import (
     Limits,
     SandboxSpec,
 )
+from pier.sandbox.processes import STOP_PROCESSES_SCRIPT
 from pier.sandbox.snapshots import SnapshotCatalog
 from pier.sandbox.sweeper import owner_label
 from pier.sandbox.tarutil import file_chunks

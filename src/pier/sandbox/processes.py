@@ -1,4 +1,4 @@
-"""Stopping what the agent left running, before checks.
+"""Stopping what an agent left running: when it ends, and again before checks.
 
 The sandbox's own keep-alive process is the oldest process after pid 1 (nothing
 the agent starts can be older), so it is found by start time, not by name, which
