@@ -6,8 +6,8 @@ files), then times, in this one run:
 - collect: pier's get_archive + extract_stream into a folder (what the collect
   stage does), in a child process whose peak RSS the kernel reports (wait4);
 - `docker cp` of the same folder out of the same sandbox;
-- place: pier's put_archive of a tar file streamed from disk, against `docker cp`
-  of the same tar into the sandbox.
+- place: pier's put_archive of a tar of those files streamed from disk, against
+  `docker cp` of the same files into the sandbox.
 
 Prints MB/s for each, pier / docker cp ratios, and the child's peak RSS. Needs a
 Docker engine and the image (default pier-base:bookworm). Keep SIZE small on a
@@ -93,7 +93,7 @@ def main() -> None:
             tar.add(work / "cp", arcname="results")
         place_s, place_rss = child("place", name, str(tar_path))
         docker("exec", name, "mkdir", "-p", "/app/placed-cp")
-        cp_in_s = timed("cp", str(tar_path), f"{name}:/app/placed-cp/place.tar")
+        cp_in_s = timed("cp", str(work / "cp"), f"{name}:/app/placed-cp/")  # the same files
         mb = size / 1e6
         print(f"{args.size_mib} MiB in {args.files} file(s)")
         print(f"collect  pier {mb / pier_s:7.1f} MB/s   docker cp {mb / cp_s:7.1f} MB/s   "
