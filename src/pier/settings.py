@@ -6,7 +6,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Where Debian/Ubuntu keep the system trust store; a host that trusts other CAs
@@ -54,9 +54,9 @@ class Settings(BaseSettings):
     )
 
     default_snapshot: str = "python312-uv"
-    default_cpus: float = 4.0
+    default_cpus: float = Field(4.0, gt=0)
     default_memory: str = "8G"
-    default_timeout_sec: int = 1800
+    default_timeout_sec: int = Field(1800, ge=1)
     max_timeout_sec: int = Field(1800, ge=1, description="the longest time limit a run may ask for")
     max_cpus: float = Field(64.0, gt=0, description="the most CPUs a run may ask for")
     max_memory: str = Field("64G", description="the most memory a run may ask for")
@@ -90,6 +90,13 @@ class Settings(BaseSettings):
     )
     webhook_attempts: int = Field(6, ge=1)
     webhook_backoff_sec: float = Field(1.0, ge=0, description="first retry delay; doubles each time")
+
+    @field_validator("default_memory", "max_memory")
+    @classmethod
+    def _memory_size(cls, value: str) -> str:
+        from pier.limits import check_memory  # sizes are read one way everywhere
+
+        return check_memory(value)
 
     @property
     def db_url(self) -> str:

@@ -117,3 +117,11 @@ def test_pier_validate_applies_the_same_maxima(tmp_path):
     result = CliRunner().invoke(app, ["validate", str(tmp_path)])
     assert result.exit_code == 1
     assert "memory: 10T is more than this machine allows" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("name", ["max_memory", "default_memory"])
+def test_an_operator_setting_that_is_no_memory_size_is_refused_at_start(name):
+    with pytest.raises(ValueError, match="is not a memory size|less than a sandbox can run in"):
+        Settings(**{name: "lots"})
+    with pytest.raises(ValueError, match="less than a sandbox can run in"):
+        Settings(**{name: "1k"})
