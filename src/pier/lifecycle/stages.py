@@ -18,7 +18,6 @@ from pier.lifecycle.context import RunContext
 from pier.lifecycle.notices import report_limit_notes
 from pier.lifecycle.outputs import collect_outputs
 from pier.lifecycle.plan import RunInputs, RunPlan, build_plan, require_secrets
-from pier.lifecycle.processes import STOP_PROCESSES_SCRIPT
 from pier.record import RUN_STEP, SandboxRecord
 from pier.sandbox import create_with_retry, resolve_source
 from pier.sandbox.base import (
@@ -30,8 +29,10 @@ from pier.sandbox.base import (
     Limits,
     SandboxSpec,
 )
+from pier.sandbox.processes import STOP_PROCESSES_SCRIPT
 from pier.sandbox.snapshots import SnapshotCatalog
 from pier.sandbox.sweeper import owner_label
+from pier.sandbox.tarutil import file_chunks
 from pier.settings import Settings
 from pier.tasks.model import Task
 from pier.tasks.resolve import ResolvedStep, resolve
@@ -145,8 +146,8 @@ def setup(ctx: RunContext) -> None:
     if plan.assets:
         with tempfile.TemporaryDirectory() as tmp:
             tar = assets_tar(plan.assets, Path(tmp) / "assets.tar")
-            with open(tar, "rb") as stream:
-                sandbox.put_archive("/app/assets", stream.read())
+            with open(tar, "rb") as stream:  # streamed: never whole in memory
+                sandbox.put_archive("/app/assets", file_chunks(stream))
         ctx.log(f"placed {len(plan.assets)} file(s) in /app/assets")
     agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
     launch = agent.launch(plan)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-_MEMORY = re.compile(r"^\d+(\.\d+)?\s*([kmgt]i?b?|b)?$", re.I)
+from pier.limits import check_cpus, check_memory, check_timeout
 
 # init_params keys pier reads; others are kept and reported.
 KNOWN_INIT_PARAMS = frozenset(
@@ -20,10 +19,9 @@ KNOWN_INIT_PARAMS = frozenset(
 )  # fmt: skip
 
 
-def check_memory(value: str | None) -> str | None:
-    if value is not None and not _MEMORY.match(value.strip()):
-        raise ValueError(f"'{value}' is not a memory size; write it like 512M, 8G or 16G")
-    return value
+def optional(check: Any) -> Any:
+    """A field validator (mode="before") that checks a limit unless it is unset."""
+    return classmethod(lambda cls, value: None if value is None else check(value))
 
 
 class StepConfig(BaseModel):
@@ -37,12 +35,14 @@ class StepConfig(BaseModel):
     instruction_path: str = "init_params.instruction"
     template_variables_path: str = "init_params.vars"
     files_path: str = "init_params.file_paths"
-    cpus: float | None = Field(None, gt=0)
+    cpus: float | None = None
     memory: str | None = None
-    timeout_sec: int | None = Field(None, gt=0)
+    timeout_sec: int | None = None
     network_enabled: bool | None = None
 
-    _memory = field_validator("memory")(classmethod(lambda cls, v: check_memory(v)))
+    _cpus = field_validator("cpus", mode="before")(optional(check_cpus))
+    _memory = field_validator("memory", mode="before")(optional(check_memory))
+    _timeout = field_validator("timeout_sec", mode="before")(optional(check_timeout))
 
 
 class Task(BaseModel):
