@@ -66,6 +66,15 @@ class Settings(BaseSettings):
     sweep_grace_sec: int = 300
 
     docker_host: str | None = Field(None, description="Docker engine URL; default from DOCKER_HOST")
+    sandbox_runtime: str | None = Field(
+        None, description="OCI runtime for sandboxes (runsc, kata, sysbox-runc, or auto); default the engine's"
+    )
+    sandbox_cap_add: str = Field(
+        "", description="capabilities sandboxes keep beyond pier's set, comma-separated (e.g. NET_RAW)"
+    )
+    sandbox_no_new_privileges: bool = Field(
+        True, description="no setuid binary or file capability raises privileges in a sandbox"
+    )
 
     # pier serve (the run API)
     admin_token: SecretStr | None = Field(None, description="bearer token that manages collections")

@@ -155,3 +155,9 @@ class SandboxBackend(ABC):
     @abstractmethod
     def ping(self) -> None:
         """Raise SandboxError saying how to start the engine if it does not answer."""
+
+    def host_address(self) -> str | None:
+        """An address of this machine that sandboxes reach and the outside does not
+        (Docker: the bridge's gateway), for services pier runs for its sandboxes
+        (the model gateway). None when the backend has no such address."""
+        return None

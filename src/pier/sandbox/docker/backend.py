@@ -16,6 +16,7 @@ from pier.sandbox.base import Limits, LineSink, SandboxBackend, SandboxInfo, San
 from pier.sandbox.docker import images
 from pier.sandbox.docker.client import (
     EngineFacts,
+    bridge_address,
     connect,
     docker_errors,
     engine_facts,
@@ -30,6 +31,7 @@ from pier.sandbox.docker.containers import (
     remove_container,
     start_container,
 )
+from pier.sandbox.docker.hardening import Hardening, hardening
 from pier.sandbox.docker.sandbox import DockerSandbox
 from pier.sandbox.dockerfile import CA_PATH, ca_env, read_ca_bundle
 from pier.sandbox.sweeper import owner_label
@@ -59,6 +61,16 @@ class DockerBackend(SandboxBackend):
             return engine_facts(self.api.info())
 
     @cached_property
+    def hardening(self) -> Hardening:
+        """What every sandbox is denied (settings PIER_SANDBOX_*), resolved against
+        the runtimes this engine has. Raises SandboxError for a missing runtime."""
+        settings = self._settings
+        extra = [c for c in settings.sandbox_cap_add.split(",") if c.strip()]
+        return hardening(
+            extra, settings.sandbox_no_new_privileges, settings.sandbox_runtime, self.facts.runtimes
+        )
+
+    @cached_property
     def _ca_bytes(self) -> bytes | None:
         return read_ca_bundle(self._settings.ca_bundle)
 
@@ -78,7 +90,9 @@ class DockerBackend(SandboxBackend):
 
     def create(self, spec: SandboxSpec) -> DockerSandbox:
         extra_env = ca_env() if self._ca_bytes else None
-        plan = plan_container(spec, self.facts, owner=owner_label(), extra_env=extra_env)
+        plan = plan_container(
+            spec, self.facts, owner=owner_label(), extra_env=extra_env, hardening=self.hardening
+        )
         with docker_errors(f"creating a sandbox from {spec.image}", self._url):
             container_id, plan = self._create(plan)
         sandbox = DockerSandbox(self.api, container_id, self._url)
@@ -110,6 +124,12 @@ class DockerBackend(SandboxBackend):
         """Put the CA bundle where the sandbox's TLS variables point (set at create)."""
         if self._ca_bytes:
             sandbox.put_files(os.path.dirname(CA_PATH), {os.path.basename(CA_PATH): self._ca_bytes})
+
+    def host_address(self) -> str | None:
+        """The default bridge's gateway address (docker0), where sandboxes reach this
+        machine. Only meaningful when the engine runs on this machine."""
+        with docker_errors("reading the bridge network", self._url):
+            return bridge_address(self.api.inspect_network("bridge"))
 
     def list_sandboxes(self) -> list[SandboxInfo]:
         with docker_errors("listing sandboxes", self._url):

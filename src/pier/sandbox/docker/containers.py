@@ -17,6 +17,7 @@ import requests
 from pier.errors import InputError
 from pier.sandbox.base import LABEL_CREATED, LABEL_OWNER, LABEL_RUN, SandboxInfo, SandboxSpec
 from pier.sandbox.docker.client import EngineFacts
+from pier.sandbox.docker.hardening import Hardening
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +59,11 @@ def plan_container(
     owner: str,
     extra_env: Mapping[str, str] | None = None,
     now: float | None = None,
+    hardening: Hardening | None = None,
 ) -> ContainerPlan:
-    """The engine arguments for spec: limits, labels, keepalive, network. Pure."""
+    """The engine arguments for spec: limits, labels, keepalive, network, and the
+    hardening (the default one when none is given: a sandbox is never created
+    with Docker's full default privileges by omission). Pure."""
     labels = {LABEL_OWNER: owner, LABEL_CREATED: str(int(now or time.time())), **spec.labels}
     memory = parse_size(spec.limits.memory)
     host: dict[str, Any] = {
@@ -69,6 +73,7 @@ def plan_container(
         "memswap_limit": memory,  # equal to mem_limit: no swap
         "pids_limit": spec.limits.pids,
         "binds": {src: {"bind": dest, "mode": "ro"} for src, dest in spec.mounts},
+        **(hardening or Hardening()).host_config(),
     }
     if not spec.limits.network:
         host["network_mode"] = "none"
