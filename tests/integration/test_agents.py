@@ -6,6 +6,7 @@ what pier keeps."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from tests.support.model_script import ANSWER_PATH, ANSWER_TEXT
 
+from pier.gateway.usage import is_generation
 from pier.lifecycle import runner
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.service import RunRequest, Services, run
@@ -102,6 +104,54 @@ def probe_after_cleanup(monkeypatch: pytest.MonkeyPatch, command: str) -> list[s
     return seen
 
 
+@dataclass
+class Probe:
+    """What a probe saw inside the sandbox while the CLI waited on its first model call."""
+
+    token: str = ""
+    key_found: str | None = None  # where the provider key was found, if anywhere
+    token_in_environ: bool = False  # the probe did see the live agent's environment
+
+
+def probe_while_agent_runs(monkeypatch: pytest.MonkeyPatch, model_server, key: str) -> Probe:
+    """On the CLI's first model call (the agent is live and waiting for the answer),
+    looks for the provider key in the sandbox: every process's environment, the
+    probe's own environment, and every file written since the sandbox started."""
+    probe, holder = Probe(), {}
+    lock = threading.Lock()
+    setup = dict(runner.STAGES)["setup"]
+
+    def capturing_setup(ctx: RunContext) -> None:
+        setup(ctx)
+        holder["sandbox"] = ctx.require_sandbox()
+        probe.token = ctx.model_route.grant.token if ctx.model_route and ctx.model_route.grant else ""
+
+    def on_model_call(_item) -> None:
+        with lock:
+            if "done" in holder or "sandbox" not in holder:
+                return
+            holder["done"] = True
+        sandbox = holder["sandbox"]
+        where = {
+            "environment": "env | grep -F -- {s}",
+            "/proc/*/environ": "grep -lsF -- {s} /proc/[0-9]*/environ",
+            "files": r"find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -type f -newer /proc/1 "
+            "-print0 2>/dev/null | xargs -0 -r grep -lsF -- {s}",
+        }
+        for name, command in where.items():
+            found = sandbox.exec(command.format(s=key), workdir="/", timeout=300).output.strip()
+            if found:
+                probe.key_found = f"{name}: {found[:300]}"
+        environ = sandbox.exec(f"grep -lsF -- {probe.token} /proc/[0-9]*/environ", workdir="/", timeout=60)
+        probe.token_in_environ = bool(probe.token) and bool(environ.output.strip())
+
+    monkeypatch.setattr(
+        runner, "STAGES", tuple((n, capturing_setup if n == "setup" else s) for n, s in runner.STAGES)
+    )
+    monkeypatch.setattr(model_server, "on_model_call", on_model_call)
+    return probe
+
+
 def files_holding(secret: str) -> str:
     """A command listing every file written since the sandbox started that holds
     secret (anything older is the image's), and /run/pier if it is still there."""
@@ -128,6 +178,7 @@ def test_agent_cli_completes_a_runbook_against_the_scripted_model(
     key = f"sk-pier-test-{case.agent}-{uuid.uuid4().hex}"
     env = {case.key_env: key, case.base_env: model_server.url + case.base_suffix}
     leftovers = probe_after_cleanup(monkeypatch, files_holding(key))
+    probe = probe_while_agent_runs(monkeypatch, model_server, key)
 
     record = start(runbook_text(case), agent_image, env)
 
@@ -144,7 +195,10 @@ def test_agent_cli_completes_a_runbook_against_the_scripted_model(
     tool_turns = [c for c in main if c.answered == case.tool]
     assert tool_turns, "the script's tool call never went out"
     assert {c.model for c in tool_turns} == {case.sent_model}
-    assert {c.credential for c in calls} == {key}
+    # The provider saw the real key on every request; the sandbox never held it.
+    assert {r.credential for r in model_server.requests} == {key}
+    assert probe.key_found is None, probe.key_found
+    assert probe.token.startswith("pier-run-") and probe.token_in_environ, probe
     assert any("six times seven" in json.dumps(c.body) for c in main), "the runbook never reached the model"
 
     logs = Path(record.storage_path) / "logs"
@@ -165,3 +219,14 @@ def test_agent_cli_completes_a_runbook_against_the_scripted_model(
     assert usage["total_tokens"] == 240 and usage["duration_seconds"] > 0
     if case.api_calls is not None:
         assert usage["api_calls"] == case.api_calls
+
+    # The gateway counted every call, for CLIs that report usage and those that do not.
+    generations = [c for c in calls if is_generation(c.path)]
+    seen = usage["gateway"]
+    assert seen["requests"] == len(model_server.requests)
+    assert seen["api_calls"] == len(generations) >= 2
+    assert (seen["prompt_tokens"], seen["completion_tokens"]) == (
+        100 * len(generations),
+        20 * len(generations),
+    )
+    assert seen["cost_usd"] > 0 and usage["cost_usd"] is not None and "api_calls" in usage

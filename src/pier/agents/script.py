@@ -11,6 +11,7 @@ from pier.agents.base import AGENT_LOG, PIER_RUN_DIR, Agent, AgentLaunch
 from pier.errors import InputError
 
 if TYPE_CHECKING:
+    from pier.agents.base import ProviderRoute
     from pier.lifecycle.plan import RunPlan
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)$")
@@ -61,7 +62,7 @@ class ScriptAgent(Agent):
     name = "script"
     needs_model = False
 
-    def launch(self, plan: RunPlan) -> AgentLaunch:
+    def launch(self, plan: RunPlan, route: ProviderRoute | None = None) -> AgentLaunch:
         script = build_script(plan.instruction)
         command = (
             f"set -o pipefail; bash -euo pipefail {shlex.quote(SCRIPT_PATH)} 2>&1 "

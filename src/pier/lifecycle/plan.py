@@ -10,8 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from pier.checks import Check, check_isolation, load_checks
 from pier.errors import InputError
+from pier.gateway.grants import Budget
 from pier.lifecycle.assets import check_assets
 from pier.runbook.render import render, variables
 from pier.settings import Settings
@@ -50,6 +53,7 @@ class RunPlan:
     env: Mapping[str, str]  # secrets and collection environment; never logged
     vars: Mapping[str, str]
     warnings: tuple[str, ...] = field(default=())
+    model_budget: Budget = field(default_factory=Budget)  # the gateway refuses requests past it
 
     @property
     def secret_values(self) -> tuple[str, ...]:
@@ -107,7 +111,23 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         env=env,
         vars=vars_,
         warnings=tuple(warnings),
+        model_budget=model_budget(step.model_budget, settings),
     )
+
+
+def model_budget(asked: Mapping[str, Any], settings: Settings) -> Budget:
+    """The run's model budget: its own `model_budget` keys over the operator's
+    PIER_GATEWAY_MAX_* defaults. Raises InputError naming a bad field."""
+    defaults = {"requests": settings.gateway_max_requests, "tokens": settings.gateway_max_tokens,
+                "cost_usd": settings.gateway_max_cost_usd}  # fmt: skip
+    try:
+        return Budget.model_validate({**defaults, **asked})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise InputError(
+            f"model_budget.{where}: {first['msg']} (model_budget takes requests, tokens and cost_usd)"
+        ) from None
 
 
 def secret_variable(name: str, decl: Mapping[str, Any] | None) -> str:

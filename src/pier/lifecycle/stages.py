@@ -12,6 +12,7 @@ from typing import Any
 
 from pier.agents import Agent, get_agent
 from pier.errors import StageError
+from pier.gateway import ModelRoute, shared_gateway, without_provider_keys
 from pier.lifecycle.assets import assets_tar
 from pier.lifecycle.checking import check_stage, record_eval, verify_check_tools
 from pier.lifecycle.context import RunContext
@@ -147,7 +148,11 @@ def setup(ctx: RunContext) -> None:
                 sandbox.put_archive("/app/assets", stream.read())
         ctx.log(f"placed {len(plan.assets)} file(s) in /app/assets")
     agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
-    launch = agent.launch(plan)
+    ctx.model_route = model_route(ctx)
+    launch = agent.launch(plan, ctx.model_route)
+    grant = ctx.model_route.grant if ctx.model_route else None
+    if grant is not None:
+        ctx.redactor.add([grant.token])
     if launch.summary:
         ctx.log(launch.summary)
     for path, content in {**launch.files, **launch.credential_files}.items():
@@ -181,13 +186,24 @@ def run_agent(ctx: RunContext) -> None:
         if readable is not None:
             ctx.log(readable, "run_agent")
 
-    result = sandbox.exec(
-        launch.command, env={**plan.env, **launch.env}, timeout=plan.timeout_sec, on_line=on_line
-    )
+    grant = ctx.model_route.grant if ctx.model_route else None
+    env = {**without_provider_keys(plan.env, grant), **launch.env}
+    try:
+        result = sandbox.exec(launch.command, env=env, timeout=plan.timeout_sec, on_line=on_line)
+    finally:
+        close_model_route(ctx)  # the token dies with the agent
     ctx.agent_output = result.output
     ctx.record.usage = ctx.redactor.data(agent.usage(result.output))
+    if grant is not None:
+        ctx.record.usage = merged_usage(ctx.record.usage, grant.usage())
     if ctx.record.usage:
         ctx.record.usage.setdefault("duration_seconds", round(result.duration_s, 3))
+    if grant is not None and grant.refused:
+        raise StageError(
+            "run_agent",
+            f"the run's model budget was used up ({grant.refused}) and the gateway refused the agent's "
+            "next request: raise model_budget (or PIER_GATEWAY_MAX_*) or make the runbook do less",
+        )
     if result.timed_out:
         raise StageError(
             "run_agent",
@@ -207,6 +223,41 @@ def run_agent(ctx: RunContext) -> None:
             f"{plan.trajectory_id}`) for the failing step",
         )
     ctx.log(f"agent finished in {result.duration_s:.1f}s")
+
+
+def model_route(ctx: RunContext) -> ModelRoute | None:
+    """The run's route through pier's model gateway, or None when the agent needs
+    no model or the gateway is off (PIER_GATEWAY=false: keys enter the sandbox)."""
+    settings, agent, plan = ctx.settings, ctx.agent, ctx.require_plan()
+    if not settings.gateway or agent is None or not agent.needs_model:
+        return None
+    host = settings.gateway_host or ctx.backend.host_address()
+    if not host:
+        raise StageError(
+            "setup",
+            f"the {ctx.backend.name} backend has no address where sandboxes reach pier's model gateway: "
+            "set PIER_GATEWAY_HOST (or PIER_GATEWAY=false to give the agent the provider key itself)",
+        )
+    gateway = shared_gateway(host, settings.gateway_port)
+    ttl = plan.timeout_sec + settings.cleanup_timeout_sec + settings.sweep_grace_sec
+    return ModelRoute(gateway, plan.trajectory_id, plan.model_budget, ttl_s=ttl)
+
+
+def close_model_route(ctx: RunContext) -> None:
+    """End the run's gateway token (idempotent): nothing can use it afterwards."""
+    if ctx.model_route is not None:
+        ctx.model_route.close()
+
+
+def merged_usage(reported: dict[str, Any], seen: dict[str, Any]) -> dict[str, Any]:
+    """What the CLI reported, completed by what the gateway counted (codex and
+    gemini-cli report no cost or calls), and the gateway's own count kept whole."""
+    merged = dict(reported)
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_usd", "api_calls"):
+        if merged.get(key) is None and key in seen:
+            merged[key] = seen[key]
+    merged["gateway"] = seen
+    return merged
 
 
 def cleanup_credentials(ctx: RunContext) -> None:
