@@ -115,19 +115,22 @@ async def _proxy(request: Request, grant: Grant, client: httpx.AsyncClient) -> R
 async def _relay(
     upstream: httpx.Response, grant: Grant, model: str | None, counting: bool
 ) -> AsyncIterator[bytes]:
-    """The answer's bytes as they come; once it ends, its usage is recorded."""
+    """The answer's bytes as they come; its usage is recorded when it ends, or when
+    the client hangs up (codex closes the stream once it read the final event)."""
     kept: list[bytes] = []
     size = 0
-    async for chunk in upstream.aiter_bytes():
+    try:
+        async for chunk in upstream.aiter_bytes():
+            if counting and size <= MAX_USAGE_BODY:
+                kept.append(chunk)
+                size += len(chunk)
+            yield chunk
+    finally:
         if counting and size <= MAX_USAGE_BODY:
-            kept.append(chunk)
-            size += len(chunk)
-        yield chunk
-    if counting and size <= MAX_USAGE_BODY:
-        content_type = upstream.headers.get("content-type", "")
-        used = call_usage(content_type, b"".join(kept), grant.provider, model)
-        if used is not None:
-            grant.record(used)
+            content_type = upstream.headers.get("content-type", "")
+            used = call_usage(content_type, b"".join(kept), grant.provider, model)
+            if used is not None:
+                grant.record(used)
 
 
 def _json(body: bytes) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -144,3 +145,28 @@ def test_the_gateway_never_listens_on_every_interface():
     for host in ("0.0.0.0", "::"):
         with pytest.raises(SandboxError, match="every interface"):
             Gateway(host)
+
+
+def test_usage_is_kept_when_the_client_hangs_up_after_the_event_it_needed(provider):
+    """codex closes a Responses stream as soon as it has response.completed."""
+    release = threading.Event()
+
+    async def events():
+        yield b'event: response.completed\ndata: {"response": {"usage": {"input_tokens": 9, "output_tokens": 4}}}\n\n'
+        await asyncio.to_thread(release.wait, 30)
+        yield b"event: done\ndata: {}\n\n"
+
+    provider.answer = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=events())
+    gateway = Gateway("127.0.0.1", transport=httpx.MockTransport(provider)).start()
+    try:
+        grant, base = open_grant(gateway, "openai", "https://api.openai.com/v1")
+        headers = {"authorization": f"Bearer {grant.token}"}
+        with httpx.stream("POST", f"{base}/responses", headers=headers, json={"model": "gpt-5"}) as answer:
+            assert b"response.completed" in next(answer.iter_raw())
+        deadline = time.monotonic() + 20
+        while grant.usage()["api_calls"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)  # the gateway learns of the hang-up on its own loop
+        assert grant.usage()["prompt_tokens"] == 9 and grant.usage()["completion_tokens"] == 4
+    finally:
+        release.set()
+        gateway.stop()
