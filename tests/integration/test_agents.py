@@ -230,3 +230,27 @@ def test_agent_cli_completes_a_runbook_against_the_scripted_model(
         20 * len(generations),
     )
     assert seen["cost_usd"] > 0 and usage["cost_usd"] is not None and "api_calls" in usage
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[2]], ids=lambda c: c.id)
+def test_a_model_budget_stops_the_agent_and_fails_the_run(case, agent_image, model_server):
+    """The first answer spends 120 tokens of a 100-token budget: the next request
+    is refused by the gateway, the CLI is told why, and the run fails saying so."""
+    key = f"sk-pier-test-{uuid.uuid4().hex}"
+    env = {case.key_env: key, case.base_env: model_server.url + case.base_suffix}
+    text = runbook_text(case).replace("---\n#", "model_budget: {tokens: 100}\n---\n#", 1)
+
+    record = start(text, agent_image, env)
+
+    assert not record.success and record.error is not None
+    assert record.error.stage == "run_agent"
+    assert "model budget was used up (120 tokens used, budget 100)" in record.error.message
+    assert len([c for c in model_server.model_calls() if is_generation(c.path)]) == 1
+    assert record.usage["gateway"]["total_tokens"] == 120
+    agent_logs = Path(record.storage_path) / "logs"
+    said = [
+        f
+        for f in agent_logs.rglob("*")
+        if f.is_file() and "budget is used up" in f.read_text(errors="replace")
+    ]
+    assert said, "the CLI never showed the gateway's refusal"
