@@ -89,6 +89,13 @@ class Settings(BaseSettings):
     gateway_max_tokens: int | None = Field(None, ge=1, description="default per-run token budget")
     gateway_max_cost_usd: float | None = Field(None, gt=0, description="default per-run cost budget (USD)")
 
+    network_allow: str = Field(
+        "", description="egress allow-list every run gets (comma-separated); runs add their network.allow"
+    )
+    egress_network: str = Field(
+        "pier-egress", description="internal Docker network of allow-listed sandboxes"
+    )
+
     # pier serve (the run API)
     admin_token: SecretStr | None = Field(None, description="bearer token that manages collections")
     secret_key: SecretStr | None = Field(

@@ -218,7 +218,10 @@ async def _refuse(conn: h11.Connection, writer: asyncio.StreamWriter, status: in
                (b"connection", b"close")]  # fmt: skip
     if status == 407:
         headers.append((b"proxy-authenticate", b'Basic realm="pier"'))
-    writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
+    # The reason phrase carries the message too: clients show it ("Tunnel connection
+    # failed: 403 pier egress: ...") where they do not show a CONNECT's body.
+    reason = "".join(c if " " <= c <= "~" else "?" for c in f"pier egress: {message}")[:300]
+    writer.write(conn.send(h11.Response(status_code=status, headers=headers, reason=reason.encode())))
     writer.write(conn.send(h11.Data(data=body)))
     writer.write(conn.send(h11.EndOfMessage()))
     await writer.drain()

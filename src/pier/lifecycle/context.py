@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pier.agents.base import Agent, AgentLaunch
+from pier.egress.run import EgressRun
 from pier.gateway.routing import ModelRoute
 from pier.lifecycle.plan import RunInputs, RunPlan
 from pier.record import RunRecord, StepRecord
@@ -43,6 +44,7 @@ class RunContext:
     stage: str = "prepare"
     on_step: Callable[[StepRecord], None] | None = None  # a stage started or ended
     model_route: ModelRoute | None = None  # the run's way to its model through pier's gateway
+    egress: EgressRun | None = None  # the run's allow-listed way out, when it has one
 
     def log(self, line: str, stage: str | None = None) -> None:
         self.emit(stage or self.stage, self.redactor.text(line))

@@ -42,6 +42,7 @@ def execute(ctx: RunContext) -> RunRecord:
     finally:
         stages.close_model_route(ctx)
         _delete_sandbox(ctx)
+        stages.close_run_egress(ctx)
         _finish(ctx, time.monotonic() - started)
     return record
 

@@ -7,10 +7,12 @@ import shlex
 import tempfile
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pier.agents import Agent, get_agent
+from pier.egress.run import open_egress
 from pier.errors import StageError
 from pier.gateway import ModelRoute, shared_gateway, without_provider_keys
 from pier.lifecycle.assets import assets_tar
@@ -83,6 +85,7 @@ def create(ctx: RunContext) -> None:
         ctx.record.warnings.append(note)
     deadline = time.monotonic() + settings.create_timeout_sec
     ctx.image = ctx.backend.ensure_image(source, ctx.log, timeout=settings.create_timeout_sec)
+    open_run_egress(ctx)
     spec = sandbox_spec(ctx)
     ctx.sandbox = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
     for note in ctx.sandbox.notes:
@@ -115,7 +118,50 @@ def sandbox_spec(ctx: RunContext) -> SandboxSpec:
         disk=settings.disk_limit,
         network=plan.network,
     )
-    return SandboxSpec(image=ctx.image, limits=limits, labels=_labels(ctx))
+    spec = SandboxSpec(image=ctx.image, limits=limits, labels=_labels(ctx))
+    egress = ctx.egress
+    if egress is None or not plan.network:
+        return spec
+    return replace(spec, network_name=egress.network, dns=(egress.address,), env={**spec.env, **egress.env()})
+
+
+def open_run_egress(ctx: RunContext) -> None:
+    """With an allow-list (and network on), the sandbox's only way out: pier's egress
+    proxy on an internal network. Without one, egress stays as it is."""
+    plan, settings = ctx.require_plan(), ctx.settings
+    if plan.network_allow is None or not plan.network:
+        return
+    ttl = settings.create_timeout_sec + settings.agent_install_timeout_sec + plan.timeout_sec + 3600
+    ctx.egress = open_egress(
+        ctx.backend, settings.egress_network, plan.trajectory_id, plan.network_allow, ttl
+    )
+    ctx.redactor.add([ctx.egress.grant.token])
+    listed = ", ".join(plan.network_allow) or "nothing"
+    ctx.log(f"egress: only through pier's proxy, to {listed} (and the model gateway)")
+    _egress_warning(ctx)
+
+
+def _egress_warning(ctx: RunContext) -> None:
+    egress = ctx.egress
+    if egress is not None and egress.warning:
+        note = f"services on this machine may answer the sandbox at {egress.address}: {egress.warning}"
+        ctx.log(f"warning: {note}")
+        ctx.record.warnings.append(note)
+        egress.warning = None
+
+
+def close_run_egress(ctx: RunContext) -> None:
+    """End the run's egress grant (idempotent) and say what it refused."""
+    egress = ctx.egress
+    if egress is None:
+        return
+    egress.close()
+    refused = sorted(set(egress.grant.refused))
+    if refused:
+        ctx.log(
+            f"egress refused {len(egress.grant.refused)} connection(s) to: {', '.join(refused)[:500]}", "save"
+        )
+    ctx.egress = None
 
 
 def _labels(ctx: RunContext) -> dict[str, str]:
@@ -231,7 +277,7 @@ def model_route(ctx: RunContext) -> ModelRoute | None:
     settings, agent, plan = ctx.settings, ctx.agent, ctx.require_plan()
     if not settings.gateway or agent is None or not agent.needs_model:
         return None
-    host = settings.gateway_host or ctx.backend.host_address()
+    host = ctx.egress.address if ctx.egress else settings.gateway_host or ctx.backend.host_address()
     if not host:
         raise StageError(
             "setup",
@@ -239,6 +285,9 @@ def model_route(ctx: RunContext) -> ModelRoute | None:
             "set PIER_GATEWAY_HOST (or PIER_GATEWAY=false to give the agent the provider key itself)",
         )
     gateway = shared_gateway(host, settings.gateway_port)
+    if ctx.egress is not None:
+        ctx.egress.admit_port(gateway.port)
+        _egress_warning(ctx)
     ttl = plan.timeout_sec + settings.cleanup_timeout_sec + settings.sweep_grace_sec
     return ModelRoute(gateway, plan.trajectory_id, plan.model_budget, ttl_s=ttl)
 

@@ -54,6 +54,7 @@ class Frontmatter(BaseModel):
     vars: dict[str, Any] = Field(default_factory=dict)
     mcp_servers: dict[str, Any] = Field(default_factory=dict)
     model_budget: dict[str, Any] = Field(default_factory=dict)  # requests, tokens, cost_usd
+    network: dict[str, Any] | None = None  # {allow: [names]}: egress through pier's proxy only
 
     @field_validator("version", mode="before")
     @classmethod

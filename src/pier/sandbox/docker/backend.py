@@ -12,7 +12,15 @@ import docker.errors
 import requests
 
 from pier.errors import SandboxError
-from pier.sandbox.base import Limits, LineSink, SandboxBackend, SandboxInfo, SandboxSource, SandboxSpec
+from pier.sandbox.base import (
+    InternalNetwork,
+    Limits,
+    LineSink,
+    SandboxBackend,
+    SandboxInfo,
+    SandboxSource,
+    SandboxSpec,
+)
 from pier.sandbox.docker import images
 from pier.sandbox.docker.client import (
     EngineFacts,
@@ -32,6 +40,7 @@ from pier.sandbox.docker.containers import (
     start_container,
 )
 from pier.sandbox.docker.hardening import Hardening, hardening
+from pier.sandbox.docker.networks import ensure_internal_network
 from pier.sandbox.docker.sandbox import DockerSandbox
 from pier.sandbox.dockerfile import CA_PATH, ca_env, read_ca_bundle
 from pier.sandbox.sweeper import owner_label
@@ -124,6 +133,10 @@ class DockerBackend(SandboxBackend):
         """Put the CA bundle where the sandbox's TLS variables point (set at create)."""
         if self._ca_bytes:
             sandbox.put_files(os.path.dirname(CA_PATH), {os.path.basename(CA_PATH): self._ca_bytes})
+
+    def ensure_internal_network(self, name: str) -> InternalNetwork:
+        with docker_errors(f"preparing the internal network {name}", self._url):
+            return ensure_internal_network(self.api, name, owner_label())
 
     def host_address(self) -> str | None:
         """The default bridge's gateway address (docker0), where sandboxes reach this
