@@ -254,3 +254,20 @@ def test_a_model_budget_stops_the_agent_and_fails_the_run(case, agent_image, mod
         if f.is_file() and "budget is used up" in f.read_text(errors="replace")
     ]
     assert said, "the CLI never showed the gateway's refusal"
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[5]], ids=lambda c: c.id)
+def test_with_an_empty_allow_list_the_agent_still_reaches_its_model(case, agent_image, model_server):
+    """network: {allow: []}: nothing gets out but the model gateway, which the CLI
+    reaches on the internal network; the provider is still reached (from the host)."""
+    key = f"sk-pier-test-{uuid.uuid4().hex}"
+    env = {case.key_env: key, case.base_env: model_server.url + case.base_suffix}
+    text = runbook_text(case).replace("---\n#", "network: {allow: []}\n---\n#", 1)
+
+    record = start(text, agent_image, env)
+
+    assert record.success, (record.error, [r.path for r in model_server.requests])
+    assert {r.credential for r in model_server.requests} == {key}
+    assert record.usage["gateway"]["api_calls"] >= 2
+    log = [e.line for e in Services(get_settings()).store.events(record.trajectory_id)]
+    assert any(line.startswith("egress: only through pier's proxy, to nothing") for line in log)
