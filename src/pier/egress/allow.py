@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pier.errors import InputError
 
-DEFAULT_PORTS = (443, 80)
+DEFAULT_PORTS: tuple[int, ...] = (443, 80)
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-.*")
 
 
@@ -53,7 +53,8 @@ def allow_list(entries: Iterable[str], field: str = "network.allow") -> AllowLis
 
 def _rule(entry: str, field: str) -> Rule:
     text = entry.strip().lower()
-    host, ports = text, DEFAULT_PORTS
+    host = text
+    ports: tuple[int, ...] = DEFAULT_PORTS
     if text.startswith("["):  # [v6]:port
         host, _, rest = text[1:].partition("]")
         if rest.startswith(":"):

@@ -22,6 +22,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import h11
@@ -169,7 +170,7 @@ async def _read_request(conn: h11.Connection, reader: asyncio.StreamReader) -> h
             return None
 
 
-def _proxy_token(headers: list[tuple[bytes, bytes]]) -> str | None:
+def _proxy_token(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     """The password of a `Proxy-Authorization: Basic` header (user:token)."""
     for name, value in headers:
         if name.lower() == b"proxy-authorization" and value[:6].lower() == b"basic ":

@@ -81,7 +81,9 @@ def error(status: int, kind: str, message: str) -> JSONResponse:
 def upstream_request(request: Request, grant: Grant, body: bytes, client: httpx.AsyncClient) -> httpx.Request:
     origin = urlsplit(grant.upstream)
     path = request.url.path.removeprefix(f"/{grant.provider}")
-    params = [(k, grant.key if v == grant.token else v) for k, v in request.query_params.multi_items()]
+    params = httpx.QueryParams(
+        [(k, grant.key if v == grant.token else v) for k, v in request.query_params.multi_items()]
+    )
     headers = {
         k: v for k, v in request.headers.items() if k not in DROP_REQUEST and k not in CREDENTIAL_HEADERS
     }
