@@ -8,8 +8,10 @@ import asyncio
 import ipaddress
 import logging
 import socket
+import ssl
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import uvicorn
@@ -28,7 +30,13 @@ UPSTREAM_TIMEOUT = httpx.Timeout(connect=30, read=900, write=120, pool=60)
 class Gateway:
     """One listening gateway; runs come and go as grants."""
 
-    def __init__(self, host: str, port: int = 0, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self,
+        host: str,
+        port: int = 0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        ca_bundle: Path | None = None,
+    ):
         if _unspecified(host):
             raise SandboxError(
                 f"PIER_GATEWAY_HOST={host} would expose the model gateway on every interface: "
@@ -42,6 +50,10 @@ class Gateway:
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._transport = transport  # tests: a stand-in provider
+        # Behind a TLS-intercepting proxy the provider's certificate chains to its CA.
+        self._verify: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=ca_bundle) if ca_bundle else True
+        )
 
     @property
     def url(self) -> str:
@@ -60,7 +72,7 @@ class Gateway:
 
     async def _serve(self) -> None:
         client = httpx.AsyncClient(
-            timeout=UPSTREAM_TIMEOUT, follow_redirects=False, transport=self._transport
+            timeout=UPSTREAM_TIMEOUT, follow_redirects=False, transport=self._transport, verify=self._verify
         )
         async with client:
             config = uvicorn.Config(
@@ -124,12 +136,12 @@ _shared: dict[tuple[str, int], Gateway] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_gateway(host: str, port: int) -> Gateway:
+def shared_gateway(host: str, port: int, ca_bundle: Path | None = None) -> Gateway:
     """The process's gateway on host:port, started on first use and kept for the
     process's life (pier serve runs many runs through one)."""
     with _shared_lock:
         gateway = _shared.get((host, port))
         if gateway is None:
-            gateway = Gateway(host, port).start()
+            gateway = Gateway(host, port, ca_bundle=ca_bundle).start()
             _shared[(host, port)] = gateway
         return gateway

@@ -284,7 +284,7 @@ def model_route(ctx: RunContext) -> ModelRoute | None:
             f"the {ctx.backend.name} backend has no address where sandboxes reach pier's model gateway: "
             "set PIER_GATEWAY_HOST (or PIER_GATEWAY=false to give the agent the provider key itself)",
         )
-    gateway = shared_gateway(host, settings.gateway_port)
+    gateway = shared_gateway(host, settings.gateway_port, settings.ca_bundle)
     if ctx.egress is not None:
         ctx.egress.admit_port(gateway.port)
         _egress_warning(ctx)
