@@ -37,6 +37,7 @@ READ_CHUNK = 65536
 MAX_REQUEST_HEAD = 16384
 CONNECT_TIMEOUT_S = 30
 START_TIMEOUT_S = 30
+HALF_CLOSE_GRACE_S = 60
 
 
 @dataclass
@@ -234,9 +235,20 @@ async def _pipe_both(
     upstream_reader: asyncio.StreamReader,
     upstream_writer: asyncio.StreamWriter,
 ) -> None:
+    """Copy both ways until both ends are done. Once one side has ended, the other
+    gets HALF_CLOSE_GRACE_S to finish, so a client that vanished does not hold a
+    tunnel to an idle server open."""
+    tasks = [
+        asyncio.ensure_future(_pipe(client_reader, upstream_writer)),
+        asyncio.ensure_future(_pipe(upstream_reader, client_writer)),
+    ]
     try:
-        await asyncio.gather(_pipe(client_reader, upstream_writer), _pipe(upstream_reader, client_writer))
+        _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        if pending:
+            await asyncio.wait(pending, timeout=HALF_CLOSE_GRACE_S)
     finally:
+        for task in tasks:
+            task.cancel()
         upstream_writer.close()
 
 
