@@ -102,6 +102,9 @@ class RunRecord(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     storage_path: str | None = None
     sandbox: SandboxRecord = Field(default_factory=SandboxRecord)
+    # "host:pid:start" of the process running the run (pier.sandbox.sweeper.owner_label):
+    # a run whose owner is gone is ended by whoever notices (see lifecycle/orphans.py).
+    owner: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     ended_at: datetime | None = None
