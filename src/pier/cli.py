@@ -234,6 +234,7 @@ def logs_command(
 ) -> None:
     """A run's log, from the start."""
     services = Services()
+    end_orphans(services)
     store = services.store
     try:
         store.get_run(run_id)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,31 @@ def test_readiness_names_the_database(tmp_path, no_engine):
         ready = client.get("/health/ready")
     assert ready.status_code == 503
     assert ready.json()["database"].startswith("the database does not answer")
+
+
+def test_an_api_run_without_an_engine_ends_failed_with_the_reason(tmp_path, no_engine):
+    admin = "admin-" + "y" * 40
+    settings = Settings(
+        home=tmp_path / "home", docker_host=no_engine, sweep_interval_sec=3600, admin_token=admin
+    )
+    with TestClient(create_app(settings)) as client:
+        token = client.post(
+            "/api/v1/collections", json={"name": "down"}, headers={"Authorization": f"Bearer {admin}"}
+        ).json()["token"]
+        auth = {"Authorization": f"Bearer {token}"}
+        put = client.put(
+            "/api/v1/tasks/down/t", content=RUNBOOK, headers={**auth, "Content-Type": "text/markdown"}
+        )
+        assert put.status_code == 200, put.text
+        tid = client.post("/api/v1/run/down/t", json={}, headers=auth).json()["trajectory_id"]
+        deadline = time.monotonic() + 60
+        while (record := client.get(f"/api/v1/db/trajectory/down/t/{tid}", headers=auth).json())[
+            "status"
+        ] in (
+            "pending",
+            "running",
+        ):
+            assert time.monotonic() < deadline, "the run stayed " + record["status"]
+            time.sleep(0.1)
+    assert record["status"] == "failed"
+    assert record["error"]["message"].startswith(f"No Docker engine answers at {no_engine}")
