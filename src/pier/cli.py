@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Mapping
@@ -80,6 +81,7 @@ def run_command(
         raise fail(str(exc)) from None
     end_orphans(services)
     progress = None if as_json else Progress(err)
+    record: RunRecord | None = None
     code = None
     try:
         with stop_signals_interrupt():  # Ctrl-C, kill, a closed terminal: the run is cancelled
@@ -89,18 +91,25 @@ def run_command(
     except PierError as exc:
         raise fail(str(exc), code=1) from None
     except Interrupted as exc:  # the runner has ended the run and deleted its sandbox
-        record, code = services.store.get_run(request.trajectory_id), exc.exit_code
+        record, code = _stored(services, request.trajectory_id), exc.exit_code
     finally:
         if progress:
-            progress.stop()
-    try:
-        if as_json:
+            with contextlib.suppress(OSError):  # the terminal went away (SIGHUP)
+                progress.stop()
+    with contextlib.suppress(OSError):  # the terminal went away: the record is saved all the same
+        if record is not None and as_json:
             print(record.model_dump_json(indent=2))
-        else:
+        elif record is not None:
             show_summary(record)
-    except OSError:  # the terminal went away (SIGHUP): the record is saved all the same
-        pass
-    raise typer.Exit(code if code is not None else 0 if record.success else 1)
+    raise typer.Exit(code if code is not None else 0 if record and record.success else 1)
+
+
+def _stored(services: Services, trajectory_id: str) -> RunRecord | None:
+    """The run as stored, or None when it was interrupted before it was stored."""
+    try:
+        return services.store.get_run(trajectory_id)
+    except NotFoundError:
+        return None
 
 
 def end_orphans(services: Services) -> None:
