@@ -112,11 +112,12 @@ def _stored(services: Services, trajectory_id: str) -> RunRecord | None:
         return None
 
 
-def end_orphans(services: Services) -> None:
+def end_orphans(services: Services, remove_sandboxes: bool = True) -> None:
     """End the runs whose `pier` process is gone (killed), and remove what they left.
     Every command that looks at runs does this first, so none stays `running` forever."""
+    backend = (lambda: services.backend) if remove_sandboxes else None
     try:
-        ended = end_orphaned_runs(services.store, services.settings, lambda: services.backend)
+        ended = end_orphaned_runs(services.store, services.settings, backend)
     except PierError as exc:
         err.print(f"[yellow]warning:[/yellow] could not check for abandoned runs: {exc}", highlight=False)
         return
@@ -272,7 +273,7 @@ def sweep_command() -> None:
     from pier.sandbox.sweeper import sweep
 
     services = Services()
-    end_orphans(services)
+    end_orphans(services, remove_sandboxes=False)  # the sweep removes them: their runs have ended
     try:
         removed = sweep(services.backend, run_status_lookup(services))
     except PierError as exc:

@@ -226,7 +226,8 @@ def test_pier_sweep_removes_the_sandbox_of_a_zombie_owner(home, tmp_path, docker
         proc.wait()
     assert sweep.returncode == 0, sweep.stderr
     assert not sandboxes_of(docker_backend, record.trajectory_id), sweep.stdout + sweep.stderr
-    assert sandbox.id[:12] in sweep.stdout or f"ended run {record.trajectory_id}" in sweep.stderr
+    assert f"removed {sandbox.id[:12]} (run {record.trajectory_id})" in sweep.stdout
+    assert f"ended run {record.trajectory_id}" in sweep.stderr
     assert home.only_run().status == RunStatus.failed
 
 
