@@ -241,3 +241,18 @@ def test_logs_follow_ends_when_the_runs_process_is_gone(home, tmp_path, docker_b
     assert f"pid {proc.pid}" in last and "killed" in last
     assert home.only_run().status == RunStatus.failed
     assert_nothing_left(home, record, docker_backend)
+
+
+def test_the_next_pier_run_ends_a_killed_run(home, tmp_path, docker_backend):
+    proc, record = held_run(home, tmp_path, "run_agent")
+    proc.kill()
+    proc.wait()
+    (tmp_path / "next").mkdir()
+    (tmp_path / "next" / "RUNBOOK.md").write_text(runbook("echo ok > {{results_dir}}/ok.txt"))
+    following = home.pier("run", str(tmp_path / "next"), "--image", home.image, "--json", timeout=WAIT_SEC)
+    assert following.returncode == 0, following.stderr
+    assert f"ended run {record.trajectory_id}" in following.stderr
+    with home.store() as store:
+        killed = store.get_run(record.trajectory_id)
+    assert killed.status == RunStatus.failed and killed.error is not None and "killed" in killed.error.message
+    assert_nothing_left(home, killed, docker_backend)

@@ -44,7 +44,9 @@ def test_a_run_without_an_engine_ends_failed_with_the_reason(tmp_path, no_engine
 
 
 def test_readiness_names_the_engine_and_liveness_stays_up(tmp_path, no_engine):
-    settings = Settings(home=tmp_path / "home", docker_host=no_engine, sweep_interval_sec=3600)
+    settings = Settings(
+        home=tmp_path / "home", database_url=None, docker_host=no_engine, sweep_interval_sec=3600
+    )
     with TestClient(create_app(settings)) as client:
         live = client.get("/health/live")
         ready = client.get("/health/ready")
@@ -59,7 +61,9 @@ def test_readiness_names_the_engine_and_liveness_stays_up(tmp_path, no_engine):
 
 
 def test_readiness_names_the_database(tmp_path, no_engine):
-    settings = Settings(home=tmp_path / "home", docker_host=no_engine, sweep_interval_sec=3600)
+    settings = Settings(
+        home=tmp_path / "home", database_url=None, docker_host=no_engine, sweep_interval_sec=3600
+    )
     with TestClient(create_app(settings)) as client:
         client.app.state.pier.services.store.close()  # type: ignore[attr-defined]
         for file in (tmp_path / "home").glob("pier.db*"):
