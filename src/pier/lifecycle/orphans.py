@@ -14,9 +14,9 @@ import logging
 import shutil
 from collections.abc import Callable
 
-from pier.api.outcomes import SERVER_STOPPED, end_record
 from pier.errors import PierError
 from pier.lifecycle.context import scratch_dir
+from pier.lifecycle.outcomes import SERVER_STOPPED, end_record
 from pier.record import RunRecord, RunStatus
 from pier.sandbox.base import LABEL_RUN, SandboxBackend
 from pier.sandbox.sweeper import owner_alive

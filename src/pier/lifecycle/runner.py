@@ -8,11 +8,11 @@ import time
 import traceback
 from collections.abc import Callable
 
-from pier.api.outcomes import end_record
 from pier.errors import PierError, StageError
 from pier.lifecycle import stages
 from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.interrupts import deferred_signals, interruption_reason
+from pier.lifecycle.outcomes import end_record
 from pier.record import RunError, RunRecord, RunStatus, StepRecord, StepStatus, utcnow
 from pier.sandbox.sweeper import owner_label
 

@@ -10,10 +10,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pier.api.outcomes import end_record
 from pier.errors import PierError
 from pier.lifecycle.context import LogSink, RunContext
 from pier.lifecycle.interrupts import interruption_reason
+from pier.lifecycle.outcomes import end_record
 from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan
 from pier.lifecycle.runner import execute
 from pier.lifecycle.stages import plan_run
