@@ -103,8 +103,9 @@ class RunRecord(BaseModel):
     storage_path: str | None = None
     sandbox: SandboxRecord = Field(default_factory=SandboxRecord)
     # "host:pid:start" of the process running the run (pier.sandbox.sweeper.owner_label):
-    # a run whose owner is gone is ended by whoever notices (see lifecycle/orphans.py).
-    owner: str | None = None
+    # a run whose owner is gone is ended by whoever notices (lifecycle/orphans.py).
+    # Stored, never served or printed: it is the host's business, not a client's.
+    owner: str | None = Field(default=None, exclude=True)
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     ended_at: datetime | None = None

@@ -22,7 +22,7 @@ def run_columns(record: RunRecord) -> dict[str, Any]:
         "status": RunStatus(record.status).value,
         "created_at": record.created_at,
         "updated_at": utcnow(),
-        "record": record.model_dump(mode="json"),
+        "record": {**record.model_dump(mode="json"), "owner": record.owner},  # owner: excluded from dumps
     }
 
 

@@ -99,6 +99,9 @@ def test_runs_whose_owner_is_dead_or_a_zombie_end_failed_with_their_files(store,
         "elsewhere": RunStatus.running,
     }
     assert sorted(backend.removed) == ["sb-dead", "sb-zombie"]
+    live = store.get_run("live")
+    assert live.owner == owner_label(), "the store keeps the owner"
+    assert "owner" not in live.model_dump_json(), "records printed or served do not show it"
 
 
 def test_a_server_run_says_the_server_stopped(store, tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
-from pydantic.json_schema import SkipJsonSchema
 
 from pier.record import RunRecord, RunStatus
 
@@ -45,12 +44,10 @@ class RunPublic(RunRecord):
     """The run record as the API serves it."""
 
     workflow_id: str
-    # Which process on the server's host runs it: the server's business, not a client's.
-    owner: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
 
     @classmethod
     def of(cls, record: RunRecord) -> RunPublic:
-        return cls(**record.model_dump(exclude={"owner"}), workflow_id=workflow_id(record))
+        return cls(**record.model_dump(), workflow_id=workflow_id(record))
 
 
 class TrajectoryPage(BaseModel):
