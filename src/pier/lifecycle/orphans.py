@@ -14,7 +14,6 @@ import logging
 import shutil
 from collections.abc import Callable
 
-from pier.errors import PierError
 from pier.lifecycle.context import scratch_dir
 from pier.lifecycle.outcomes import SERVER_STOPPED, end_record
 from pier.record import RunRecord, RunStatus
@@ -83,7 +82,7 @@ def remove_sandboxes(backend: Callable[[], SandboxBackend], trajectory_ids: set[
         doomed = [s.id for s in engine.list_sandboxes() if s.labels.get(LABEL_RUN) in trajectory_ids]
         for sandbox_id in doomed:
             engine.remove(sandbox_id)
-    except PierError as exc:
+    except Exception as exc:  # PierError mostly; whatever it is, the caller has more to do
         log.warning("could not remove the sandboxes of ended runs now (%s); the next sweep will", exc)
         return 0
     return len(doomed)

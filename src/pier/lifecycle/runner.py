@@ -12,6 +12,7 @@ from pier.errors import PierError, StageError
 from pier.lifecycle import stages
 from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.interrupts import deferred_signals, interruption_reason
+from pier.lifecycle.orphans import remove_sandboxes
 from pier.lifecycle.outcomes import end_record
 from pier.record import RunError, RunRecord, RunStatus, StepRecord, StepStatus, utcnow
 from pier.sandbox.sweeper import owner_label
@@ -49,6 +50,10 @@ def execute(ctx: RunContext) -> RunRecord:
             _step(ctx, name, stage)
     except BaseException as exc:  # a signal, not a stage's failure (those are recorded by _step)
         _interrupted(ctx, exc)
+        with deferred_signals():
+            # Interrupted inside a create call, a sandbox may exist that the
+            # context never got (the run's own, or a fresh one for checks).
+            remove_sandboxes(lambda: ctx.backend, {record.trajectory_id})
         raise
     finally:
         with deferred_signals():  # a second Ctrl-C must not cut the clean-up short

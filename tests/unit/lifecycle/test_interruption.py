@@ -16,6 +16,7 @@ from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.interrupts import Interrupted
 from pier.lifecycle.runner import execute
 from pier.record import RunRecord, RunStatus, StepStatus
+from pier.sandbox.base import LABEL_RUN, SandboxInfo
 from pier.settings import Settings
 
 
@@ -29,6 +30,21 @@ class FakeSandbox:
         self.deleted += 1
 
 
+class FakeBackend:
+    """Lists one sandbox of the run that the context never got (as when a signal
+    lands inside the engine's create call)."""
+
+    def __init__(self) -> None:
+        self.removed: list[str] = []
+
+    def list_sandboxes(self) -> list[SandboxInfo]:
+        return [SandboxInfo(id="stray", labels={LABEL_RUN: "run-1"}, running=True),
+                SandboxInfo(id="other", labels={LABEL_RUN: "run-2"}, running=True)]  # fmt: skip
+
+    def remove(self, sandbox_id: str) -> None:
+        self.removed.append(sandbox_id)
+
+
 def context(tmp_path: Path, saved: list[RunRecord]) -> RunContext:
     return RunContext(
         task=None,  # type: ignore[arg-type] - the stand-in stages need none of these
@@ -36,7 +52,7 @@ def context(tmp_path: Path, saved: list[RunRecord]) -> RunContext:
         inputs=None,  # type: ignore[arg-type]
         record=RunRecord.new("run-1", "local", "task"),
         settings=Settings(home=tmp_path / "home"),
-        backend=None,  # type: ignore[arg-type]
+        backend=FakeBackend(),  # type: ignore[arg-type]
         output_dir=tmp_path / "out",
         emit=lambda _stage, _line: None,
         save_record=lambda record: saved.append(record.model_copy(deep=True)),
@@ -86,6 +102,7 @@ def test_an_interrupted_run_is_cancelled_with_the_reason_and_cleaned_up(tmp_path
     steps = {s.name: s.status for s in record.steps}
     assert steps["run_agent"] == StepStatus.failed and steps["collect"] == StepStatus.skipped
     assert ctx.sandbox.deleted == 1  # type: ignore[union-attr]
+    assert ctx.backend.removed == ["stray"], "a sandbox the context never got was left"  # type: ignore[attr-defined]
     assert not scratch_dir(ctx.settings, "run-1").exists(), "the scratch files were left"
 
 
