@@ -6,9 +6,21 @@ from pathlib import Path
 import pytest
 
 from pier.settings import get_settings
+from tests.support.services import require_service
 
 SHARED = Path(os.environ.get("PIER_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
 CORPUS = SHARED / "corpus" / "agent-runbooks"
+
+
+@pytest.fixture
+def corpus() -> Path:
+    """The shared corpus of real runbooks ($PIER_SHARED_DIR/corpus/agent-runbooks)."""
+    if not CORPUS.is_dir():
+        require_service(
+            "the runbook corpus",
+            f"{CORPUS} does not exist: set PIER_SHARED_DIR to the folder holding corpus/",
+        )
+    return CORPUS
 
 
 @pytest.fixture(autouse=True)
