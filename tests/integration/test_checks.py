@@ -348,7 +348,7 @@ def test_a_check_past_its_time_limit_is_stopped_and_fails(base_image, scripts):
     slow = results["slow"]
     assert not slow.passed and slow.exit_code is None
     assert slow.output.startswith("begun\n") and "time limit of 3s" in slow.output
-    assert slow.duration_s < 20
+    assert slow.duration_s < 120, "stopped at its limit, not when the sleep ended"
     assert results["after"].passed, "the checks after it still run"
     assert record.status == "completed" and record.success is False
 

@@ -166,9 +166,9 @@ def test_generated_dockerfile_with_packages_is_built_once(base_image):
     second = start(text)
     assert second.success, second.error
     assert second.sandbox.image == first.sandbox.image
-    create = next(s for s in second.steps if s.name == "create")
-    assert create.duration_seconds < 20, "the second run must reuse the cached image, not rebuild it"
-    assert not any(line.startswith("Step ") for line in events(second.trajectory_id))
+    lines = events(second.trajectory_id)
+    assert f"Using cached image {second.sandbox.image}" in lines, "the second run reuses the built image"
+    assert not any(line.startswith("Step ") for line in lines), "and builds nothing"
 
 
 def test_unknown_snapshot_falls_through_to_image(base_image):
@@ -183,11 +183,11 @@ def test_unknown_snapshot_falls_through_to_image(base_image):
 
 
 def test_time_limit_kills_the_agent_and_deletes_the_sandbox(base_image, docker_backend):
-    began = time.monotonic()
     record = start(
         runbook("echo started > {{results_dir}}/a.txt\nsleep 120"), on_image(base_image), timeout_sec=4
     )
-    assert time.monotonic() - began < 60
+    agent = next(s for s in record.steps if s.name == "run_agent")
+    assert agent.duration_seconds < 120, "stopped at its limit, not when the sleep ended"
     assert record.status == "failed" and record.success is False
     assert record.error.stage == "run_agent" and "timed out after 4 seconds" in record.error.message
     assert (Path(record.storage_path) / "results" / "a.txt").exists(), "partial results are still collected"

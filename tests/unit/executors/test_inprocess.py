@@ -132,5 +132,5 @@ def test_stop_interrupts_running_keeps_pending_and_drops_late_saves(hooks):
     hooks.release["busy"].set()
     executor.join(5)
     assert hooks.saved == [] and hooks.finished == []  # what interrupt recorded stays
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="stopped"):
         executor.submit(Job("late"))
