@@ -15,3 +15,17 @@ def test_longest_secret_is_masked_whole():
     redactor = Redactor(["secret", "secret-and-more"])
     assert redactor.text("secret-and-more") == MASK
     assert not Redactor([])
+
+
+def test_a_secret_of_the_minimum_length_is_masked_and_a_shorter_one_is_not():
+    assert Redactor(["abcd"]).text("xabcdx") == f"x{MASK}x"
+    assert Redactor(["abc"]).text("xabcx") == "xabcx"
+    assert bool(Redactor(["abcd"])) and not Redactor(["abc", ""])
+
+
+def test_longest_first_even_when_the_shorter_sorts_after_it():
+    # "zzzz" sorts after "abzzzzcd" alphabetically: only length may decide the order.
+    redactor = Redactor(["zzzz"])
+    redactor.add(["abzzzzcd"])
+    assert redactor.text("<abzzzzcd>") == f"<{MASK}>"
+    assert redactor.bytes(b"<abzzzzcd> zzzz") == f"<{MASK}> {MASK}".encode()
