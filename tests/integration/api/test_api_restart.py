@@ -110,15 +110,18 @@ def test_the_server_sweeps_on_a_schedule(one_slot: Server, base_image, docker_ba
     tid = collection.run("slow")
     running_with_sandbox(collection, "slow", tid, docker_backend)
 
-    def leftover_of(run_id: str):  # kept while its run runs: its owner (this test) is alive
-        labels = {LABEL_RUN: run_id, LABEL_COLLECTION: collection.name}
-        return docker_backend.create(
-            SandboxSpec(image=base_image, limits=Limits(cpus=1, memory="256M"), labels=labels)
-        )
-
-    leftover, control = leftover_of(tid), leftover_of(ended)
+    labels = {LABEL_RUN: tid, LABEL_COLLECTION: collection.name}
+    spec = SandboxSpec(image=base_image, limits=Limits(cpus=1, memory="256M"), labels=labels)
+    leftover = docker_backend.create(spec)  # kept while its run runs: its owner (this test) is alive
+    # The control is only created, never started: the sweep may remove it at once
+    # without racing a start-up.
+    control = docker_backend.api.create_container(
+        base_image,
+        command=["sleep", "infinity"],
+        labels={LABEL_RUN: ended, LABEL_COLLECTION: collection.name},
+    )["Id"]
     try:
-        assert gone(docker_backend, control.id, timeout=120), "no sweep removed the ended run's sandbox"
+        assert gone(docker_backend, control, timeout=120), "no sweep removed the ended run's sandbox"
         assert not gone(docker_backend, leftover.id, timeout=0), "swept while its run was running"
         with collection.client() as c:
             c.post(f"/api/v1/trajectory/{collection.name}/slow/statuses", json={tid: "cancelled"})
@@ -126,4 +129,4 @@ def test_the_server_sweeps_on_a_schedule(one_slot: Server, base_image, docker_ba
         assert gone(docker_backend, leftover.id, timeout=120), "the periodic sweep did not remove it"
     finally:
         leftover.delete()
-        control.delete()
+        docker_backend.remove(control)
