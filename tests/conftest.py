@@ -12,9 +12,9 @@ SHARED = Path(os.environ.get("PIER_SHARED_DIR", Path(__file__).resolve().parents
 CORPUS = SHARED / "corpus" / "agent-runbooks"
 
 
-@pytest.fixture
-def corpus() -> Path:
-    """The shared corpus of real runbooks ($PIER_SHARED_DIR/corpus/agent-runbooks)."""
+def corpus_or_skip() -> Path:
+    """The corpus of real runbooks: extra data kept outside the repository, so a
+    clone alone skips the tests that read it; under CI=true they fail."""
     if not CORPUS.is_dir():
         require_service(
             "the runbook corpus",

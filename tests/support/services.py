@@ -18,8 +18,9 @@ POSTGRES_ENV = "PIER_TEST_POSTGRES_URL"
 
 
 def services_required() -> bool:
-    """True under CI: CI=true (or 1/yes), as CI systems set it."""
-    return os.environ.get(REQUIRED_ENV, "").strip().lower() in {"1", "true", "yes"}
+    """True under CI: CI set to anything but empty, 0, false or no (CI systems
+    set CI=true)."""
+    return os.environ.get(REQUIRED_ENV, "").strip().lower() not in {"", "0", "false", "no"}
 
 
 def require_service(name: str, reason: str) -> NoReturn:

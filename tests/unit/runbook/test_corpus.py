@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, corpus_or_skip
 
 from pier.lifecycle.plan import RunInputs, build_plan
 from pier.runbook import load
@@ -13,10 +13,11 @@ from pier.tasks import resolve, task_from_runbook
 RUNBOOKS = sorted(CORPUS.rglob("RUNBOOK.md"))
 
 
-def test_corpus_is_there(corpus: Path):
+def test_corpus_is_there():
     """Without the corpus the parametrized test below has no cases: this one says so
     (a skip, or a failure under CI=true)."""
-    assert len(RUNBOOKS) == 115, f"expected the 115 corpus runbooks under {corpus}"
+    corpus_or_skip()
+    assert len(RUNBOOKS) == 115, f"expected the 115 corpus runbooks under {CORPUS}"
 
 
 @pytest.mark.parametrize("path", RUNBOOKS, ids=lambda p: str(p.relative_to(CORPUS).parent))
