@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -63,7 +64,7 @@ def test_checks_start_from_an_empty_checks_folder_and_the_program_in_place():
         sandbox, checks({"name": "a", "type": "file_exists", "path": "x"}), CheckOptions(network=False)
     )
     (kind, setup, kwargs), (put, folder, files) = sandbox.calls[:2]
-    assert kind == "exec" and kwargs["workdir"] == "/"
+    assert kind == "exec" and kwargs["workdir"] == "/" and kwargs["timeout"] == 60
     assert setup.startswith(
         "rm -rf -- /app/checks /run/pier-checks && mkdir -p -- /app/checks /run/pier-checks"
     )
@@ -79,6 +80,44 @@ def test_without_built_in_checks_the_program_is_not_copied(tmp_path: Path):
     code = checks({"name": "c", "type": "code", "source": str(source), "run": "sh /app/checks/c/t.sh"})
     run_checks(sandbox, code, CheckOptions(network=False))
     assert [kind for kind, _, _ in sandbox.calls] == ["exec", "put_archive", "exec"]
+
+
+def test_a_long_failure_to_prepare_is_quoted_by_its_end():
+    said = "x" * 600 + "THE END"
+    sandbox = ScriptedSandbox(lambda _c: ExecResult(exit_code=1, output=said, duration_s=0))
+    with pytest.raises(StageError) as err:
+        run_checks(
+            sandbox, checks({"name": "a", "type": "nonempty", "path": "x"}), CheckOptions(network=False)
+        )
+    assert err.value.message == f"could not prepare /app/checks in the sandbox: {said[-500:]}"
+
+
+def test_what_a_check_streamed_counts_toward_its_output_limit():
+    """The exec keeps only the tail of a long output; the lines it streamed on
+    the way are what tell the runner how much there was."""
+
+    class Streaming(ScriptedSandbox):
+        def exec(self, command, **kwargs):
+            if kwargs.get("on_line") is None:
+                return super().exec(command, **kwargs)
+            for _ in range(100):
+                kwargs["on_line"]("y" * 999)
+            return ok("y" * 999 + "\n")
+
+    (result,) = run_checks(
+        Streaming(), checks({"name": "a", "type": "nonempty", "path": "x"}), CheckOptions(network=False)
+    )
+    assert result.output.startswith(
+        "[output truncated: about 100000 bytes in all; the last 65536 are kept]\n"
+    )
+
+
+def test_a_silent_check_past_its_limit_says_only_that():
+    reply = ExecResult(exit_code=137, output="", duration_s=3, timed_out=True)
+    sandbox = ScriptedSandbox(lambda c: reply if isinstance(c, list) else ok())
+    spec = {"name": "a", "type": "nonempty", "path": "x", "timeout_sec": 3}
+    (result,) = run_checks(sandbox, checks(spec), CheckOptions(network=False))
+    assert result.output == "[stopped: the check ran past its time limit of 3s (timeout_sec)]"
 
 
 def test_a_sandbox_that_cannot_prepare_fails_the_check_stage():
@@ -192,6 +231,9 @@ def test_a_local_source_arrives_as_a_root_owned_folder_named_after_the_check(tmp
     (source / "sub").mkdir(parents=True)
     (source / "check.sh").write_text("exit 0\n")
     (source / "sub" / "lib.sh").write_text(":\n")
+    if os.geteuid() == 0:  # as root, files are root's already: make them someone else's
+        for path in (source, source / "check.sh", source / "sub", source / "sub" / "lib.sh"):
+            os.chown(path, 1000, 1000)
     sandbox = ScriptedSandbox()
     local = {"name": "unit", "type": "code", "source": str(source), "run": "sh /app/checks/unit/check.sh"}
     run_checks(sandbox, checks(local), CheckOptions(network=True))

@@ -95,3 +95,12 @@ def test_tar_keeps_zip_folders_and_modes_and_turns_backslashes_into_folders(tmp_
         assert members["empty"].isdir() and members["empty"].mode == 0o755
         assert members["d/one.txt"].isfile() and members["d/one.txt"].mode == 0o644
         assert tar.extractfile(members["win/two.txt"]).read() == b"2"
+
+
+def test_a_symbolic_link_entry_is_refused_by_name(tmp_path):
+    archive = make_zip(tmp_path / "links.zip", {"ok.txt": b"x"}, link="passwd")
+    with pytest.raises(AssetError) as err:
+        check_assets([archive])
+    assert str(err.value) == (
+        "links.zip: entry 'passwd' is a symbolic link; the archive was rejected and nothing was extracted"
+    )
