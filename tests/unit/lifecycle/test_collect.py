@@ -127,7 +127,10 @@ def test_no_results_fail_the_stage_saying_what_to_do(tmp_path: Path, results):
     with pytest.raises(StageError) as err:
         collect_outputs(ctx)
     assert err.value.stage == "collect"
-    assert "nothing in /app/results" in err.value.message and "{{results_dir}}" in err.value.message
+    assert err.value.message == (
+        "the agent finished with nothing in /app/results: results are the run's contract, "
+        "so have the runbook write its deliverables to {{results_dir}}"
+    )
     assert ctx.record.results_files == [] and ctx.record.primary_files == []
     assert (tmp_path / "out" / "logs" / "agent.log").exists(), "the logs are still kept"
 

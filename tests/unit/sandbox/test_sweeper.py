@@ -194,7 +194,7 @@ def test_a_sandbox_without_owner_or_created_labels_is_judged_by_the_store():
 def test_sweep_defaults_to_now_and_a_five_minute_grace():
     now = time.time()
     remote = {LABEL_OWNER: "elsewhere.example:1:1"}
-    older = info(**remote, **{LABEL_RUN: "gone", LABEL_CREATED: str(int(now - 302))})
+    older = info(**remote, **{LABEL_RUN: "gone", LABEL_CREATED: str(now - 300.5)})
     younger = SandboxInfo(
         id="y" * 64, labels={**older.labels, LABEL_CREATED: str(int(now - 240))}, running=True
     )
