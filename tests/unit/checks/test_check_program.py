@@ -223,6 +223,15 @@ def test_main_prints_one_line_and_returns_the_verdict(results, capsys):
     spec = json.dumps({"type": "file_exists", "path": "missing.md"})
     assert program.main(["program.py", str(results), spec]) == 1
     assert capsys.readouterr().out == "failed: missing.md does not exist\n"
+    there = json.dumps({"type": "file_exists", "path": "report.md"})
+    assert program.main(["program.py", str(results), there]) == 0
+    assert capsys.readouterr().out == "passed: report.md exists (34 bytes)\n"
     assert program.main(["program.py", str(results)]) == 2
     assert program.main(["program.py", str(results), spec, "extra"]) == 2
     assert capsys.readouterr().out == "usage: program.py RESULTS_DIR SPEC_JSON\n" * 2
+
+
+def test_a_match_on_the_second_line_after_an_empty_first_line(results):
+    (results / "gap.txt").write_text("\nfound\n")
+    spec = {"type": "regex", "path": "gap.txt", "pattern": "found"}
+    assert program.run(str(results), spec) == (0, "passed: gap.txt:2: pattern 'found' found ('found')")
