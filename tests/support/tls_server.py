@@ -1,6 +1,7 @@
 """An HTTPS test server with its own test CA (made here with `cryptography`): it
-records every request's headers and answers with them in JSON, and echoes the
-Authorization header back in a response header (what a careless API might do).
+records every request's headers and answers with them in JSON (with `echo`),
+and echoes the Authorization header back in a response header (what a careless
+API might do).
 Bind it to 127.0.0.1 for unit tests, to the Docker bridge address for sandboxes;
 trust it through `ca_file` (PIER_CA_BUNDLE)."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
+import secrets
 import ssl
 import threading
 from dataclasses import dataclass, field
@@ -46,12 +48,16 @@ def _cert(subject: str, issuer_key: Any, issuer: x509.Name | None, public: Any, 
 class TLSServer:
     host: str  # an IP address: the certificate names it
     folder: Path
+    echo: bool = True  # the request's headers in the response body
     seen: list[dict[str, str]] = field(default_factory=list)  # each request's headers, names lower-cased
     _server: ThreadingHTTPServer | None = None
 
     def start(self) -> TLSServer:
         ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca = _cert("pier test CA", ca_key, None, ca_key.public_key(), ca=True, host=None)
+        # A name of its own: OpenSSL picks a bundle's issuer by name.
+        ca = _cert(
+            f"pier test CA {secrets.token_hex(4)}", ca_key, None, ca_key.public_key(), ca=True, host=None
+        )
         key = ec.generate_private_key(ec.SECP256R1())
         leaf = _cert(self.host, ca_key, ca.subject, key.public_key(), ca=False, host=self.host)
         self.ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
@@ -100,7 +106,7 @@ def _handler(owner: TLSServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             headers = {k.lower(): v for k, v in self.headers.items()}
             owner.seen.append(headers)
-            data = json.dumps({"path": self.path, "headers": headers}).encode()
+            data = json.dumps({"path": self.path, "headers": headers if owner.echo else {}}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
