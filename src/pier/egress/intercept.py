@@ -12,8 +12,9 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import h11
@@ -43,21 +44,22 @@ async def relay_http(
     host: str,
     port: int,
     injections: tuple[LiveInjection, ...],
-) -> int:
-    """Relay requests until either side ends; returns how many requests got a
-    value put in. Raises h11.ProtocolError, ConnectionError."""
+    on_injected: Callable[[], None],
+) -> None:
+    """Relay requests until either side ends, calling on_injected for each request
+    that got a value put in (before it is sent). Raises h11.ProtocolError, OSError."""
     server = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
     toward = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
-    injected = 0
     while True:
         request = await _next(server, client[0])
         if not isinstance(request, h11.Request):
-            return injected
+            return
         if not _same_host(request.headers, host, port):
             await _refuse(server, client[1], host)
-            return injected
+            return
         headers, changed = substitute_headers(request.headers, injections)
-        injected += changed > 0
+        if changed:
+            on_injected()
         upstream[1].write(toward.send(h11.Request(
             method=request.method, target=request.target, headers=headers,
             http_version=request.http_version)))  # fmt: skip
@@ -67,9 +69,9 @@ async def relay_http(
         )
         if server.our_state is h11.SWITCHED_PROTOCOL:  # 101: a WebSocket, say; bytes from here on
             await _switched(server, client, toward, upstream)
-            return injected
+            return
         if not _reusable(server, toward):
-            return injected
+            return
         server.start_next_cycle()
         toward.start_next_cycle()
 
@@ -130,9 +132,9 @@ async def _answer(
             raise ConnectionError("the server closed the connection before its response ended")
 
 
-async def _both(first: object, second: object) -> None:
+async def _both(first: Coroutine[Any, Any, None], second: Coroutine[Any, Any, None]) -> None:
     """Run both; the first error cancels the other and is raised."""
-    tasks = [asyncio.ensure_future(first), asyncio.ensure_future(second)]  # type: ignore[arg-type]
+    tasks = [asyncio.ensure_future(first), asyncio.ensure_future(second)]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:

@@ -64,6 +64,9 @@ class EgressGrant:
     upstream_ca: Path | None = None  # extra CAs that verify those hosts (PIER_CA_BUNDLE)
     injected: int = 0  # requests that got a secret value
 
+    def count_injected(self) -> None:
+        self.injected += 1
+
     def injections_for(self, host: str, port: int) -> tuple[LiveInjection, ...]:
         host = host.lower().rstrip(".")
         return tuple(i for i in self.injections if i.applies_to(host, port))
@@ -221,9 +224,15 @@ class EgressProxy:
             )
             if conn.trailing_data[0]:  # TLS bytes before the 200: no client does this
                 return
-            await client[1].start_tls(grant.ca.server_context(host), ssl_handshake_timeout=CONNECT_TIMEOUT_S)
-            grant.injected += await relay_http(client, upstream, host, port, injections)
-        except (ssl.SSLError, h11.ProtocolError, ConnectionError, TimeoutError) as exc:
+            try:
+                await client[1].start_tls(
+                    grant.ca.server_context(host), ssl_handshake_timeout=CONNECT_TIMEOUT_S
+                )
+            except (ssl.SSLError, OSError, TimeoutError):
+                grant.refused.append(f"{host}:{port} (its TLS client did not trust the run's CA)")
+                raise
+            await relay_http(client, upstream, host, port, injections, grant.count_injected)
+        except (h11.ProtocolError, OSError, TimeoutError) as exc:
             log.debug("egress: intercepted connection to %s:%s ended: %s", host, port, type(exc).__name__)
         finally:
             upstream[1].close()

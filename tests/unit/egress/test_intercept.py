@@ -10,6 +10,7 @@ import datetime
 import http.client
 import json
 import ssl
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,6 +120,18 @@ def test_a_secret_host_whose_certificate_does_not_verify_gets_nothing(proxy, ser
     grant = proxy.open("run-1", allow_list([secret.address]), 60, (injection,), None)  # test CA not trusted
     with pytest.raises(OSError, match="502"):
         get(proxy, grant, secret, grant.ca.pem, {"Authorization": f"Bearer {PLACEHOLDER}"})
+    assert not secret.seen
+
+
+def test_a_sandbox_that_does_not_trust_the_run_ca_gets_nothing_and_the_run_is_told(proxy, servers, tmp_path):
+    secret, other = servers
+    grant = open_grant(proxy, secret, other, tmp_path)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        get(proxy, grant, secret, other.ca_file.read_bytes(), {"Authorization": f"Bearer {PLACEHOLDER}"})
+    deadline = time.monotonic() + 30
+    while not grant.refused and time.monotonic() < deadline:  # the proxy's side ends just after
+        time.sleep(0.05)
+    assert grant.refused == [f"{secret.address} (its TLS client did not trust the run's CA)"]
     assert not secret.seen
 
 
