@@ -104,6 +104,7 @@ def _handler(owner: TLSServer) -> type[BaseHTTPRequestHandler]:
             return
 
         def do_GET(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))  # the body, if any
             headers = {k.lower(): v for k, v in self.headers.items()}
             owner.seen.append(headers)
             data = json.dumps({"path": self.path, "headers": headers if owner.echo else {}}).encode()

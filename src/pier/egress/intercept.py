@@ -51,7 +51,7 @@ async def relay_http(
     server = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
     toward = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
     while True:
-        request = await _next(server, client[0])
+        request = await _next_request(server, client[0], upstream[0])
         if not isinstance(request, h11.Request):
             return
         if not _same_host(request.headers, host, port):
@@ -74,6 +74,24 @@ async def relay_http(
             return
         server.start_next_cycle()
         toward.start_next_cycle()
+
+
+async def _next_request(
+    server: h11.Connection, reader: asyncio.StreamReader, upstream: asyncio.StreamReader
+) -> object:
+    """The client's next request, or None once the host has closed the idle
+    connection: the client then sees the close, as it would without pier, and
+    does not send its next request into a dead connection."""
+    request = asyncio.ensure_future(_next(server, reader))
+    closed = asyncio.ensure_future(upstream.read(1))  # a host sends nothing unasked
+    try:
+        done, _ = await asyncio.wait([request, closed], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        closed.cancel()
+    if request not in done:
+        request.cancel()
+        return None
+    return request.result()
 
 
 async def _next(conn: h11.Connection, reader: asyncio.StreamReader) -> object:

@@ -50,14 +50,21 @@ def open_grant(proxy: EgressProxy, secret: TLSServer, other: TLSServer, tmp_path
     return proxy.open("run-1", allow_list([secret.address, other.address]), 60, (injection,), bundle)
 
 
-def get(
-    proxy: EgressProxy, grant: EgressGrant, target: TLSServer, trust: bytes, headers: dict[str, str]
-) -> tuple[int, dict, dict[str, str]]:
-    """A GET through the proxy as a sandbox would send it; status, JSON, headers."""
+def tunnel(
+    proxy: EgressProxy, grant: EgressGrant, target: TLSServer, trust: bytes
+) -> http.client.HTTPSConnection:
     context = ssl.create_default_context(cadata=trust.decode())
     conn = http.client.HTTPSConnection("127.0.0.1", proxy.port, context=context, timeout=30)
     credential = base64.b64encode(f"pier:{grant.token}".encode()).decode()
     conn.set_tunnel(target.host, target.port, headers={"Proxy-Authorization": f"Basic {credential}"})
+    return conn
+
+
+def get(
+    proxy: EgressProxy, grant: EgressGrant, target: TLSServer, trust: bytes, headers: dict[str, str]
+) -> tuple[int, dict, dict[str, str]]:
+    """A GET through the proxy as a sandbox would send it; status, JSON, headers."""
+    conn = tunnel(proxy, grant, target, trust)
     conn.request("GET", "/user", headers=headers)
     response = conn.getresponse()
     body = response.read()
@@ -91,6 +98,20 @@ def test_the_secret_host_gets_the_value_and_the_sandbox_never_sees_it(proxy, ser
         == "Basic " + base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
     )
     assert grant.injected == 3
+
+
+def test_one_connection_carries_several_requests_each_with_the_value(proxy, servers, tmp_path):
+    secret, other = servers
+    grant = open_grant(proxy, secret, other, tmp_path)
+    assert grant.ca is not None
+    conn = tunnel(proxy, grant, secret, grant.ca.pem)
+    for path in ("/one", "/two"):
+        conn.request("POST", path, body=b'{"n": 1}', headers={"Authorization": f"Bearer {PLACEHOLDER}"})
+        response = conn.getresponse()
+        assert response.status == 200 and json.loads(response.read())["path"] == path
+    conn.close()
+    assert [s["authorization"] for s in secret.seen] == [f"Bearer {TOKEN}"] * 2
+    assert grant.injected == 2
 
 
 def test_another_allowed_host_is_a_plain_tunnel_and_sees_the_placeholder(proxy, servers, tmp_path):
