@@ -277,7 +277,7 @@ def test_files_the_agent_plants_in_a_check_folder_are_gone_before_the_check(base
     checks = [{"name": "unit", "type": "code", "source": str(check_repo), "run": SEES_ONLY_ITS_SOURCE}]
     record = start(runbook(PLANTER, checks), base_image)
     assert record.status == "completed", record.error
-    (result,) = record.checks
+    (result,) = record.outputs.checks
     assert result.output == "answer is 42\n" and result.passed, result.output
 
 
