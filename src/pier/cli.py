@@ -101,7 +101,7 @@ def run_command(
     if as_json:
         print(record.model_dump_json(indent=2))
     else:
-        show_summary(record, services.storage.run_dir(record.collection, record.name, record.trajectory_id))
+        show_summary(record, services.storage.where(record.storage_path))
     raise typer.Exit(0 if record.success else 1)
 
 
@@ -182,7 +182,7 @@ def _slug(name: str) -> str:
     return cleaned or "runbook"
 
 
-def show_summary(record: RunRecord, folder: Path) -> None:
+def show_summary(record: RunRecord, folder: str) -> None:
     colour = "green" if record.success else "red"
     out.print(
         f"[{colour}]{record.status.value}[/{colour}] run {record.trajectory_id} "

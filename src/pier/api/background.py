@@ -13,7 +13,7 @@ from pier.errors import NotFoundError, PierError
 from pier.sandbox.base import LABEL_RUN, SandboxBackend, SandboxInfo
 from pier.sandbox.sweeper import sweep
 from pier.settings import Settings
-from pier.storage.local import LocalStorage
+from pier.storage.base import RunStorage
 from pier.store import Store
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class PeriodicSweeper:
         backend: Callable[[], SandboxBackend],
         store: Store,
         settings: Settings,
-        storage: LocalStorage | None = None,
+        storage: RunStorage | None = None,
     ):
         def sweep_round() -> None:
             sweep_once(backend, store, settings)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from pier.record import RunRecord, StageRecord
 from pier.redact import Redactor
 from pier.sandbox.base import Sandbox, SandboxBackend, SandboxSource
 from pier.settings import Settings
+from pier.storage.base import RunStorage
 from pier.tasks.model import Task
 
 # (stage, line): a human line for the run's log.
@@ -27,7 +29,7 @@ class RunContext:
     record: RunRecord
     settings: Settings
     backend: SandboxBackend
-    output_dir: Path  # where this run's outputs are stored
+    output_dir: Path  # the run's local scratch folder: collect, redaction and checks work here
     emit: LogSink  # store + console, already redacted by `log`
     save_record: Callable[[RunRecord], None]
     redactor: Redactor = field(default_factory=Redactor)
@@ -41,6 +43,15 @@ class RunContext:
     agent_output: str = ""
     stage: str = "prepare"
     on_step: Callable[[StageRecord], None] | None = None  # a stage started or ended
+    storage: RunStorage | None = None  # where output_dir is published; None keeps it where it is
+
+    def publish(self) -> None:
+        """Store what the scratch folder holds under the run's storage key, then
+        empty it. Called by save, and again at the end for run.json."""
+        if self.storage is None or not self.output_dir.is_dir():
+            return
+        self.storage.publish(self.output_dir, self.record.storage_path)
+        shutil.rmtree(self.output_dir, ignore_errors=True)
 
     def log(self, line: str, stage: str | None = None) -> None:
         self.emit(stage or self.stage, self.redactor.text(line))

@@ -18,7 +18,8 @@ from pier.redact import Redactor
 from pier.sandbox import get_backend
 from pier.sandbox.base import SandboxBackend
 from pier.settings import Settings, get_settings
-from pier.storage.local import LocalStorage, check_collection_name, check_name
+from pier.storage import RunStorage, open_storage
+from pier.storage.local import check_collection_name, check_name
 from pier.store import Store
 from pier.tasks.model import Task
 
@@ -33,8 +34,8 @@ class Services:
         return Store.open(self.settings.db_url)
 
     @cached_property
-    def storage(self) -> LocalStorage:
-        return LocalStorage(self.settings.storage_root)
+    def storage(self) -> RunStorage:
+        return open_storage(self.settings.storage_location)
 
     @cached_property
     def backend(self) -> SandboxBackend:
@@ -109,12 +110,20 @@ def new_context(
         record=record,
         settings=services.settings,
         backend=services.backend,
-        output_dir=services.storage.run_dir(request.collection, request.task_name, record.trajectory_id),
+        output_dir=scratch_dir(services.settings, record.trajectory_id),
         emit=sink,
         save_record=store.save_run,
         redactor=Redactor(request.env.values()),
         on_step=observer.on_step if observer else None,
+        storage=services.storage,
     )
+
+
+def scratch_dir(settings: Settings, trajectory_id: str) -> Path:
+    """The run's local working folder, empty; published to storage when the run ends."""
+    path = settings.scratch_root / check_name("trajectory", trajectory_id)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def run(services: Services, request: RunRequest, observer: Observer | None = None) -> RunRecord:
