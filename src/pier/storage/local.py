@@ -91,8 +91,9 @@ class LocalStorage(RunStorage):
         folder = self._key_path(prefix)
         if not folder.is_dir() or folder.is_symlink():
             return
-        for path in _regular_files(folder):
-            yield StoredFile(path.relative_to(self.root).as_posix(), path.stat().st_size)
+        keyed = sorted((path.relative_to(self.root).as_posix(), path) for path in _regular_files(folder))
+        for key, path in keyed:  # sorted by key, as object stores list them
+            yield StoredFile(key, path.stat().st_size)
 
     def delete(self, prefix: str) -> None:
         shutil.rmtree(self._key_path(prefix), ignore_errors=True)

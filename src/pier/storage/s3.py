@@ -38,6 +38,10 @@ from pier.storage.files import content_type
 PART_BYTES = 8 << 20
 CONCURRENCY = 8
 TOUCHED = ".touched"  # an upload's marker object: when a run last named it (no file name starts with '.')
+# SeaweedFS keeps its own multipart parts in `.uploads` folders and leaves every
+# `.uploads` folder out of listings, so uploads are stored under this name (a task
+# name never starts with '.', so it is no run's folder either).
+UPLOADS_OBJECT = ".pier-uploads"
 _MISSING = {"404", "NoSuchKey", "NotFound"}
 
 
@@ -101,7 +105,7 @@ class S3Storage(RunStorage):
         skip = len(self._root())
         for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base):
             for item in page.get("Contents", []):
-                key = item["Key"][skip:]
+                key = _key_of(item["Key"][skip:])
                 if clean_key(key) == key and not key.endswith("/" + TOUCHED):
                     yield StoredFile(key, int(item["Size"]))
 
@@ -151,18 +155,18 @@ class S3Storage(RunStorage):
         cleaned = clean_key(key)
         if cleaned is None:
             raise InputError(f"invalid storage key {key!r}: use a relative path without '.' or '..' parts")
-        return self._root() + cleaned
+        return self._root() + _object_of(cleaned)
 
     def _object(self, key: str) -> str:
         """The object name of a file key; NotFoundError for a key that names nothing."""
         cleaned = clean_key(key)
         if cleaned is None or cleaned.endswith("/" + TOUCHED):
             raise not_found(key)
-        return self._root() + cleaned
+        return self._root() + _object_of(cleaned)
 
     def _uploads_of(self, collection: str) -> Iterator[StoredUpload]:
         newest: dict[str, float] = {}
-        base = f"{self._root()}{collection}/{UPLOADS}/"
+        base = f"{self._root()}{collection}/{UPLOADS_OBJECT}/"
         for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base):
             for item in page.get("Contents", []):
                 upload_id = item["Key"][len(base) :].split("/", 1)[0]
@@ -183,6 +187,22 @@ class S3Storage(RunStorage):
                 f"object storage {self.url}: {method} failed ({code or exc}): check the bucket, "
                 "AWS_ENDPOINT_URL and the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"
             ) from None
+
+
+def _object_of(key: str) -> str:
+    """The object name of a key: `<collection>/.uploads/...` is stored as `<collection>/.pier-uploads/...`."""
+    return _swap_second(key, UPLOADS, UPLOADS_OBJECT)
+
+
+def _key_of(name: str) -> str:
+    return _swap_second(name, UPLOADS_OBJECT, UPLOADS)
+
+
+def _swap_second(path: str, old: str, new: str) -> str:
+    parts = path.split("/")
+    if len(parts) > 1 and parts[1] == old:
+        parts[1] = new
+    return "/".join(parts)
 
 
 def _regular_files(folder: Path) -> Iterator[Path]:
