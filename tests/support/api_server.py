@@ -21,6 +21,7 @@ import pytest
 from pier.record import RunStatus
 from pier.sandbox.base import LABEL_COLLECTION
 from pier.store.engine import scratch_schema
+from tests.support.s3 import s3_scratch_url
 
 ADMIN_TOKEN = "admin-" + "x" * 40
 START_TIMEOUT_SEC = 90
@@ -122,6 +123,17 @@ def runbook(script: str, **front: object) -> str:
 POSTGRES_ENV = "PIER_TEST_POSTGRES_URL"
 UPLOAD_LIMIT = 1024 * 1024
 SLOTS = 4
+
+
+STORAGES = ["local", "s3"]
+
+
+def storage_settings(storage: str) -> dict[str, str]:
+    """The settings that put a server's outputs and uploads on `storage`: the
+    local folder (the default) or a fresh prefix of the test S3 bucket."""
+    if storage == "local":
+        return {}
+    return {"PIER_STORAGE_URL": s3_scratch_url()}
 
 
 def postgres_base_url() -> str:
