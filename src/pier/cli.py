@@ -20,6 +20,7 @@ from pier.cli_checks import show_checks
 from pier.cli_progress import Progress
 from pier.cli_sandbox import register as register_sandbox_commands
 from pier.cli_serve import register as register_api_commands
+from pier.cli_storage import register as register_storage_commands
 from pier.cli_validate import validate_paths
 from pier.errors import InputError, NotFoundError, PierError
 from pier.lifecycle.sandbox_env import wanted_names
@@ -359,6 +360,7 @@ def snapshot_build(name: Annotated[str, typer.Argument(help="snapshot name")]) -
 
 register_api_commands(app)  # serve, collection, task, routine
 register_sandbox_commands(app)  # sandbox check
+register_storage_commands(app)  # storage where, storage migrate
 
 
 def main() -> None:  # pragma: no cover

@@ -62,6 +62,10 @@ class RunStorage(ABC):
         """Store small bytes (run.json) at `key`, replacing what was there."""
 
     @abstractmethod
+    def put_stream(self, key: str, stream: BinaryIO, content_type: str = "application/octet-stream") -> None:
+        """Store what `stream` holds at `key`, read in chunks (any size)."""
+
+    @abstractmethod
     def stat(self, key: str) -> StoredFile:
         """The stored file at `key`; NotFoundError when there is none (a folder is none)."""
 
@@ -71,7 +75,8 @@ class RunStorage(ABC):
 
     @abstractmethod
     def files(self, prefix: str) -> Iterator[StoredFile]:
-        """Every stored file under `prefix/`, sorted by key."""
+        """Every stored file under `prefix/` (every file of the storage when
+        `prefix` is ''), sorted by key."""
 
     @abstractmethod
     def delete(self, prefix: str) -> None:

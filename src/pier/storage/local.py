@@ -74,6 +74,14 @@ class LocalStorage(RunStorage):
         tmp.write_bytes(data)
         os.replace(tmp, path)
 
+    def put_stream(self, key: str, stream: BinaryIO, content_type: str = "application/octet-stream") -> None:
+        path = self._key_path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+        with open(tmp, "wb") as out:
+            shutil.copyfileobj(stream, out, length=1 << 20)
+        os.replace(tmp, path)
+
     def stat(self, key: str) -> StoredFile:
         path = self._file(key)
         return StoredFile(key.lstrip("/"), path.stat().st_size)
@@ -88,7 +96,7 @@ class LocalStorage(RunStorage):
         return str(self._key_path(key))
 
     def files(self, prefix: str) -> Iterator[StoredFile]:
-        folder = self._key_path(prefix)
+        folder = self._key_path(prefix) if prefix else self.root
         if not folder.is_dir() or folder.is_symlink():
             return
         keyed = sorted((path.relative_to(self.root).as_posix(), path) for path in _regular_files(folder))

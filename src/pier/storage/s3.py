@@ -90,6 +90,15 @@ class S3Storage(RunStorage):
     def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> None:
         self._call("put_object", Bucket=self.bucket, Key=self._name(key), Body=data, ContentType=content_type)
 
+    def put_stream(self, key: str, stream: BinaryIO, content_type: str = "application/octet-stream") -> None:
+        self.client.upload_fileobj(
+            stream,
+            self.bucket,
+            self._name(key),
+            ExtraArgs={"ContentType": content_type},
+            Config=self.transfer,
+        )
+
     def stat(self, key: str) -> StoredFile:
         name = self._object(key)
         head = self._call("head_object", Bucket=self.bucket, Key=name, missing=key)
@@ -101,7 +110,7 @@ class S3Storage(RunStorage):
         return cast(BinaryIO, body)
 
     def files(self, prefix: str) -> Iterator[StoredFile]:
-        base = self._name(prefix) + "/"
+        base = self._name(prefix) + "/" if prefix else self._root()
         skip = len(self._root())
         for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base):
             for item in page.get("Contents", []):

@@ -16,6 +16,7 @@ from tests.support.s3 import s3_scratch_url
 from pier.errors import InputError, NotFoundError
 from pier.storage import LocalStorage, RunStorage, open_storage
 from pier.storage.archive import zip_stream
+from pier.storage.migrate import migrate
 
 RUN = "team-a/report/0123abcd"
 UPLOAD = "team-a/.uploads/" + "a" * 32
@@ -137,3 +138,34 @@ def test_the_zip_stream_holds_every_file_under_the_prefix(storage: RunStorage, t
         assert archive.read("results/report.md") == b"# report\n"
     with pytest.raises(NotFoundError):
         zip_stream(storage, "team-a/report/none")
+
+
+def test_put_stream_stores_any_size_and_files_of_nothing_lists_all(
+    storage: RunStorage, tmp_path: Path
+) -> None:
+    data = os.urandom(9 << 20)
+    storage.put_stream(f"{RUN}/results/big.bin", io.BytesIO(data))
+    storage.put_bytes(f"{UPLOAD}/in.csv", b"a")
+    storage.put_bytes("team-b/t/r/run.json", b"{}")
+    with storage.open(f"{RUN}/results/big.bin") as stream:
+        assert stream.read() == data
+    assert [f.key for f in storage.files("")] == [
+        f"{UPLOAD}/in.csv",
+        f"{RUN}/results/big.bin",
+        "team-b/t/r/run.json",
+    ]
+
+
+def test_migrate_copies_every_file_once_and_leaves_the_source(storage: RunStorage, tmp_path: Path) -> None:
+    source = LocalStorage(tmp_path / "old")
+    source.publish(outputs(tmp_path), RUN)
+    source.put_bytes(f"{UPLOAD}/in.csv", b"a,b\n")
+    before = list(source.files(""))
+    done = migrate(source, storage)
+    assert (done.copied, done.skipped) == (len(before), 0)
+    assert [(f.key, f.size) for f in storage.files("")] == [(f.key, f.size) for f in before]
+    with storage.open(f"{UPLOAD}/in.csv") as stream:
+        assert stream.read() == b"a,b\n"
+    assert list(source.files("")) == before
+    again = migrate(source, storage)  # an interrupted run is finished by running it again
+    assert (again.copied, again.skipped) == (0, len(before))
