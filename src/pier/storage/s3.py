@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, cast
 
 import boto3
@@ -33,7 +33,7 @@ from pier.storage.base import (
     not_found,
     upload_prefix,
 )
-from pier.storage.files import content_type
+from pier.storage.files import attachment, content_type
 
 PART_BYTES = 8 << 20
 CONCURRENCY = 8
@@ -59,7 +59,10 @@ class S3Storage(RunStorage):
         self.bucket, self.prefix = split_url(url)
         self.url = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
         self.client = client or boto3.client(
-            "s3", config=Config(max_pool_connections=CONCURRENCY * 2, retries={"mode": "standard"})
+            "s3",
+            config=Config(
+                max_pool_connections=CONCURRENCY * 2, retries={"mode": "standard"}, signature_version="s3v4"
+            ),
         )
         self.transfer = TransferConfig(
             multipart_threshold=PART_BYTES,
@@ -145,9 +148,15 @@ class S3Storage(RunStorage):
     def presigned_url(self, key: str, expires_sec: int) -> str | None:
         name = self._object(key)
         self.stat(key)  # a URL for nothing would answer the caller's client a 404 from elsewhere
-        return self.client.generate_presigned_url(
-            "get_object", Params={"Bucket": self.bucket, "Key": name}, ExpiresIn=expires_sec
-        )
+        file_name = PurePosixPath(key).name
+        params = {
+            "Bucket": self.bucket,
+            "Key": name,
+            # what pier itself would answer, so clients read the same name and type
+            "ResponseContentType": content_type(PurePosixPath(file_name)),
+            "ResponseContentDisposition": attachment(file_name),
+        }
+        return self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_sec)
 
     def fetch(self, key: str, dest: Path) -> Path:
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from tests.support.s3 import s3_scratch_url
 
@@ -169,3 +170,18 @@ def test_migrate_copies_every_file_once_and_leaves_the_source(storage: RunStorag
     assert list(source.files("")) == before
     again = migrate(source, storage)  # an interrupted run is finished by running it again
     assert (again.copied, again.skipped) == (0, len(before))
+
+
+def test_a_presigned_url_serves_the_file_as_pier_would(storage: RunStorage) -> None:
+    storage.put_bytes(f"{RUN}/results/report.md", b"# report\n")
+    url = storage.presigned_url(f"{RUN}/results/report.md", 60)
+    if isinstance(storage, LocalStorage):
+        assert url is None  # the API serves local files itself
+        return
+    assert url is not None
+    got = httpx.get(url)
+    assert got.status_code == 200 and got.content == b"# report\n"
+    assert got.headers["content-type"].startswith("text/markdown")
+    assert got.headers["content-disposition"] == 'attachment; filename="report.md"'
+    with pytest.raises(NotFoundError):
+        storage.presigned_url(f"{RUN}/results/missing.md", 60)

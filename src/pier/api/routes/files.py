@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 from typing import Annotated
-from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response, StreamingResponse
@@ -20,7 +19,7 @@ from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.files import UploadResult, upload_schema
 from pier.api.state import get_state
 from pier.lifecycle.assets import AssetLimits
-from pier.storage.files import content_type
+from pier.storage.files import attachment, content_type
 
 CHUNK = 1 << 20
 router = APIRouter(prefix="/api/v1", tags=["files"], responses=ERROR_RESPONSES)
@@ -95,14 +94,6 @@ def get_file(path: str, request: Request, caller: CallerDep) -> Response:
     return StreamingResponse(
         iter(lambda: body.read(CHUNK), b""),
         media_type=content_type(PurePosixPath(name)),
-        headers={"Content-Length": str(found.size), "Content-Disposition": _attachment(name)},
+        headers={"Content-Length": str(found.size), "Content-Disposition": attachment(name)},
         background=BackgroundTask(body.close),
     )
-
-
-def _attachment(name: str) -> str:
-    """The header FileResponse would send (RFC 6266, with a UTF-8 form when needed)."""
-    quoted = quote(name)
-    if quoted == name:
-        return f'attachment; filename="{name}"'
-    return f"attachment; filename*=utf-8''{quoted}"
