@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import mimetypes
-from pathlib import Path
+from pathlib import Path, PurePath
 from urllib.parse import quote
 
 from pier.record import ResultFile
@@ -35,7 +35,7 @@ _ENCODING_TYPES = {
 }
 
 
-def content_type(path: Path) -> str:
+def content_type(path: PurePath) -> str:
     """The file's MIME type from its name; application/octet-stream when unknown."""
     suffix = path.suffix.lower()
     if suffix in _EXTRA_TYPES:
