@@ -26,8 +26,14 @@ def register(app: typer.Typer) -> None:
 
 @storage_app.command("where")
 def where_command() -> None:
-    """The storage this machine's settings name (PIER_STORAGE_URL)."""
-    out.print(get_settings().storage_location, highlight=False)
+    """The storage this machine's settings name (PIER_STORAGE_URL), once it answers."""
+    url = get_settings().storage_location
+    try:
+        open_storage(url).check()
+    except PierError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2 if isinstance(exc, InputError) else 1) from None
+    out.print(url, highlight=False)
 
 
 @storage_app.command("migrate")

@@ -90,6 +90,10 @@ class RunStorage(ABC):
     def touch_upload(self, collection: str, upload_id: str) -> None:
         """Mark the upload used now: its time to expire starts again."""
 
+    def check(self) -> None:
+        """Raise PierError, saying what to fix, when the storage cannot be used:
+        `pier serve` calls it at start rather than failing the first run."""
+
     def where(self, key: str) -> str:
         """Where `key` is, for people (a log line, `pier run`'s summary)."""
         return f"{self.url}/{key}"

@@ -145,6 +145,9 @@ class S3Storage(RunStorage):
     def touch_upload(self, collection: str, upload_id: str) -> None:
         self.put_bytes(f"{upload_prefix(collection, upload_id)}/{TOUCHED}", b"")
 
+    def check(self) -> None:
+        self._call("head_bucket", Bucket=self.bucket)
+
     def presigned_url(self, key: str, expires_sec: int) -> str | None:
         name = self._object(key)
         self.stat(key)  # a URL for nothing would answer the caller's client a 404 from elsewhere

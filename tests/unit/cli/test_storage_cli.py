@@ -33,3 +33,19 @@ def test_migrate_copies_the_local_store_to_s3_and_says_what_to_set() -> None:
 def test_migrate_refuses_an_unusable_url_naming_the_form() -> None:
     done = runner.invoke(app, ["storage", "migrate", "--to", "ftp://host/x"])
     assert done.exit_code == 2 and "s3://BUCKET" in done.output
+
+
+def test_where_names_the_storage_and_refuses_a_bucket_that_is_not_there(monkeypatch) -> None:
+    url = s3_scratch_url()
+    monkeypatch.setenv("PIER_STORAGE_URL", url)
+    get_settings.cache_clear()
+    shown = runner.invoke(app, ["storage", "where"])
+    assert shown.exit_code == 0 and shown.output.strip() == url
+    monkeypatch.setenv("PIER_STORAGE_URL", "s3://no-such-bucket-here/x")
+    get_settings.cache_clear()
+    missing = runner.invoke(app, ["storage", "where"])
+    assert (
+        missing.exit_code == 1
+        and "no-such-bucket-here" in missing.output
+        and "AWS_ENDPOINT_URL" in missing.output
+    )
