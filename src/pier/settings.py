@@ -50,7 +50,7 @@ class Settings(BaseSettings):
         le=7 * 24 * 3600,
         description="on S3: file downloads redirect to URLs valid this long; 0 streams",
     )
-    scratch_dir: Path | None = Field(None, description="runs' local working folders; default <home>/scratch")
+    scratch_dir: Path | None = Field(None, description="runs' local working folders; default <home>/tmp")
 
     base_image: str = Field(
         "python:3.13-slim-bookworm",
@@ -177,7 +177,7 @@ class Settings(BaseSettings):
 
     @property
     def scratch_root(self) -> Path:
-        return self.scratch_dir or self.home / "scratch"
+        return self.scratch_dir or self.home / "tmp"
 
     @property
     def snapshots_file(self) -> Path:

@@ -24,7 +24,7 @@ from pier.api.uploads import expired_message, upload_of
 from pier.api.webhooks import Delivery, WebhookSender
 from pier.errors import InputError, NotFoundError, PierError
 from pier.executors.inprocess import InProcessExecutor, Job
-from pier.lifecycle.context import RunContext
+from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.runner import cancel as cancel_run
 from pier.lifecycle.sandbox_env import sandbox_env
 from pier.lifecycle.service import Observer, RunRequest, Services, new_context, preflight
@@ -193,7 +193,7 @@ class Dispatcher:
 
     def inputs_dir(self, trajectory_id: str) -> Path:
         """Where a run's inputs are copied from object storage (a local store needs no copy)."""
-        return self.services.settings.scratch_root / "inputs" / trajectory_id
+        return scratch_dir(self.services.settings, trajectory_id) / "inputs"
 
     def cancel(self, record: RunRecord) -> RunStatus:
         """Cancel a run; its status as the caller should see it now."""

@@ -211,8 +211,9 @@ class SandboxBackend(ABC):
         """Remove a sandbox by id. Idempotent; never raises."""
 
     @abstractmethod
-    def ping(self) -> None:
-        """Raise SandboxError saying how to start the engine if it does not answer."""
+    def ping(self, timeout: float | None = None) -> None:
+        """Raise SandboxError saying how to start the engine if it does not answer
+        (within `timeout` seconds when given: a health check must answer quickly)."""
 
     def ensure_internal_network(self, name: str) -> InternalNetwork:
         """An internal network named `name` (created if missing): its sandboxes have no
