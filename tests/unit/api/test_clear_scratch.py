@@ -16,8 +16,9 @@ from pier.store import Store
 
 def scratch(root: Path, tid: str, age_sec: float = 0) -> Path:
     folder = root / tid
-    (folder / "results").mkdir(parents=True)
-    (folder / "results" / "out.txt").write_text("x")
+    (folder / "outputs" / "results").mkdir(parents=True)
+    (folder / "outputs" / "results" / "out.txt").write_text("x")
+    (folder / "inputs").mkdir()  # copies of stored inputs
     then = time.time() - age_sec
     os.utime(folder, (then, then))
     return folder
@@ -34,7 +35,6 @@ def test_ended_and_stale_unknown_scratch_folders_go_and_live_ones_stay(tmp_path:
     root = settings.scratch_root
     gone = [
         scratch(root, ended.trajectory_id),
-        scratch(root / "inputs", ended.trajectory_id),
         scratch(root, uuid.uuid4().hex, age_sec=3600),  # no run knows it, long past the grace
     ]
     kept = [
@@ -42,7 +42,7 @@ def test_ended_and_stale_unknown_scratch_folders_go_and_live_ones_stay(tmp_path:
         scratch(root, uuid.uuid4().hex, age_sec=10),  # unknown, but maybe a run being made
         scratch(root, "not-a-run-id", age_sec=3600),
     ]
-    assert clear_scratch(store, settings) == 3
-    assert [f.exists() for f in gone] == [False] * 3
+    assert clear_scratch(store, settings) == 2
+    assert [f.exists() for f in gone] == [False] * 2
     assert all(f.exists() for f in kept)
     store.close()
