@@ -10,9 +10,10 @@ restarts starts it again (see recovery.py); secret values are never stored:
 from __future__ import annotations
 
 import logging
+import shutil
 import uuid
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pier.api.bus import RunBus
@@ -23,7 +24,7 @@ from pier.api.uploads import expired_message, upload_of
 from pier.api.webhooks import Delivery, WebhookSender
 from pier.errors import InputError, NotFoundError, PierError
 from pier.executors.inprocess import InProcessExecutor, Job
-from pier.lifecycle.context import RunContext
+from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.runner import cancel as cancel_run
 from pier.lifecycle.sandbox_env import sandbox_env
 from pier.lifecycle.service import Observer, RunRequest, Services, new_context, preflight
@@ -184,8 +185,15 @@ class Dispatcher:
 
     def _preflight(self, payload: Payload, trajectory_id: str) -> dict[str, str]:
         env = self.environment(payload)
-        preflight(self.request(payload, trajectory_id, env), self.services.settings)
+        try:
+            preflight(self.request(payload, trajectory_id, env), self.services.settings)
+        finally:  # copies of stored inputs are made again when the run starts
+            shutil.rmtree(self.inputs_dir(trajectory_id), ignore_errors=True)
         return env
+
+    def inputs_dir(self, trajectory_id: str) -> Path:
+        """Where a run's inputs are copied from object storage (a local store needs no copy)."""
+        return scratch_dir(self.services.settings, trajectory_id) / "inputs"
 
     def cancel(self, record: RunRecord) -> RunStatus:
         """Cancel a run; its status as the caller should see it now."""
@@ -214,6 +222,7 @@ class Dispatcher:
 
     def request(self, payload: Payload, trajectory_id: str, env: dict[str, str]) -> RunRequest:
         storage = self.services.storage
+        inputs = self.inputs_dir(trajectory_id)
 
         def resolve_file(path: str) -> Path:
             try:
@@ -224,9 +233,11 @@ class Dispatcher:
                     or f"init_params.file_paths: {path!r} is not a file of collection {payload.collection!r}: "
                     "upload it with POST /api/v1/sandbox/upload and pass a file path it returns"
                 ) from None
-            if upload_of(path):
-                found.parent.touch()  # named by a run: its time to expire starts again
-            return found
+            upload = upload_of(path)
+            if upload:
+                storage.touch_upload(*upload)  # named by a run: its time to expire starts again
+            # one folder per file: two files of one name from different places stay apart
+            return storage.fetch(found.key, inputs / uuid.uuid4().hex / PurePosixPath(found.key).name)
 
         return RunRequest(
             collection=payload.collection,
@@ -278,6 +289,7 @@ class Dispatcher:
             body = record.model_dump_json().encode()
             self.webhooks.send(Delivery(payload.webhook_url, payload.webhook_secret, body, trajectory_id))
         self.store.drop_run_request(trajectory_id)
+        shutil.rmtree(self.inputs_dir(trajectory_id), ignore_errors=True)
         self.bus.publish(trajectory_id)
 
     def stop(self) -> None:

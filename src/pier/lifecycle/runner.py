@@ -60,8 +60,8 @@ def execute(ctx: RunContext) -> RunRecord:
             stages.close_model_route(ctx)
             _delete_sandbox(ctx)
             stages.close_run_egress(ctx)
+            _finish(ctx, time.monotonic() - started)  # publishes what a skipped save left
             shutil.rmtree(scratch_dir(ctx.settings, record.trajectory_id), ignore_errors=True)
-            _finish(ctx, time.monotonic() - started)
     return record
 
 
@@ -147,7 +147,9 @@ def _finish(ctx: RunContext, elapsed: float) -> None:
     record.finish(status, utcnow(), round(elapsed, 3))
     ctx.log(f"run {record.status.value} in {elapsed:.1f}s", "save")
     try:
+        ctx.output_dir.mkdir(parents=True, exist_ok=True)
         (ctx.output_dir / "run.json").write_text(record.model_dump_json(indent=2))
-    except OSError as exc:
-        log.warning("could not write run.json: %s", exc)
+        ctx.publish()  # run.json, and anything a skipped save left in scratch
+    except Exception as exc:  # the record in the store is what counts; say why the copy is missing
+        log.warning("could not store run.json of %s: %s", record.trajectory_id, exc)
     ctx.save_record(record)
