@@ -21,6 +21,10 @@ from pier.storage.files import content_type
 
 router = APIRouter(prefix="/api/v1", tags=["files"], responses=ERROR_RESPONSES)
 
+# A stored file is what an agent made: a browser opening one (the web UI signs
+# in with a cookie) must not run it as this site's page, nor guess its type.
+FILE_HEADERS = {"Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff"}
+
 UPLOAD_BODY = {
     "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": upload_schema()}}}
 }
@@ -74,4 +78,4 @@ def get_file(path: str, request: Request, caller: CallerDep) -> FileResponse:
     if not caller.may_use(collection):
         collection = caller.collection or ""  # look in the caller's own: not found there
     target = resolve_api_path(state.storage, collection, path)
-    return FileResponse(target, media_type=content_type(target), filename=target.name)
+    return FileResponse(target, media_type=content_type(target), filename=target.name, headers=FILE_HEADERS)
