@@ -111,6 +111,6 @@ def test_charts_count_days_success_and_durations():
     ]
     runs, success, durations = charts.task_charts(days)
     assert runs.count("<rect") == 2 and "Runs per day" in runs
-    assert "2026-01-05: 50%" in success
+    assert "2026-01-05: 50%" in success and "2026-01-07: 5 s" in durations
     svg = charts.bars("<x>", ["<a>"], [1.0], 1.0, "")
     assert "<x>" not in svg and "&lt;x&gt;" in svg
