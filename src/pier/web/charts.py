@@ -16,7 +16,8 @@ from markupsafe import Markup
 from pier.api.stats import task_stats
 from pier.record import Trajectory
 
-WIDTH, HEIGHT, PAD = 640, 180, 32
+WIDTH, HEIGHT, PAD = 480, 200, 44
+MAX_BAR = 40.0
 MAX_DAYS = 60
 
 
@@ -48,13 +49,13 @@ def bars(title: str, labels: list[str], values: list[float | None], top: float, 
     """A bar chart: one bar per label, scaled to `top`; missing values leave a gap."""
     count = max(len(values), 1)
     step = (WIDTH - 2 * PAD) / count
-    width = max(step * 0.7, 1.0)
+    width = min(max(step * 0.7, 1.0), MAX_BAR)
     parts = [
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">',
         f"<title>{escape(title)}</title>",
         f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD}" stroke="#555"/>',
-        f'<text x="{PAD - 4}" y="{PAD}" text-anchor="end" font-size="11" fill="#333">{_num(top)}{unit}</text>',
-        f'<text x="{PAD - 4}" y="{HEIGHT - PAD}" text-anchor="end" font-size="11" fill="#333">0</text>',
+        f'<text x="{PAD - 4}" y="{PAD}" text-anchor="end" font-size="14" fill="#333">{_num(top)}{unit}</text>',
+        f'<text x="{PAD - 4}" y="{HEIGHT - PAD}" text-anchor="end" font-size="14" fill="#333">0</text>',
     ]
     span = HEIGHT - 2 * PAD
     for index, (label, value) in enumerate(zip(labels, values, strict=True)):
@@ -67,10 +68,10 @@ def bars(title: str, labels: list[str], values: list[float | None], top: float, 
             )
     if labels:
         parts.append(
-            f'<text x="{PAD}" y="{HEIGHT - 10}" font-size="11" fill="#333">{escape(labels[0])}</text>'
+            f'<text x="{PAD}" y="{HEIGHT - 10}" font-size="14" fill="#333">{escape(labels[0])}</text>'
         )
         parts.append(
-            f'<text x="{WIDTH - PAD}" y="{HEIGHT - 10}" text-anchor="end" font-size="11" fill="#333">'
+            f'<text x="{WIDTH - PAD}" y="{HEIGHT - 10}" text-anchor="end" font-size="14" fill="#333">'
             f"{escape(labels[-1])}</text>"
         )
     parts.append("</svg>")

@@ -271,6 +271,11 @@ async def start_run(request: Request, caller: FormCaller, collection: str, task:
 # collection settings
 
 
+@router.get("/collections")
+def collections_page(request: Request, caller: PageCaller) -> HTMLResponse:
+    return page(request, "collections.html", {"collections": _collections(request, caller)})
+
+
 @router.get("/collections/{collection}/settings")
 async def settings_page(
     request: Request, caller: PageCaller, collection: str, new_token: str | None = None
