@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Annotated, Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from pier.api.auth import Caller, caller_for_token, collection_access, require_admin
-from pier.api.forms import MAX_FILES, accept_fields
+from pier.api.forms import MAX_FILES, accept_fields, invalid
 from pier.api.routes import collections as collection_routes
 from pier.api.routes import runs as run_routes
 from pier.api.routes import trajectories
@@ -29,7 +29,7 @@ from pier.record import RunStatus, Trajectory
 from pier.tasks.model import Task
 from pier.web import charts, views
 from pier.web.render import page
-from pier.web.session import FormCaller, PageCaller, clear_session, set_session
+from pier.web.session import CsrfRejected, FormCaller, PageCaller, clear_session, set_session
 
 router = APIRouter(include_in_schema=False)
 
@@ -62,6 +62,11 @@ def signin_page(request: Request, next: str | None = None) -> HTMLResponse:
 
 @router.post("/signin")
 async def signin(request: Request) -> Response:
+    """Sign in; a form sent from another site (its Origin says so) is refused,
+    so no page elsewhere can sign a browser in to a token of its choosing."""
+    origin = request.headers.get("origin")
+    if origin and urlsplit(origin).netloc != request.headers.get("host"):
+        raise CsrfRejected()
     form = await request.form()
     token = str(form.get("token") or "").strip()
     next_url = _safe_next(str(form.get("next") or ""))
@@ -90,9 +95,15 @@ def _day(value: str | None, field: str) -> datetime | None:
     try:
         return datetime.combine(date.fromisoformat(value), time(), tzinfo=UTC)
     except ValueError:
-        from pier.api.forms import invalid
-
         raise invalid(field, f"{value!r} is not a date: write YYYY-MM-DD") from None
+
+
+def _status(value: str) -> RunStatus:
+    try:
+        return RunStatus(value)
+    except ValueError:
+        known = ", ".join(s.value for s in RunStatus)
+        raise invalid("status", f"{value!r} is not a run status: use one of {known}") from None
 
 
 def _collections(request: Request, caller: Caller) -> list[str]:
@@ -114,7 +125,7 @@ def runs_page(
 ) -> HTMLResponse:
     filters = {"collection": collection or None, "task": task or None, "label": label or None,
                "success": success or None, "since": since or None, "until": until or None}  # fmt: skip
-    statuses = [RunStatus(s) for s in status if s]
+    statuses = [_status(s) for s in status if s]
     until_day = _day(until, "until")
     found = trajectories.list_runs(
         request,

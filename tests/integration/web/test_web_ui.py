@@ -117,6 +117,13 @@ def test_sign_in_cookie_csrf_and_sign_out(
     api_write = httpx.patch(f"{web_server.url}/api/v1/collections/{web_collection.name}/environment",
                             json={"environment_variables": {"A": "b"}}, cookies=jar)  # fmt: skip
     assert api_write.status_code == 401
+    # a sign-in form posted from another site cannot sign this browser in
+    cross = httpx.post(f"{web_server.url}/signin", data={"token": web_collection.token},
+                       headers={"Origin": "http://evil.example"})  # fmt: skip
+    assert cross.status_code == 403 and "set-cookie" not in cross.headers
+    # a bad filter is an error page that says what to do
+    page.goto(web_server.url + "/runs?status=bogus")
+    assert "is not a run status" in page.locator("[role=alert]").inner_text()
     page.click(".signout button")
     page.wait_for_url("**/signin")
     page.goto(web_server.url + "/tasks")
