@@ -336,6 +336,12 @@ def test_runs_page_with_1000_runs_is_light_and_fast(
           f"(first byte {timing['ttfb']:.0f} ms), {transferred / 1024:.1f} KB transferred")  # fmt: skip
     assert page.locator("#runs-total").inner_text() == "1000"
     assert page.locator("#runs-rows tr").count() == 50
+    first = page.locator("#runs-rows a").first.inner_text()
+    page.click("text=Older →")
+    page.wait_for_url("**page=2")
+    assert (
+        page.locator("#runs-rows tr").count() == 50 and first not in page.locator("#runs-rows").inner_text()
+    )
     page.reload(wait_until="load")
     warm = page.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd")
     print(f"runs page again (warm): loaded in {warm:.0f} ms")
@@ -344,3 +350,70 @@ def test_runs_page_with_1000_runs_is_light_and_fast(
     page.goto(web_server.url + "/overview")
     shoot(page, screenshots, "overview-1000")
     page.context.close()
+
+
+def test_settings_environment_and_tokens(chromium, web_server: Server, base_image: str, screenshots):
+    coll = make_collection(web_server, base_image, prefix="web")
+    page = sign_in(chromium, web_server, coll.token)
+    page.click("text=Settings")
+    page.fill("#environment input[name=name]", "API_KEY")
+    page.fill("#environment input[name=value]", "s3cret-value")
+    page.click("#environment button:has-text('Set')")
+    page.locator("#environment code", has_text="API_KEY").wait_for()
+    assert "s3cret-value" not in page.content()  # values are never shown
+    with coll.client() as api:
+        assert api.get(f"/api/v1/collections/{coll.name}/environment").json()["environment_variables"] == [
+            "API_KEY"
+        ]
+    assert "managed with the admin token" in page.locator("#tokens").inner_text()
+    page.get_by_label("Delete API_KEY").click()
+    page.locator("#environment .empty").wait_for()
+    # the admin creates a token (shown once) and revokes it
+    admin = sign_in(chromium, web_server, ADMIN_TOKEN)
+    admin.goto(f"{web_server.url}/collections")
+    admin.click(f"a[href='/collections/{coll.name}/settings']")
+    admin.fill("#tokens input[name=label]", "ci")
+    admin.click("text=Create token")
+    token = admin.locator("#new-token").inner_text()
+    assert web_server.client(token).get(f"/api/v1/tasks/{coll.name}").status_code == 200
+    shoot(admin, screenshots, "settings-admin")
+    token_id = web_server.client().get(f"/api/v1/collections/{coll.name}/tokens").json()[-1]["id"]
+    admin.get_by_label(f"Revoke token {token_id}").click()
+    admin.wait_for_url("**/settings#tokens")
+    assert web_server.client(token).get(f"/api/v1/tasks/{coll.name}").status_code == 401
+    assert token not in admin.content()
+    page.context.close()
+    admin.context.close()
+
+
+def test_live_log_resumes_after_the_server_restarts(
+    chromium, tmp_path_factory, docker_backend, base_image: str
+):
+    """The page keeps following across a lost connection: EventSource
+    reconnects with Last-Event-ID, and no line is shown twice or lost."""
+    server = Server(
+        home=tmp_path_factory.mktemp("pier-web-restart"),
+        db_url=f"sqlite:///{tmp_path_factory.mktemp('web-restart-db') / 'pier.db'}",
+    ).start()
+    try:
+        coll = make_collection(server, base_image, prefix="web")
+        coll.put_task("slow", "echo before-restart\nsleep 300")
+        page = sign_in(chromium, server, coll.token)
+        tid = coll.run("slow")
+        page.goto(f"{server.url}/runs/{tid}")
+        page.evaluate("window.__samePage = true")
+        page.locator("#log").get_by_text("before-restart").wait_for(timeout=120_000)
+        port = server.port
+        server.stop()  # the run ends failed: the server stopped while it ran
+        page.locator("#log-state", has_text="reconnecting").wait_for(timeout=30_000)
+        server.start(port=port)
+        page.locator("#run-status .s-failed").wait_for(timeout=60_000)
+        assert page.evaluate("window.__samePage") is True
+        seqs = page.eval_on_selector_all("#log span", "spans => spans.map(s => Number(s.dataset.seq))")
+        with Store.open(server.db_url) as store:
+            stored = [e.seq for e in store.events(tid, 0, 10_000)]
+        assert seqs == stored  # every line once, in order
+        assert "server stopped" in page.locator("#log").inner_text()
+        page.context.close()
+    finally:
+        server.stop()
