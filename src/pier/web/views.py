@@ -16,8 +16,9 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup
 
 from pier.agents import get_agent
-from pier.errors import InputError
+from pier.errors import InputError, RunbookError
 from pier.record import ResultFile, Trajectory
+from pier.runbook.parse import split
 from pier.storage.local import LocalStorage
 
 PREVIEW_BYTES = 256 * 1024  # a preview shows at most this much of a file
@@ -139,6 +140,21 @@ def _kind(text: str) -> str:
     if text.startswith("$ "):
         return "command"
     return "message"
+
+
+@dataclass(frozen=True)
+class RunbookView:
+    frontmatter: str | None
+    body: Markup
+
+
+def runbook_view(text: str) -> RunbookView:
+    """A runbook as people read it: its frontmatter as text, its body rendered."""
+    try:
+        frontmatter, body, _ = split(text)
+    except RunbookError:
+        frontmatter, body = None, text
+    return RunbookView(frontmatter, markdown(body))
 
 
 def shown_inputs(record: Trajectory) -> dict[str, Any]:

@@ -114,3 +114,11 @@ def test_charts_count_days_success_and_durations():
     assert "2026-01-05: 50%" in success and "2026-01-07: 5 s" in durations
     svg = charts.bars("<x>", ["<a>"], [1.0], 1.0, "")
     assert "<x>" not in svg and "&lt;x&gt;" in svg
+
+
+def test_a_runbook_shows_its_frontmatter_as_text_and_its_body_rendered():
+    shown = views.runbook_view("---\nagent: script\n---\n# Do it\n\n```bash\necho <hi>\n```\n")
+    assert shown.frontmatter == "agent: script\n"
+    assert "<h1>Do it</h1>" in shown.body and "echo &lt;hi&gt;" in shown.body
+    unclosed = views.runbook_view("---\nagent: x\n# never closed")
+    assert unclosed.frontmatter is None and "never closed" in unclosed.body
