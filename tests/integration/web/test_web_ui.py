@@ -27,6 +27,7 @@ sleep 3
 echo tick-2
 printf '# Findings\\n\\nAll **good**. <b>raw</b>\\n' > /app/results/report.md
 echo '{"score": 7}' > /app/results/data.json
+echo '{"overall_passed": true, "stages": [{"passed": true}, {"passed": false}]}' > /app/results/validation_report.json
 sleep 3
 echo tick-3
 """
@@ -155,6 +156,7 @@ def test_live_run_then_its_outputs_downloads_and_label(
     assert page.locator(".transcript").get_by_text("tick-2").count() == 1
     checks = page.locator("table.checks")
     assert "has-report" in checks.inner_text() and "passed" in checks.inner_text()
+    assert page.locator("#eval").inner_text().split() == ["Verdict", "PASS", "Stages", "passed", "1/2"]
     rendered = page.locator("article.preview .markdown")
     assert rendered.locator("h1").inner_text() == "Findings"
     assert rendered.locator("strong").inner_text() == "good"
