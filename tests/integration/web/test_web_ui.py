@@ -5,6 +5,7 @@ runs page's weight and speed with 1,000 runs."""
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +19,7 @@ from pier.store import Store
 
 pytestmark = pytest.mark.integration
 
+STREAMS = Path(__file__).parents[2] / "unit" / "agents" / "streams"
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 
@@ -419,3 +421,31 @@ def test_live_log_resumes_after_the_server_restarts(
         page.context.close()
     finally:
         server.stop()
+
+
+def test_an_agent_cli_run_reads_as_a_transcript(chromium, web_server: Server, base_image: str):
+    """A claude-code run (its stream saved in logs/): messages, tool calls and
+    their results as the adapter reads them, never raw JSON; usage and cost."""
+    coll = make_collection(web_server, base_image, prefix="web")
+    (tid,) = _insert_runs(web_server, coll.name, "cli", 1)
+    with Store.open(web_server.db_url) as store:
+        record = store.get_run(tid)
+        record.outputs.agent, record.outputs.model = "claude-code", "claude-sonnet-4-5"
+        record.outputs.usage = {"prompt_tokens": 200, "completion_tokens": 50, "cost_usd": 0.0012}
+        store.save_run(record)
+    logs = web_server.home / "storage" / coll.name / "cli" / tid / "logs"
+    logs.mkdir(parents=True)
+    shutil.copy(STREAMS / "claude-code.jsonl", logs / "claude-code.jsonl")
+    page = sign_in(chromium, web_server, coll.token)
+    row = page.locator("#runs-rows tr", has_text=tid)
+    assert "claude-code" in row.inner_text() and "claude-sonnet-4-5" in row.inner_text()
+    assert "$0.0012" in row.inner_text()
+    page.goto(f"{web_server.url}/runs/{tid}")
+    transcript = page.locator(".transcript")
+    assert transcript.locator(".t-call .text").first.inner_text().startswith("tool Write(")
+    assert transcript.locator(".t-result").count() >= 1
+    assert transcript.locator(".t-message", has_text="Done: the answer is in").count() >= 1
+    assert '{"type"' not in transcript.inner_text()
+    usage = page.locator("section[aria-labelledby=usage-h] dl").inner_text()
+    assert "prompt_tokens" in usage and "200" in usage
+    page.context.close()
