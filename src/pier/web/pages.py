@@ -352,7 +352,7 @@ def overview_page(request: Request, caller: PageCaller, collection: str | None =
     store = get_state(request).store
     names = _collections(request, caller)
     shown = [collection] if collection in names else names
-    sections = []
+    sections: list[dict[str, Any]] = []
     for name in shown:
         for stored in store.list_tasks(name):
             records, _ = store.list_runs(name, stored.name, limit=OVERVIEW_RUNS)

@@ -122,3 +122,16 @@ def test_a_runbook_shows_its_frontmatter_as_text_and_its_body_rendered():
     assert "<h1>Do it</h1>" in shown.body and "echo &lt;hi&gt;" in shown.body
     unclosed = views.runbook_view("---\nagent: x\n# never closed")
     assert unclosed.frontmatter is None and "never closed" in unclosed.body
+
+
+def test_every_template_compiles_and_autoescapes():
+    from pier.web.render import templates
+
+    names = templates.env.list_templates()
+    assert {"base.html", "runs.html", "run.html", "task.html", "settings.html", "overview.html"} <= set(names)
+    for name in names:
+        templates.env.get_template(name)
+    rendered = templates.env.get_template("error.html").render(
+        status=404, detail="<script>x</script>", errors=[]
+    )
+    assert "<script>x" not in rendered and "&lt;script&gt;x" in rendered
