@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from urllib.parse import urlencode, urlsplit
 
 from fastapi import APIRouter, Query, Request
+from fastapi import Path as FastPath
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
@@ -336,7 +337,10 @@ async def create_token(request: Request, caller: FormCaller, collection: str) ->
 
 @router.post("/collections/{collection}/tokens/{token_id}/revoke")
 async def revoke_token(
-    request: Request, caller: FormCaller, collection: str, token_id: int
+    request: Request,
+    caller: FormCaller,
+    collection: str,
+    token_id: Annotated[int, FastPath(ge=1, le=collection_routes.MAX_ID)],
 ) -> RedirectResponse:
     await collection_access(collection, request, caller)
     await require_admin(caller)

@@ -4,8 +4,9 @@ tokens (admin) and their environment."""
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
-from fastapi import APIRouter, Request, status
+from fastapi import APIRouter, Path, Request, status
 
 from pier.api.auth import AdminDep, CallerDep, CollectionDep
 from pier.api.errors import ApiError
@@ -28,6 +29,7 @@ from pier.errors import NotFoundError
 
 router = APIRouter(prefix="/api/v1/collections", tags=["collections"], responses=ERROR_RESPONSES)
 _ENV_NAME = re.compile(ENV_NAME_PATTERN)
+MAX_ID = 2**31 - 1  # token ids are 32-bit integers in the store
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create a collection (admin)")
@@ -72,7 +74,10 @@ def list_tokens(collection: CollectionDep, _admin: AdminDep, request: Request) -
 
 @router.delete("/{collection}/tokens/{token_id}", summary="Revoke a token (admin)")
 def revoke_token(
-    collection: CollectionDep, token_id: int, _admin: AdminDep, request: Request
+    collection: CollectionDep,
+    token_id: Annotated[int, Path(ge=1, le=MAX_ID, description="from the token list")],
+    _admin: AdminDep,
+    request: Request,
 ) -> TokenRevoked:
     """The token stops working at once, here and on every later request."""
     state = get_state(request)
