@@ -153,8 +153,11 @@ def runs_page(
         "collections": _collections(request, caller),
         "page_url": lambda n: "/runs?" + urlencode({**query, "page": n}),
     }
-    name = "_runs_rows.html" if request.headers.get(PART_HEADER) == "rows" else "runs.html"
-    return page(request, name, context)
+    if request.headers.get(PART_HEADER) == "rows":
+        response = page(request, "_runs_rows.html", context)
+        response.headers["X-Pier-Total"] = str(found.total)
+        return response
+    return page(request, "runs.html", context)
 
 
 def _row(record: Trajectory) -> dict[str, Any]:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import posixpath
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from markdown_it import MarkdownIt
 from markupsafe import Markup
@@ -33,8 +35,25 @@ TEXT_EXTENSIONS = frozenset({"txt", "log", "py", "sh", "yaml", "yml", "toml", "i
 _markdown = MarkdownIt("commonmark", {"html": False}).enable("table").enable("strikethrough")
 
 
-def markdown(text: str) -> Markup:
-    return Markup(_markdown.render(text))
+def markdown(text: str, base: str | None = None) -> Markup:
+    """Markdown as HTML, HTML in it escaped (html=False). With `base` (a URL
+    folder), an image named by a relative path is fetched from there: a
+    report's own charts show; images from elsewhere stay blocked by the pages'
+    policy."""
+    env: dict[str, Any] = {}
+    tokens = _markdown.parse(text, env)
+    if base:
+        for token in tokens:
+            for child in token.children or []:
+                src = child.attrGet("src") if child.type == "image" else None
+                if isinstance(src, str) and _relative(src):
+                    child.attrSet("src", base + src)
+    return Markup(_markdown.renderer.render(tokens, _markdown.options, env))
+
+
+def _relative(url: str) -> bool:
+    parts = urlsplit(url)
+    return not (parts.scheme or parts.netloc or url.startswith(("/", "#")))
 
 
 def duration(seconds: float | None) -> str:
@@ -85,7 +104,8 @@ def preview(storage: LocalStorage, collection: str, file: ResultFile) -> Preview
         return Preview("none")
     text = data.decode(errors="replace")
     if ext in ("md", "markdown"):
-        return Preview("markdown", html=markdown(text), truncated=truncated)
+        base = f"/api/v1/file/{posixpath.dirname(file.key)}/" if file.key else None
+        return Preview("markdown", html=markdown(text, base), truncated=truncated)
     if ext == "json" and not truncated:
         try:
             return Preview("json", text=json.dumps(json.loads(text), indent=2, ensure_ascii=False))

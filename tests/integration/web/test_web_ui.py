@@ -143,7 +143,9 @@ def test_live_run_then_its_outputs_downloads_and_label(
     page = sign_in(chromium, web_server, web_collection.token)
     page.evaluate("window.__samePage = true")
     tid = web_collection.run("live")
+    assert page.locator("#runs-total").inner_text() == "0"
     page.locator("#runs-rows a", has_text=tid).wait_for(timeout=30_000)  # the list follows, no reload
+    page.locator("#runs-total", has_text="1").wait_for(timeout=10_000)
     assert page.evaluate("window.__samePage") is True
     page.locator("#runs-rows a", has_text=tid).click()
     page.wait_for_url(f"**/runs/{tid}")

@@ -135,3 +135,12 @@ def test_every_template_compiles_and_autoescapes():
         status=404, detail="<script>x</script>", errors=[]
     )
     assert "<script>x" not in rendered and "&lt;script&gt;x" in rendered
+
+
+def test_a_reports_relative_images_come_from_its_own_folder(tmp_path: Path):
+    storage = LocalStorage(tmp_path)
+    text = b"![chart](chart.png) ![far](https://example.com/x.png) ![abs](/x.png)"
+    record = _run_with_files(storage, {"report.md": text}, ["report.md"])
+    shown = views.preview(storage, "c", record.outputs.results_files[0])
+    assert 'src="/api/v1/file/c/t/r1/results/chart.png"' in shown.html
+    assert 'src="https://example.com/x.png"' in shown.html and 'src="/x.png"' in shown.html

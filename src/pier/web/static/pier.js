@@ -51,10 +51,20 @@
   }
 
   function followList(rows) {
+    const total = document.getElementById("runs-total");
     setInterval(async () => {
-      if (document.hidden) return;
+      // not while hidden, nor under a keyboard user's focus
+      if (document.hidden || rows.contains(document.activeElement)) return;
       try {
-        rows.innerHTML = await fragment("rows");
+        const response = await fetch(location.href, { headers: { [PART]: "rows" }, credentials: "same-origin" });
+        if (!response.ok) return;
+        const html = await response.text();
+        if (html !== rows.dataset.html) {
+          rows.innerHTML = html;
+          rows.dataset.html = html;
+        }
+        const count = response.headers.get("X-Pier-Total");
+        if (total && count !== null) total.textContent = count;
       } catch (e) { /* the next tick tries again */ }
     }, 3000);
   }
