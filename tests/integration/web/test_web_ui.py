@@ -335,11 +335,12 @@ def test_runs_page_with_1000_runs_is_light_and_fast(
     page.goto(web_server.url + "/runs", wait_until="load")
     timing = page.evaluate(
         "(() => { const n = performance.getEntriesByType('navigation')[0];"
-        " return {ttfb: n.responseStart, load: n.loadEventEnd - n.startTime}; })()"
+        " return {ttfb: n.responseStart, html: n.responseEnd, dom: n.domContentLoadedEventEnd,"
+        " load: n.loadEventEnd - n.startTime}; })()"
     )
     transferred = sum(len(r.body()) + sum(len(k) + len(v) for k, v in r.headers.items()) for r in responses)
     print(f"\nruns page, 1000 runs in the store: loaded in {timing['load']:.0f} ms "
-          f"(first byte {timing['ttfb']:.0f} ms), {transferred / 1024:.1f} KB transferred")  # fmt: skip
+          f"(first byte {timing['ttfb']:.0f} ms, HTML in {timing['html']:.0f} ms, DOM ready {timing['dom']:.0f} ms), {transferred / 1024:.1f} KB transferred")  # fmt: skip
     assert page.locator("#runs-total").inner_text() == "1000"
     assert page.locator("#runs-rows tr").count() == 50
     first = page.locator("#runs-rows a").first.inner_text()
