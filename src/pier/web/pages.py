@@ -356,19 +356,26 @@ async def revoke_token(
 
 @router.get("/overview")
 def overview_page(request: Request, caller: PageCaller, collection: str | None = None) -> HTMLResponse:
+    """Per task with runs (its latest OVERVIEW_RUNS in each collection), then
+    the stored tasks that have none yet."""
     store = get_state(request).store
     names = _collections(request, caller)
     shown = [collection] if collection in names else names
     sections: list[dict[str, Any]] = []
     for name in shown:
+        records, _ = store.list_runs(name, limit=OVERVIEW_RUNS)
+        by_task: dict[str, list[Trajectory]] = {}
+        for record in records:
+            by_task.setdefault(record.name, []).append(record)
+        for task, runs in sorted(by_task.items()):
+            days = charts.by_day(runs)
+            sections.append({"collection": name, "task": task, "stats": task_stats(name, task, runs),
+                             "days": days, "charts": charts.task_charts(days)})  # fmt: skip
         for stored in store.list_tasks(name):
-            records, _ = store.list_runs(name, stored.name, limit=OVERVIEW_RUNS)
-            if not records:
-                sections.append({"task": stored, "stats": None, "days": [], "charts": None})
-                continue
-            days = charts.by_day(records)
-            sections.append({"task": stored, "stats": task_stats(name, stored.name, records), "days": days,
-                             "charts": charts.task_charts(days)})  # fmt: skip
+            if stored.name not in by_task:
+                sections.append(
+                    {"collection": name, "task": stored.name, "stats": None, "days": [], "charts": None}
+                )
     return page(
         request, "overview.html", {"sections": sections, "collections": names, "collection": collection}
     )
