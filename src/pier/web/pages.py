@@ -367,15 +367,14 @@ def overview_page(request: Request, caller: PageCaller, collection: str | None =
         by_task: dict[str, list[Trajectory]] = {}
         for record in records:
             by_task.setdefault(record.name, []).append(record)
+        stored = {t.name for t in store.list_tasks(name)}
         for task, runs in sorted(by_task.items()):
             days = charts.by_day(runs)
-            sections.append({"collection": name, "task": task, "stats": task_stats(name, task, runs),
-                             "days": days, "charts": charts.task_charts(days)})  # fmt: skip
-        for stored in store.list_tasks(name):
-            if stored.name not in by_task:
-                sections.append(
-                    {"collection": name, "task": stored.name, "stats": None, "days": [], "charts": None}
-                )
+            sections.append({"collection": name, "task": task, "stored": task in stored, "days": days,
+                             "stats": task_stats(name, task, runs), "charts": charts.task_charts(days)})  # fmt: skip
+        for task in sorted(stored - set(by_task)):
+            sections.append({"collection": name, "task": task, "stored": True, "stats": None, "days": [],
+                             "charts": None})  # fmt: skip
     return page(
         request, "overview.html", {"sections": sections, "collections": names, "collection": collection}
     )

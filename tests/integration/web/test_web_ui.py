@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -240,7 +241,8 @@ def _insert_runs(server: Server, collection: str, task: str, count: int) -> list
     ids = []
     with Store.open(server.db_url) as store:
         for index in range(count):
-            record = Trajectory.new(uuid.uuid4().hex, collection, task)
+            created = datetime.now(UTC) - timedelta(hours=6 * index)  # over days, for the charts
+            record = Trajectory.new(uuid.uuid4().hex, collection, task, created=created)
             record.status = RunStatus.failed if index % 4 == 0 else RunStatus.completed
             record.outputs.success = record.status == RunStatus.completed
             record.duration_seconds = 10.0 + index % 30
