@@ -1,7 +1,8 @@
 """Web UI tests: a real `pier serve` (SQLite store, real Docker for the runs
 that need a sandbox) driven by a real Chromium through Playwright. Chromium is
 Debian's package (/usr/bin/chromium, or $PIER_TEST_CHROMIUM); where it or
-Playwright is missing the tests skip, except under CI, where they fail."""
+Playwright is missing the tests skip, except under CI=true, where they
+fail (tests/support/services.py)."""
 
 from __future__ import annotations
 
@@ -11,25 +12,22 @@ from pathlib import Path
 
 import pytest
 from tests.support.api_server import SLOTS, Collection, Server, make_collection
+from tests.support.services import require_service
 
 CHROMIUM = os.environ.get("PIER_TEST_CHROMIUM", "/usr/bin/chromium")
 SCREENSHOT_DIR = Path(os.environ.get("PIER_SCREENSHOT_DIR", "build/screenshots"))
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI must run the browser tests)", pytrace=False)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[object]:
     if not Path(CHROMIUM).is_file():
-        _unavailable(f"no Chromium at {CHROMIUM}: apt-get install chromium (or set PIER_TEST_CHROMIUM)")
+        require_service(
+            "Chromium", f"no Chromium at {CHROMIUM}: apt-get install chromium (or set PIER_TEST_CHROMIUM)"
+        )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _unavailable("Playwright for Python is missing: uv sync (it is a dev dependency)")
+        require_service("Playwright", "Playwright for Python is missing: uv sync (it is a dev dependency)")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         yield browser
