@@ -6,30 +6,29 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
-from rich.table import Table
 
-from pier.cli_checks import show_checks
-from pier.cli_progress import Progress
+from pier.cli_console import err, out
 from pier.cli_sandbox import register as register_sandbox_commands
 from pier.cli_serve import register as register_api_commands
-from pier.cli_validate import validate_paths
 from pier.errors import InputError, NotFoundError, PierError
-from pier.lifecycle.sandbox_env import wanted_names
-from pier.lifecycle.service import RunRequest, Services, preflight, run
-from pier.record import RunRecord, RunStatus
-from pier.runbook import load
-from pier.tasks import ResolvedStep, resolve, step_override, task_from_runbook
+
+if TYPE_CHECKING:
+    from pier.lifecycle.service import RunRequest, Services
+    from pier.record import RunRecord
+    from pier.store import Store
+    from pier.tasks import ResolvedStep
+
+# Start-up: this module is imported by every `pier` call, `pier --help` included,
+# so it imports only typer and pier.errors; each command imports what it needs
+# (SQLAlchemy, pydantic models, the docker SDK, rich) in its body.
+# tests/unit/cli/test_cli_imports.py keeps it that way.
 
 app = typer.Typer(help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True)
 snapshot_app = typer.Typer(help="Named, prebuilt sandbox images.", no_args_is_help=True)
 app.add_typer(snapshot_app, name="snapshot")
-out = Console()
-err = Console(stderr=True)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -50,6 +49,8 @@ def parse_vars(pairs: list[str]) -> dict[str, str]:
 def secret_env(step: ResolvedStep, environ: Mapping[str, str]) -> dict[str, str]:
     """Only the host variables the runbook's secrets and the agent's providers name
     (keys, endpoints), never the whole environment: the same choice the API makes."""
+    from pier.lifecycle.sandbox_env import wanted_names
+
     return {key: environ[key] for key in wanted_names(step) if key in environ}
 
 
@@ -69,6 +70,9 @@ def run_command(
     as_json: Annotated[bool, typer.Option("--json", help="print only the run record as JSON")] = False,
 ) -> None:
     """Run a runbook end to end in a fresh sandbox."""
+    from pier.cli_progress import Progress
+    from pier.lifecycle.service import Services, preflight, run
+
     services = Services()
     try:
         request = build_request(
@@ -107,6 +111,12 @@ def build_request(
     no_network: bool,
     collection: str,
 ) -> RunRequest:
+    from pydantic import ValidationError
+
+    from pier.lifecycle.service import RunRequest
+    from pier.runbook import load
+    from pier.tasks import resolve, step_override, task_from_runbook
+
     runbook = load(path)
     task = task_from_runbook(runbook)
     try:
@@ -152,6 +162,8 @@ def _slug(name: str) -> str:
 
 
 def show_summary(record: RunRecord) -> None:
+    from pier.cli_checks import show_checks
+
     colour = "green" if record.success else "red"
     out.print(
         f"[{colour}]{record.status.value}[/{colour}] run {record.trajectory_id} "
@@ -175,7 +187,7 @@ def runs_command(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON run record per line")] = False,
 ) -> None:
     """Recent runs, newest first."""
-    records, total = Services().store.list_runs(collection=collection, limit=limit)
+    records, total = open_store().list_runs(collection=collection, limit=limit)
     if as_json:
         for record in records:
             print(record.model_dump_json())
@@ -185,11 +197,24 @@ def runs_command(
         for row in rows:
             print("\t".join(row))
         return
+    from rich.table import Table
+
     table = Table("run", "collection/task", "status", "success", "created", "duration")
     for row in rows:
         table.add_row(*row)
     out.print(table)
     out.print(f"{len(records)} of {total} run(s)")
+
+
+def open_store() -> Store:
+    """The store alone, as `Services().store` opens it: reading runs needs neither
+    the sandbox backend nor the lifecycle, which take long to import."""
+    from pier.settings import get_settings
+    from pier.store import Store
+
+    settings = get_settings()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    return Store.open(settings.db_url)
 
 
 def _run_row(r: RunRecord) -> list[str]:
@@ -209,7 +234,9 @@ def logs_command(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
 ) -> None:
     """A run's log, from the start."""
-    store = Services().store
+    from pier.record import RunStatus
+
+    store = open_store()
     try:
         store.get_run(run_id)
     except NotFoundError as exc:
@@ -230,6 +257,7 @@ def logs_command(
 @app.command("sweep")
 def sweep_command() -> None:
     """Delete sandboxes that crashed or abandoned runs left behind."""
+    from pier.lifecycle.service import Services
     from pier.sandbox.sweeper import sweep
 
     services = Services()
@@ -257,6 +285,8 @@ def validate_command(
     paths: Annotated[list[Path], typer.Argument(help="runbook files or folders (searched recursively)")],
 ) -> None:
     """Parse, render and plan runbooks without running them; exit 1 when any has an error."""
+    from pier.cli_validate import validate_paths
+
     errors = validate_paths(paths, out)
     raise typer.Exit(1 if errors else 0)
 
@@ -264,6 +294,9 @@ def validate_command(
 @snapshot_app.command("list")
 def snapshot_list() -> None:
     """Snapshots pier knows: built-in and from snapshots.yaml."""
+    from rich.table import Table
+
+    from pier.lifecycle.service import Services
     from pier.sandbox.snapshots import SnapshotCatalog
 
     services = Services()
@@ -280,6 +313,7 @@ def snapshot_list() -> None:
 @snapshot_app.command("build")
 def snapshot_build(name: Annotated[str, typer.Argument(help="snapshot name")]) -> None:
     """Build (or find cached) the snapshot's image."""
+    from pier.lifecycle.service import Services
     from pier.sandbox.snapshots import SnapshotCatalog
 
     services = Services()

@@ -8,19 +8,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
 
+from pier.cli_console import err, out
 from pier.errors import InputError, PierError
-from pier.lifecycle.service import Services
-from pier.runbook import load
 
 collection_app = typer.Typer(
     help="Collections: namespaces of tasks, runs, secrets and tokens.", no_args_is_help=True
 )
 task_app = typer.Typer(help="Tasks: named, stored workflows of a collection.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -46,8 +41,11 @@ def serve(
 @collection_app.command("create")
 def collection_create(name: Annotated[str, typer.Argument(help="the collection's name")]) -> None:
     """Create a collection (or reuse it) and print a new token for it, once."""
+    from pydantic import ValidationError
+
     from pier.api.schemas.collections import CollectionCreate
     from pier.api.tokens import issue_token
+    from pier.lifecycle.service import Services
 
     try:
         CollectionCreate(name=name)
@@ -65,6 +63,8 @@ def collection_create(name: Annotated[str, typer.Argument(help="the collection's
 @collection_app.command("list")
 def collection_list() -> None:
     """Every collection."""
+    from pier.lifecycle.service import Services
+
     for collection in Services().store.list_collections():
         print(collection.name)
 
@@ -76,6 +76,8 @@ def task_push(
     name: Annotated[str | None, typer.Option(help="the task's name; default the runbook's folder")] = None,
 ) -> None:
     """Store a runbook as a task (created or replaced), checked first."""
+    from pier.lifecycle.service import Services
+    from pier.runbook import load
     from pier.tasks import task_from_runbook
     from pier.tasks.validate import checked_task, task_name
 
