@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,6 +18,8 @@ from pier.cli_serve import register as register_api_commands
 from pier.errors import InputError, NotFoundError, PierError
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from pier.lifecycle.service import RunRequest, Services
     from pier.record import RunRecord
     from pier.store import Store
@@ -70,17 +74,26 @@ def run_command(
     as_json: Annotated[bool, typer.Option("--json", help="print only the run record as JSON")] = False,
 ) -> None:
     """Run a runbook end to end in a fresh sandbox."""
+    from pydantic import ValidationError
+
     from pier.cli_progress import Progress
     from pier.lifecycle.service import Services, preflight, run
 
-    services = Services()
-    try:
+    try:  # bad input, whatever finds it before a sandbox exists, is exit 2
+        services = Services()
         request = build_request(
             path, var, file, agent, snapshot, image, timeout, cpus, memory, no_network, collection
         )
         preflight(request, services.settings)
     except InputError as exc:
         raise fail(str(exc)) from None
+    except ValidationError as exc:
+        raise fail(validation_message(exc)) from None
+    # The run's own log says what happens; library warnings (a retried create)
+    # would print again as raw log lines between the progress lines.
+    library = logging.getLogger("pier")
+    level = library.level
+    library.setLevel(logging.ERROR)
     progress = None if as_json else Progress(err)
     try:
         if progress:
@@ -89,6 +102,7 @@ def run_command(
     except PierError as exc:
         raise fail(str(exc), code=1) from None
     finally:
+        library.setLevel(level)
         if progress:
             progress.stop()
     if as_json:
@@ -96,6 +110,30 @@ def run_command(
     else:
         show_summary(record)
     raise typer.Exit(0 if record.success else 1)
+
+
+# The option of `pier run` that sets each field a run's limits are validated on.
+_OPTIONS = {
+    "timeout_sec": "--timeout",
+    "cpus": "--cpus",
+    "memory": "--memory",
+    "network_enabled": "--no-network",
+}
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A pydantic refusal as one line per problem, each naming what the user set:
+    the option of `pier run`, the PIER_* variable, or else the field."""
+    problems = []
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"]]
+        if exc.title == "Settings" and loc:
+            where = f"PIER_{loc[0].upper()}"
+        else:
+            where = next((_OPTIONS[part] for part in reversed(loc) if part in _OPTIONS), ".".join(loc))
+        message = str(error["msg"]).removeprefix("Value error, ")
+        problems.append(f"{where}: {message}" if where else message)
+    return "; ".join(problems)
 
 
 def build_request(
@@ -128,11 +166,7 @@ def build_request(
             network_enabled=False if no_network else None,
         )
     except ValidationError as exc:
-        first = exc.errors()[0]
-        flag = {"timeout_sec": "timeout", "network_enabled": "no-network"}.get(
-            str(first["loc"][0]), first["loc"][0]
-        )
-        raise InputError(f"--{flag}: {first['msg'].removeprefix('Value error, ')}") from None
+        raise InputError(validation_message(exc)) from None
     task = task.model_copy(update={"step_configs": {"run": step}})
     params: dict = {}
     if var:
@@ -172,12 +206,31 @@ def show_summary(record: RunRecord) -> None:
     )
     if record.error:
         out.print(f"  [red]{record.error.stage}:[/red] {record.error.message}", highlight=False)
-    for item in record.results_files:
-        star = "★" if item.path in record.primary_files else " "
-        out.print(f"  {star} {item.path}  ({item.size} bytes)", highlight=False)
+    show_results(record)
     show_checks(record, out)
     if record.storage_path:
         out.print(f"  outputs: {record.storage_path}", highlight=False)
+
+
+SUMMARY_FILES = 10  # result files listed by name; the rest are counted
+
+
+def show_results(record: RunRecord) -> None:
+    """The first result files (primary outputs first), then how many more and their
+    size: a run that made 2,000 files must not bury its outcome under them."""
+    shown, rest = record.results_files[:SUMMARY_FILES], record.results_files[SUMMARY_FILES:]
+    for item in shown:
+        star = "★" if item.path in record.primary_files else " "
+        out.print(f"  {star} {item.path}  ({item.size} bytes)", highlight=False)
+    if rest:
+        from rich import filesize
+
+        total = filesize.decimal(sum(item.size for item in record.results_files))
+        out.print(
+            f"    ... and {len(rest)} more ({filesize.decimal(sum(item.size for item in rest))}; "
+            f"{len(record.results_files)} files, {total} in all)",
+            highlight=False,
+        )
 
 
 @app.command("runs")
@@ -193,17 +246,20 @@ def runs_command(
             print(record.model_dump_json())
         return
     rows = [_run_row(r) for r in records]
-    if not out.is_terminal:  # piped: whole values, tab-separated, for grep and awk
-        for row in rows:
+    if not out.is_terminal:  # piped: a header, then whole values, tab-separated, for grep and awk
+        for row in [list(RUNS_COLUMNS), *rows]:
             print("\t".join(row))
         return
     from rich.table import Table
 
-    table = Table("run", "collection/task", "status", "success", "created", "duration")
+    table = Table(*RUNS_COLUMNS)
     for row in rows:
         table.add_row(*row)
     out.print(table)
     out.print(f"{len(records)} of {total} run(s)")
+
+
+RUNS_COLUMNS = ("run", "collection/task", "status", "success", "created", "duration")
 
 
 def open_store() -> Store:
@@ -223,9 +279,17 @@ def _run_row(r: RunRecord) -> list[str]:
         f"{r.collection}/{r.task}",
         r.status.value,
         "" if r.success is None else ("yes" if r.success else "no"),
-        r.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
+        local_time(r.created_at),
         f"{r.duration_seconds:.1f}s" if r.duration_seconds is not None else "",
     ]
+
+
+def local_time(moment: datetime) -> str:
+    """This machine's local time with its UTC offset (stored times are UTC, and a
+    time without its zone is ambiguous to whoever reads it elsewhere)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone().isoformat(sep=" ", timespec="seconds")
 
 
 @app.command("logs")
@@ -332,7 +396,7 @@ def snapshot_build(name: Annotated[str, typer.Argument(help="snapshot name")]) -
     out.print(f"{name}: {ref}")
 
 
-register_api_commands(app)  # serve, collection, task
+register_api_commands(app)  # serve, collection, task, routine
 register_sandbox_commands(app)  # sandbox check
 
 

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from pier.cli_console import err, out
+from pier.cli_routines import routine_app
 from pier.errors import InputError, PierError
 
 collection_app = typer.Typer(
@@ -41,18 +42,14 @@ def serve(
 @collection_app.command("create")
 def collection_create(name: Annotated[str, typer.Argument(help="the collection's name")]) -> None:
     """Create a collection (or reuse it) and print a new token for it, once."""
-    from pydantic import ValidationError
-
-    from pier.api.schemas.collections import CollectionCreate
     from pier.api.tokens import issue_token
     from pier.lifecycle.service import Services
+    from pier.storage.local import check_collection_name
 
     try:
-        CollectionCreate(name=name)
-    except ValidationError:
-        raise _fail(
-            f"invalid collection name {name!r}: use letters, digits, '-', '_' and '.', not first '.'"
-        ) from None
+        check_collection_name(name)
+    except InputError as exc:
+        raise _fail(str(exc)) from None
     store = Services().store
     store.create_collection(name)
     token = issue_token(store, name, "cli")
@@ -99,3 +96,4 @@ def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
     app.add_typer(collection_app, name="collection")
     app.add_typer(task_app, name="task")
+    app.add_typer(routine_app, name="routine")

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import uuid
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
-from pier.agents import get_agent
-from pier.errors import PierError
-from pier.lifecycle.plan import RunInputs, build_plan
+from pier.errors import InputError, PierError
+from pier.lifecycle.plan import RunPlan
+from pier.lifecycle.sandbox_env import wanted_names
+from pier.lifecycle.service import RunRequest, preflight
 from pier.runbook import RUNBOOK_FILENAME, load
 from pier.settings import get_settings
-from pier.tasks import resolve, task_from_runbook
+from pier.tasks import ResolvedStep, resolve, task_from_runbook
+from pier.tasks.model import Task
 
 
 @dataclass
@@ -35,27 +37,47 @@ def find_runbooks(paths: list[Path]) -> list[Path]:
 
 
 def validate_one(path: Path) -> Report:
+    """The runbook's problems by the rules `pier run` applies before any sandbox
+    exists (the same preflight), so what validate passes, run does not refuse."""
     report = Report(path)
     try:
         runbook = load(path)
-        step = resolve(task_from_runbook(runbook))
-        inputs = RunInputs(
-            uuid.uuid4().hex,
-            "validate",
-            path.parent.name or "runbook",
-            resolve_file=Path,
-            source_dir=path.parent,
-        )
-        plan = build_plan(step, inputs, get_settings())
+        task = task_from_runbook(runbook)
+        step = resolve(task)
+        plan = _preflight(task, step, path, report)
     except PierError as exc:
         report.errors.append(str(exc))
         return report
     report.warnings.extend(plan.warnings)
-    try:
-        get_agent(plan.agent)
-    except PierError as exc:
-        report.warnings.append(str(exc))
     return report
+
+
+def _preflight(task: Task, step: ResolvedStep, path: Path, report: Report) -> RunPlan:
+    """preflight with the keys and secrets this machine has, as `pier run` would.
+    A refusal that placeholder values for them would lift is about this machine,
+    not the runbook: a warning; any other refusal is the runbook's error."""
+    settings = get_settings()
+    try:
+        return preflight(
+            _request(task, path, {k: os.environ[k] for k in wanted_names(step) if k in os.environ}), settings
+        )
+    except InputError as exc:
+        here = exc
+    placeholders = {name: "placeholder-for-validate" for name in wanted_names(step)}
+    plan = preflight(_request(task, path, placeholders), settings)  # raises the runbook's own error
+    report.warnings.append(f"`pier run` here would refuse it until the environment has what it needs: {here}")
+    return plan
+
+
+def _request(task: Task, path: Path, env: dict[str, str]) -> RunRequest:
+    return RunRequest(
+        collection="validate",
+        task_name="runbook",
+        task=task,
+        env=env,
+        resolve_file=Path,
+        source_dir=path.parent,
+    )
 
 
 def validate_paths(paths: list[Path], console: Console) -> int:

@@ -106,6 +106,7 @@ class RunRecord(BaseModel):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     duration_seconds: float | None = None
+    triggered_by_routine_id: int | None = None  # the routine that started it, if one did
 
     def step(self, name: str) -> StepRecord:
         for step in self.steps:

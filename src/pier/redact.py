@@ -1,38 +1,93 @@
-"""Secret values never reach a log line or a stored record."""
+"""Secret values never reach a log line or a stored record: neither as written nor
+in the encodings an agent most often prints them in (base64, base64url, hex,
+URL-encoding, reversed). What masking cannot catch is listed in the README."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 MASK = "***"
 _MIN_SECRET_LEN = 4  # shorter values would mask ordinary words
+# Encoded forms of shorter secrets are short enough to occur by chance in other
+# base64 or hex (a 5-character base64 run), so those are masked only as written.
+MIN_ENCODED_SECRET_LEN = 8
+_B64_TO_URL = str.maketrans("+/", "-_")
+# `base64` (coreutils) wraps its output at 76 characters and `openssl base64` at
+# 64, so a long secret piped alone into either is printed over several lines,
+# which are masked one by one; pieces shorter than this are too likely by chance.
+_WRAP_WIDTHS = (64, 76)
+_MIN_PIECE_LEN = 12
+
+
+def base64_cores(raw: bytes) -> set[str]:
+    """The base64 text that `raw` always becomes inside a longer base64 stream,
+    at each of the three byte alignments it can start at: the characters that
+    depend on `raw` alone (those sharing bits with the neighbours are left out,
+    so at most one character either side of a masked core is left over)."""
+    cores = set()
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + raw).decode()
+        start = -(-8 * shift // 6)  # first character with no bit of the padding
+        end = 8 * (shift + len(raw)) // 6  # last character all of whose bits are raw's
+        cores.add(encoded[start:end])
+    return cores
+
+
+def encoded_forms(secret: str) -> set[str]:
+    """`secret` as written and, when it is long enough, as commonly encoded."""
+    forms = {secret}
+    if len(secret) < MIN_ENCODED_SECRET_LEN:
+        return forms
+    raw = secret.encode()
+    forms |= {secret[::-1], raw.hex(), raw.hex().upper()}
+    forms |= {quote(secret), quote(secret, safe=""), quote_plus(secret)}
+    cores = base64_cores(raw)
+    cores |= wrapped_pieces(base64.b64encode(raw).decode()[: 8 * len(raw) // 6])
+    for core in cores:
+        forms |= {core, core.translate(_B64_TO_URL)}
+    return forms
+
+
+def wrapped_pieces(encoded: str) -> set[str]:
+    """The lines a wrapping encoder prints for a stream that starts with the secret."""
+    pieces = set()
+    for width in _WRAP_WIDTHS:
+        if len(encoded) > width:
+            chunks = (encoded[i : i + width] for i in range(0, len(encoded), width))
+            pieces |= {chunk for chunk in chunks if len(chunk) >= _MIN_PIECE_LEN}
+    return pieces
 
 
 class Redactor:
     def __init__(self, secrets: Iterable[str] = ()):
-        self._secrets: list[str] = []
+        self._forms: list[str] = []
         self.add(secrets)
 
     def add(self, secrets: Iterable[str]) -> None:
-        fresh = {s for s in secrets if s and len(s) >= _MIN_SECRET_LEN}
-        # Longest first, so a secret containing another is masked whole.
-        self._secrets = sorted(set(self._secrets) | fresh, key=len, reverse=True)
+        fresh = set()
+        for secret in secrets:
+            if secret and len(secret) >= _MIN_SECRET_LEN:
+                fresh |= encoded_forms(secret)
+        # Longest first, so a secret (or form) containing another is masked whole.
+        self._forms = sorted(set(self._forms) | fresh, key=len, reverse=True)
+        self._byte_forms = [form.encode() for form in self._forms]
 
     def __bool__(self) -> bool:
-        return bool(self._secrets)
+        return bool(self._forms)
 
     def text(self, value: str) -> str:
-        for secret in self._secrets:
-            if secret in value:
-                value = value.replace(secret, MASK)
+        for form in self._forms:
+            if form in value:
+                value = value.replace(form, MASK)
         return value
 
     def bytes(self, value: bytes) -> bytes:
-        for secret in self._secrets:
-            encoded = secret.encode()
-            if encoded in value:
-                value = value.replace(encoded, MASK.encode())
+        for form in self._byte_forms:
+            if form in value:
+                value = value.replace(form, MASK.encode())
         return value
 
     def data(self, value: Any) -> Any:

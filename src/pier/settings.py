@@ -82,6 +82,14 @@ class Settings(BaseSettings):
     sweep_foreign: bool = Field(
         True, description="the server also sweeps sandboxes of runs its store does not know (owner gone)"
     )
+    routine_poll_sec: float = Field(
+        10, gt=0, description="how often the server looks for due routines (a tick fires at most this late)"
+    )
+    upload_ttl_sec: float = Field(
+        24 * 3600,
+        gt=0,
+        description="uploads are deleted this long after they were made, once no run needs them",
+    )
     webhook_attempts: int = Field(6, ge=1)
     webhook_backoff_sec: float = Field(1.0, ge=0, description="first retry delay; doubles each time")
 

@@ -15,3 +15,79 @@ def test_longest_secret_is_masked_whole():
     redactor = Redactor(["secret", "secret-and-more"])
     assert redactor.text("secret-and-more") == MASK
     assert not Redactor([])
+
+
+# --- encoded forms (an agent that prints a key base64'd or hex'd leaks it all the same)
+
+import base64  # noqa: E402
+import subprocess  # noqa: E402
+from urllib.parse import quote, quote_plus  # noqa: E402
+
+import pytest  # noqa: E402
+
+KEY = "sk-live-4f/9+Zq=Tz?&x"  # has characters base64, base64url and URL-encoding treat apart
+
+
+@pytest.mark.parametrize("before", [b"", b"a", b"ab", b"abc"], ids=["shift0", "shift1", "shift2", "shift3"])
+@pytest.mark.parametrize("after", [b"", b"\n", b"yz"], ids=["end", "newline", "more"])
+def test_base64_of_the_secret_inside_a_longer_stream_is_masked_at_every_alignment(before, after):
+    redactor = Redactor([KEY])
+    stream = before + KEY.encode() + after
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        encoded = encode(stream).decode()
+        masked = redactor.text(f"data: {encoded} end")
+        assert MASK in masked
+        # what is left of the encoded stream: the neighbours' own characters plus at most one
+        # shared character either side, never enough to rebuild the key
+        left = masked.removeprefix("data: ").removesuffix(" end").replace(MASK, "").rstrip("=")
+        assert len(left) <= len(encode(before).rstrip(b"=")) + len(encode(after)) + 2, masked
+        assert redactor.bytes(encoded.encode()).count(MASK.encode()) == 1
+
+
+def test_wrapped_base64_of_a_long_secret_is_masked_line_by_line():
+    long_key = "sk-ant-api03-" + "Ab9_xY+z/Q0" * 10
+    redactor = Redactor([long_key])
+    for wrapped in (
+        base64.encodebytes((long_key + "\n").encode()).decode(),  # 76 a line, like `base64`
+        "\n".join(base64.b64encode(long_key.encode()).decode()[i : i + 64] for i in range(0, 160, 64)),
+    ):
+        lines = wrapped.splitlines()
+        assert len(lines) >= 2
+        for line in lines:
+            assert len(redactor.text(line).replace(MASK, "")) <= 4, (line, redactor.text(line))
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        KEY.encode().hex(),
+        KEY.encode().hex().upper(),
+        quote(KEY),
+        quote(KEY, safe=""),
+        quote_plus(KEY),
+        KEY[::-1],
+    ],
+    ids=["hex", "HEX", "url", "url-all", "url-plus", "reversed"],
+)
+def test_hex_url_encoded_and_reversed_forms_are_masked(form):
+    assert form != KEY
+    redactor = Redactor([KEY])
+    assert redactor.text(f"x={form}&y=1") == f"x={MASK}&y=1"
+    assert redactor.bytes(f"[{form}]".encode()) == f"[{MASK}]".encode()
+    assert redactor.data({"k": [form]}) == {"k": [MASK]}
+
+
+def test_what_the_base64_tool_prints_is_masked():
+    redactor = Redactor([KEY])
+    for wrap in ("-w76", "-w0"):
+        try:
+            printed = subprocess.run(["base64", wrap], input=(KEY + "\n").encode(), capture_output=True)
+        except FileNotFoundError:
+            pytest.skip("no base64 tool")
+        masked = redactor.text(printed.stdout.decode())
+        assert MASK in masked and len(masked.replace(MASK, "").strip().rstrip("=")) <= 2, masked
+
+
+def test_short_secrets_are_masked_only_as_written():
+    redactor = Redactor(["abcd1"])
+    assert redactor.text("abcd1 " + b"abcd1".hex()) == f"{MASK} " + b"abcd1".hex()

@@ -57,6 +57,9 @@ class ScriptAgent(Agent):
     name = "script"
     needs_model = False
 
+    def preflight(self, plan: AgentPlan) -> None:
+        build_script(plan.instruction)  # a runbook without a shell block is refused before any sandbox
+
     def launch(self, plan: AgentPlan) -> AgentLaunch:
         script = build_script(plan.instruction)
         command = (

@@ -16,10 +16,12 @@ from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
 from pier.api.limits import BodyLimit, NoNul
 from pier.api.recovery import recover
-from pier.api.routes import collections, events, files, health, runs, tasks, trajectories
+from pier.api.routes import collections, events, files, health, routines, runs, tasks, trajectories
+from pier.api.routines import fire
 from pier.api.state import ApiState
 from pier.api.webhooks import WebhookSender
 from pier.lifecycle.service import Services
+from pier.routines.scheduler import Scheduler
 from pier.settings import Settings, get_settings
 from pier.vault import load_vault
 
@@ -49,14 +51,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state = build_state(settings)
         app.state.pier = state
         services = state.services
-        sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings)
+        sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings, services.storage)
+        scheduler = Scheduler(services.store, lambda r: fire(state.dispatcher, r), settings.routine_poll_sec)
         recover(state.dispatcher)
         state.dispatcher.executor.start()
         sweeper.start()
+        scheduler.start()
         log.info("pier serve: %d run slot(s)", settings.max_concurrent_runs)
         try:
             yield
         finally:
+            scheduler.stop()
             sweeper.stop()
             state.dispatcher.stop()
             state.dispatcher.webhooks.close()
@@ -65,6 +70,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.add_middleware(BodyLimit, limit=settings.max_upload_bytes)
     app.add_middleware(NoNul)
-    for module in (health, collections, tasks, runs, trajectories, files, events):
+    for module in (health, collections, tasks, runs, trajectories, files, events, routines):
         app.include_router(module.router)
     return app

@@ -8,10 +8,12 @@ import threading
 from collections.abc import Callable
 from typing import cast
 
+from pier.api.uploads import expire_uploads
 from pier.errors import NotFoundError, PierError
 from pier.sandbox.base import LABEL_RUN, SandboxBackend, SandboxInfo
 from pier.sandbox.sweeper import sweep
 from pier.settings import Settings
+from pier.storage.local import LocalStorage
 from pier.store import Store
 
 log = logging.getLogger(__name__)
@@ -55,8 +57,19 @@ def sweep_once(backend: Callable[[], SandboxBackend], store: Store, settings: Se
 
 
 class PeriodicSweeper:
-    def __init__(self, backend: Callable[[], SandboxBackend], store: Store, settings: Settings):
-        self._sweep = lambda: sweep_once(backend, store, settings)
+    def __init__(
+        self,
+        backend: Callable[[], SandboxBackend],
+        store: Store,
+        settings: Settings,
+        storage: LocalStorage | None = None,
+    ):
+        def sweep_round() -> None:
+            sweep_once(backend, store, settings)
+            if storage is not None:  # uploads nobody used go too
+                expire_uploads(storage, store, settings.upload_ttl_sec)
+
+        self._sweep = sweep_round
         self._interval = settings.sweep_interval_sec
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="pier-sweeper", daemon=True)

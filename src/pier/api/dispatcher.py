@@ -19,6 +19,7 @@ from pier.api.bus import RunBus
 from pier.api.files import resolve_api_path
 from pier.api.outcomes import SERVER_STOPPED, cancelled, cancelled_waiting, failed_to_start, interrupted
 from pier.api.schemas.runs import RunPublic
+from pier.api.uploads import expired_message, upload_of
 from pier.api.webhooks import Delivery, WebhookSender
 from pier.errors import InputError, NotFoundError, PierError
 from pier.executors.inprocess import InProcessExecutor, Job
@@ -107,8 +108,11 @@ class Dispatcher:
 
     # accepting and cancelling (called by routes, in worker threads)
 
-    def accept(self, collection: str, task_name: str, params: RunParams) -> RunRecord:
-        """Check, store and queue a run; InputError (422) when it cannot run."""
+    def accept(
+        self, collection: str, task_name: str, params: RunParams, routine_id: int | None = None
+    ) -> RunRecord:
+        """Check, store and queue a run; InputError (422) when it cannot run.
+        `routine_id` names the routine that starts it, if one does."""
         task = Task.model_validate(self.store.get_task(collection, task_name).definition)
         params = split_webhook(params)
         payload = Payload(
@@ -119,7 +123,11 @@ class Dispatcher:
         env = self.environment(payload)
         preflight(self.request(payload, trajectory_id, env), self.services.settings)
         record = RunRecord.new(
-            trajectory_id, collection, task_name, init_params=Redactor(env.values()).data(payload.run_params)
+            trajectory_id,
+            collection,
+            task_name,
+            init_params=Redactor(env.values()).data(payload.run_params),
+            triggered_by_routine_id=routine_id,
         )
         self.store.enqueue_run(record, payload.stored(self.vault))
         self.executor.submit(Job(trajectory_id, payload))
@@ -153,12 +161,16 @@ class Dispatcher:
 
         def resolve_file(path: str) -> Path:
             try:
-                return resolve_api_path(storage, payload.collection, path)
+                found = resolve_api_path(storage, payload.collection, path)
             except NotFoundError:
                 raise InputError(
-                    f"init_params.file_paths: {path!r} is not a file of collection {payload.collection!r}: "
+                    expired_message(path, self.services.settings.upload_ttl_sec)
+                    or f"init_params.file_paths: {path!r} is not a file of collection {payload.collection!r}: "
                     "upload it with POST /api/v1/sandbox/upload and pass a file path it returns"
                 ) from None
+            if upload_of(path):
+                found.parent.touch()  # named by a run: its time to expire starts again
+            return found
 
         return RunRequest(
             collection=payload.collection,

@@ -15,12 +15,14 @@ OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app
 
 def collect_outputs(ctx: RunContext) -> None:
     sandbox = ctx.require_sandbox()
-    for name, path in OUTPUT_DIRS.items():
-        try:
-            extract_stream(sandbox.get_archive(path), ctx.output_dir / name)
-        except FileNotFoundError:
-            ctx.log(f"{path} does not exist in the sandbox")
-    _redact_logs(ctx, ctx.output_dir / "logs")
+    try:
+        for name, path in OUTPUT_DIRS.items():
+            try:
+                extract_stream(sandbox.get_archive(path), ctx.output_dir / name)
+            except FileNotFoundError:
+                ctx.log(f"{path} does not exist in the sandbox")
+    finally:  # the logs are stored even when a later folder fails to come out
+        _redact_logs(ctx, ctx.output_dir / "logs")
     results = ctx.output_dir / "results"
     files = sorted(p for p in results.rglob("*") if p.is_file()) if results.is_dir() else []
     _describe(ctx, results, files)

@@ -18,7 +18,7 @@ from pier.redact import Redactor
 from pier.sandbox import get_backend
 from pier.sandbox.base import SandboxBackend
 from pier.settings import Settings, get_settings
-from pier.storage.local import LocalStorage, check_name
+from pier.storage.local import LocalStorage, check_collection_name, check_name
 from pier.store import Store
 from pier.tasks.model import Task
 
@@ -68,7 +68,7 @@ class RunRequest:
 def preflight(request: RunRequest, settings: Settings) -> RunPlan:
     """Everything prepare checks, without side effects: raises InputError on bad input
     so callers can refuse a run before accepting it."""
-    check_name("collection", request.collection)
+    check_collection_name(request.collection)
     check_name("task", request.task_name)
     _, plan, _ = plan_run(request.task, request.run_params, request.inputs(), settings)
     return plan

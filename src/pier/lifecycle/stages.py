@@ -15,6 +15,7 @@ from pier.errors import StageError
 from pier.lifecycle.assets import assets_tar
 from pier.lifecycle.checking import check_stage, record_eval, verify_check_tools
 from pier.lifecycle.context import RunContext
+from pier.lifecycle.notices import report_limit_notes
 from pier.lifecycle.outputs import collect_outputs
 from pier.lifecycle.plan import RunInputs, RunPlan, build_plan, require_secrets
 from pier.lifecycle.processes import STOP_PROCESSES_SCRIPT
@@ -84,9 +85,7 @@ def create(ctx: RunContext) -> None:
     ctx.image = ctx.backend.ensure_image(source, ctx.log, timeout=settings.create_timeout_sec)
     spec = sandbox_spec(ctx)
     ctx.sandbox = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
-    for note in ctx.sandbox.notes:
-        ctx.log(f"warning: {note}")
-        ctx.record.warnings.append(note)
+    report_limit_notes(ctx, tuple(ctx.sandbox.notes))
     cpus = ctx.sandbox.applied.cpus if ctx.sandbox.applied else plan.cpus
     ctx.record.sandbox = SandboxRecord(
         source=source.kind,

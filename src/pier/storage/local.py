@@ -13,6 +13,7 @@ import os
 import re
 import uuid
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -28,6 +29,13 @@ class Upload(NamedTuple):
     path: Path
 
 
+class StoredUpload(NamedTuple):
+    collection: str
+    upload_id: str
+    path: Path
+    changed: float  # the folder's mtime, seconds since the epoch
+
+
 def check_name(kind: str, name: str) -> str:
     """`name` when it is one safe path component, else InputError. A leading dot
     is refused too: it keeps '.', '..' and pier's own folders (.uploads) apart."""
@@ -35,6 +43,20 @@ def check_name(kind: str, name: str) -> str:
         raise InputError(
             f"invalid {kind} name {name!r}: use a non-empty name without '/', '\\' or a leading '.'"
         )
+    return name
+
+
+# The one rule for collection names, the API's and the CLI's (a name `pier run`
+# accepted and the API then refused would strand that collection's runs).
+COLLECTION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+COLLECTION_NAME_RULE = "letters, digits, '-', '_' and '.', starting with a letter or digit, at most 128"
+_COLLECTION_NAME = re.compile(COLLECTION_NAME_PATTERN)
+
+
+def check_collection_name(name: str) -> str:
+    """`name` when it is a valid collection name, else InputError saying the rule."""
+    if not _COLLECTION_NAME.fullmatch(name):
+        raise InputError(f"invalid collection name {name!r}: use {COLLECTION_NAME_RULE}")
     return name
 
 
@@ -93,6 +115,19 @@ class LocalStorage:
         if not _UPLOAD_ID.match(upload_id) or not path.is_dir():
             raise NotFoundError(f"upload {upload_id!r} not found in collection {collection!r}")
         return path
+
+    def uploads(self) -> Iterator[StoredUpload]:
+        """Every upload folder of every collection, with its age's reference: the
+        folder's last change (its last file written)."""
+        if not self.root.is_dir():
+            return
+        for collection in sorted(self.root.iterdir()):
+            folder = collection / UPLOADS
+            if collection.name.startswith(".") or not folder.is_dir():
+                continue
+            for upload in sorted(folder.iterdir()):
+                if _UPLOAD_ID.match(upload.name) and upload.is_dir() and not upload.is_symlink():
+                    yield StoredUpload(collection.name, upload.name, upload, upload.stat().st_mtime)
 
     def _run_path(self, collection: str, task: str, trajectory_id: str) -> Path:
         return (

@@ -1,5 +1,5 @@
-"""pier's database: runs, their log events, collections, tokens, tasks and
-collection environment. SQLite by default, PostgreSQL for shared deployments.
+"""pier's database: runs, their log events, collections, tokens, tasks,
+collection environment and routines. SQLite by default, PostgreSQL for shared deployments.
 
     store = Store.open(settings.db_url)   # migrates to head
     store.create_run(record); store.append_event(record.trajectory_id, "started")
@@ -13,13 +13,14 @@ from pier.store.collections import CollectionStore
 from pier.store.engine import create_store_engine, upgrade_to_head
 from pier.store.events import EventStore
 from pier.store.requests import RequestStore
+from pier.store.routines import RoutineStore
 from pier.store.runs import RunStore
-from pier.store.schemas import Collection, Event, StoredTask
+from pier.store.schemas import Collection, Event, StoredRoutine, StoredTask
 
-__all__ = ["Collection", "Event", "Store", "StoredTask"]
+__all__ = ["Collection", "Event", "Store", "StoredRoutine", "StoredTask"]
 
 
-class Store(RunStore, EventStore, CollectionStore, RequestStore):
+class Store(RunStore, EventStore, CollectionStore, RequestStore, RoutineStore):
     """Thread-safe: share one instance; each call uses its own session."""
 
     @classmethod

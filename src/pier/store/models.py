@@ -108,3 +108,32 @@ class RunRequestRow(Base):
     trajectory_id: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     created_at: Mapped[datetime]
     request: Mapped[dict[str, Any]]
+
+
+class RoutineRow(Base):
+    """A scheduled run of a task. `next_run_at` is the tick the scheduler fires
+    next (None while paused); a server fires a tick only after moving it on with
+    a conditional UPDATE, so two servers never fire the same one. `run_now_at`
+    asks any server to fire once now (set by `pier routine run-now`)."""
+
+    __tablename__ = "routines"
+    __table_args__ = (
+        UniqueConstraint("collection", "task", "name"),
+        Index("ix_routines_enabled_next_run_at", "enabled", "next_run_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    collection: Mapped[str] = mapped_column(String(NAME))
+    task: Mapped[str] = mapped_column(String(NAME))
+    name: Mapped[str] = mapped_column(String(NAME))
+    description: Mapped[str | None] = mapped_column(Text)
+    cron_expression: Mapped[str] = mapped_column(String(NAME))
+    timezone: Mapped[str] = mapped_column(String(64))
+    init_params: Mapped[dict[str, Any]]
+    enabled: Mapped[bool]
+    next_run_at: Mapped[datetime | None]
+    run_now_at: Mapped[datetime | None]
+    last_run_at: Mapped[datetime | None]
+    last_trajectory_id: Mapped[str | None] = mapped_column(String(NAME))
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]

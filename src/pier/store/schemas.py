@@ -37,3 +37,26 @@ class StoredTask(BaseModel):
     definition: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+
+
+class StoredRoutine(BaseModel):
+    """A routine as stored: its cron expression and time zone are checked by
+    pier.routines before they get here."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    collection: str
+    task: str
+    name: str
+    description: str | None
+    cron_expression: str
+    timezone: str
+    init_params: dict[str, Any]
+    enabled: bool
+    next_run_at: datetime | None
+    run_now_at: datetime | None
+    last_run_at: datetime | None
+    last_trajectory_id: str | None
+    created_at: datetime
+    updated_at: datetime

@@ -41,6 +41,7 @@ def server(new_db, tmp_path_factory, docker_backend, base_image) -> Iterator[Ser
             "PIER_MAX_CONCURRENT_RUNS": str(SLOTS),
             "PIER_MAX_UPLOAD_BYTES": str(UPLOAD_LIMIT),
             "PIER_WEBHOOK_BACKOFF_SEC": "0.2",
+            "PIER_ROUTINE_POLL_SEC": "0.5",
         },
     ).start()
     yield srv

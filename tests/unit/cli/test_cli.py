@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from pier.cli import app, parse_vars
 from pier.errors import InputError
-from tests.conftest import CORPUS
+from tests.conftest import corpus_or_skip
 
 runner = CliRunner()
 
@@ -47,10 +47,16 @@ def test_malformed_runbook_exits_2_naming_the_line(tmp_path):
     assert f"{path}:3" in result.output
 
 
-def test_validate_corpus_passes_and_a_broken_runbook_fails(tmp_path):
-    ok = runner.invoke(app, ["validate", str(CORPUS)])
-    assert ok.exit_code == 0, ok.output[-2000:]
-    assert "115 runbook(s), 0 with errors" in ok.output
+def test_validate_judges_the_corpus_as_run_would():
+    result = runner.invoke(app, ["validate", str(corpus_or_skip())], env={"COLUMNS": "300"})
+    # One runbook asks for a model provider its agent cannot use: `pier run` refuses it
+    # before any sandbox, so validate reports it; every other one passes.
+    assert result.exit_code == 1, result.output[-2000:]
+    assert "115 runbook(s), 1 with errors" in result.output
+    assert "claude-code cannot use model_provider 'replicate'" in result.output
+
+
+def test_validate_fails_a_broken_runbook(tmp_path):
     write(tmp_path, "---\nagent: script\ntimeout_sec: -1\n---\nbody\n")
     bad = runner.invoke(app, ["validate", str(tmp_path)])
     assert bad.exit_code == 1
@@ -63,3 +69,29 @@ def test_validate_reports_unknown_keys_and_unfilled_variables(tmp_path):
     assert result.exit_code == 0
     assert "unknown frontmatter key 'colour'" in result.output
     assert "unfilled variable {{x}}" in result.output
+
+
+def test_validate_refuses_what_run_refuses(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    cases = {
+        "no-agent": ("---\ntitle: x\n---\n```bash\ntrue\n```\n", "names no agent"),
+        "no-shell-block": ("---\nagent: script\n---\nJust prose.\n", "no ```bash or ```sh block"),
+    }
+    for name, (text, message) in cases.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        path = write(folder, text)
+        validated = runner.invoke(app, ["validate", str(path)], env={"COLUMNS": "300"})
+        ran = runner.invoke(app, ["run", str(path)], env={"COLUMNS": "300"})
+        assert validated.exit_code == 1 and message in validated.output, (name, validated.output)
+        assert ran.exit_code == 2 and message in ran.output, (name, ran.output)
+
+
+def test_validate_warns_when_only_this_machine_lacks_a_key(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    monkeypatch.delenv("AWS_BEARER_TOKEN_BEDROCK", raising=False)
+    path = write(tmp_path, "---\nagent: claude-code\n---\nWrite a haiku.\n")
+    result = runner.invoke(app, ["validate", str(path)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "warning:" in result.output and "ANTHROPIC_API_KEY" in result.output

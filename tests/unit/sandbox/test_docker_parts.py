@@ -288,6 +288,41 @@ def test_a_failed_build_raises_with_its_last_lines():
     assert "The command returned 1" in str(err.value) and "RUN false" in str(err.value)
 
 
+NO_HUB = (
+    'Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io '
+    "on 10.255.255.53:53: no such host"
+)
+
+
+def test_a_build_without_docker_hub_points_at_the_local_base_image_settings():
+    api = FakeImagesApi(
+        build_events=[{"stream": "Step 1/9 : FROM python:3.13-slim-bookworm\n"}, {"error": NO_HUB}]
+    )
+    with pytest.raises(ImageError) as err:
+        images.ensure_image(api, GENERATED, None, lambda _: None, 10)
+    message = str(err.value)
+    assert NO_HUB in message
+    assert "PIER_BASE_IMAGE=pier-base:bookworm" in message and "PIER_SNAPSHOT_BASE_IMAGE" in message
+    assert "scripts/build-test-image.sh" in message and "README" in message
+
+
+def test_a_pull_without_docker_hub_points_at_the_local_base_image_settings():
+    api = FakeImagesApi(pull_error=docker.errors.APIError(NO_HUB))
+    source = SandboxSource(kind="image", name="acme/env:1", image="acme/env:1")
+    with pytest.raises(ImageError) as err:
+        images.ensure_image(api, source, None, lambda _: None, 10)
+    assert "PIER_BASE_IMAGE" in str(err.value) and "--image" in str(err.value)
+
+
+def test_a_build_that_fails_for_its_own_reasons_gets_no_registry_hint():
+    api = FakeImagesApi(
+        build_events=[{"error": "The command '/bin/sh -c false' returned a non-zero code: 1"}]
+    )
+    with pytest.raises(ImageError) as err:
+        images.ensure_image(api, GENERATED, None, lambda _: None, 10)
+    assert "PIER_BASE_IMAGE" not in str(err.value)
+
+
 def test_applied_limits_say_what_the_engine_changed():
     from pier.sandbox.docker.backend import applied_limits
 

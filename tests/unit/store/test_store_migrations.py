@@ -16,7 +16,16 @@ from pier.store import Store
 from pier.store.engine import VERSION_TABLE, alembic_config
 from pier.store.models import Base
 
-TABLES = {"runs", "run_events", "collections", "tokens", "tasks", "collection_env", "run_requests"}
+TABLES = {
+    "runs",
+    "run_events",
+    "collections",
+    "tokens",
+    "tasks",
+    "collection_env",
+    "run_requests",
+    "routines",
+}
 
 
 def _current_revision(store: Store) -> str | None:

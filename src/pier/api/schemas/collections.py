@@ -6,7 +6,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+from pier.storage.local import COLLECTION_NAME_PATTERN as NAME_PATTERN
+from pier.storage.local import COLLECTION_NAME_RULE
+
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 MAX_ENV_VALUE = 64 * 1024
 
@@ -14,7 +16,7 @@ MAX_ENV_VALUE = 64 * 1024
 class CollectionCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=NAME_PATTERN, description="letters, digits, '-', '_', '.'; not first '.'")
+    name: str = Field(pattern=NAME_PATTERN, description=COLLECTION_NAME_RULE)
 
 
 class CollectionPublic(BaseModel):

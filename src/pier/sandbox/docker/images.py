@@ -25,6 +25,21 @@ ERROR_TAIL_LINES = 30
 _NOISY_PULL_STATUS = ("Downloading", "Extracting", "Waiting", "Verifying Checksum")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# How the engine words "the registry cannot be reached" (DNS, routing, firewall,
+# proxy): a machine without Docker Hub fails its first run with one of these.
+_UNREACHABLE = re.compile(
+    r"no such host|dial tcp|i/o timeout|network is unreachable|connection refused|"
+    r"TLS handshake timeout|Temporary failure in name resolution|server misbehaving|"
+    r"Client\.Timeout exceeded",
+    re.IGNORECASE,
+)
+NO_REGISTRY_HINT = (
+    "the engine cannot reach the image registry (no Docker Hub here?): build a local base "
+    "image once with `bash scripts/build-test-image.sh` and set PIER_BASE_IMAGE=pier-base:bookworm "
+    "(base of generated images) and PIER_SNAPSHOT_BASE_IMAGE=pier-base:bookworm (base of the "
+    "built-in snapshots), or pass an image the engine already has with --image; see "
+    '"No Docker Hub?" in the README'
+)
 
 _build_locks: dict[str, threading.Lock] = {}
 _build_locks_guard = threading.Lock()
@@ -73,6 +88,11 @@ def _lock_for(tag: str) -> threading.Lock:
         return _build_locks.setdefault(tag, threading.Lock())
 
 
+def registry_hint(reason: str) -> str:
+    """What to do when reason says the registry is out of reach; else ''."""
+    return f" ({NO_REGISTRY_HINT})" if _UNREACHABLE.search(reason) else ""
+
+
 def _pull_hint(ref: str) -> str:
     return (
         f"check that `docker pull {ref}` works without logging in "
@@ -90,7 +110,9 @@ def pull_image(api: docker.APIClient, ref: str, log: LineSink, timeout: float) -
     except TimeoutError as exc:
         raise ImageError(f"Pulling {ref} took more than {timeout:.0f}s: {_pull_hint(ref)}") from exc
     except (docker.errors.DockerException, requests.RequestException) as exc:
-        raise ImageError(f"Could not pull {ref} ({_reason(exc)}): {_pull_hint(ref)}") from exc
+        reason = _reason(exc)
+        hint = NO_REGISTRY_HINT if registry_hint(reason) else _pull_hint(ref)
+        raise ImageError(f"Could not pull {ref} ({reason}): {hint}") from exc
     if not image_exists(api, ref):
         raise ImageError(f"Pulled {ref} but the engine does not list it: {_pull_hint(ref)}")
 
@@ -177,4 +199,4 @@ def _follow_build(events: Iterable[dict], log: LineSink, tail: deque[str]) -> No
 
 def _build_error(tag: str, reason: str, tail: Iterable[str]) -> ImageError:
     last = "\n".join(tail)
-    return ImageError(f"Building {tag} failed: {reason}. Last build lines:\n{last}")
+    return ImageError(f"Building {tag} failed: {reason}{registry_hint(reason)}. Last build lines:\n{last}")

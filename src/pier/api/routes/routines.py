@@ -1,0 +1,140 @@
+"""Routines: a task run on a cron schedule (create, list, get, update, delete,
+pause, resume, run-now, its runs). Every path answers with and without a
+trailing slash."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, status
+
+from pier.api.auth import CollectionDep
+from pier.api.errors import ApiError
+from pier.api.forms import invalid, refuse_nul
+from pier.api.routines import start_run
+from pier.api.schemas.common import ERROR_RESPONSES
+from pier.api.schemas.routines import RoutineCreate, RoutinePublic, RoutineRuns, RoutineUpdate
+from pier.api.schemas.runs import RunAccepted, RunPublic, workflow_id
+from pier.api.state import get_state
+from pier.routines import RoutineError, Routines
+from pier.store.routines import RoutineExists
+
+router = APIRouter(prefix="/api/v1/routines", tags=["routines"], responses=ERROR_RESPONSES)
+ONE = "/{collection}/{task}/{name}"
+MAX_RUNS = 100
+
+
+def route(method: str, path: str, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register `path` and `path/`, so that neither form redirects."""
+
+    def register(endpoint: Callable[..., Any]) -> Callable[..., Any]:
+        router.add_api_route(path, endpoint, methods=[method], **options)
+        router.add_api_route(f"{path}/", endpoint, methods=[method], include_in_schema=False, **options)
+        return endpoint
+
+    return register
+
+
+@contextmanager
+def _checked() -> Iterator[None]:
+    """A bad field as a 422 naming it; a taken name as a 409."""
+    try:
+        yield
+    except RoutineError as exc:
+        raise invalid(exc.field, exc.message) from None
+    except RoutineExists as exc:
+        raise ApiError(409, str(exc)) from None
+
+
+def _routines(request: Request) -> Routines:
+    return Routines(get_state(request).store)
+
+
+@route("GET", "/{collection}", summary="The collection's routines")
+def list_collection_routines(collection: CollectionDep, request: Request) -> list[RoutinePublic]:
+    return [RoutinePublic.of(r) for r in get_state(request).store.list_routines(collection)]
+
+
+@route("GET", "/{collection}/{task}", summary="A task's routines")
+def list_task_routines(collection: CollectionDep, task: str, request: Request) -> list[RoutinePublic]:
+    return [RoutinePublic.of(r) for r in get_state(request).store.list_routines(collection, task)]
+
+
+@route("POST", "/{collection}/{task}", status_code=status.HTTP_201_CREATED, summary="Create a routine")
+def create_routine(
+    collection: CollectionDep, task: str, body: RoutineCreate, request: Request
+) -> RoutinePublic:
+    """Runs the task with `init_params` at every tick of `cron_expression` in
+    `timezone`, from the next tick on."""
+    refuse_nul(body.model_dump())
+    with _checked():
+        routine = _routines(request).create(
+            collection, task, body.name, body.cron_expression, body.timezone,
+            body.init_params, body.enabled, body.description,
+        )  # fmt: skip
+    return RoutinePublic.of(routine)
+
+
+@route("GET", ONE, summary="A routine")
+def get_routine(collection: CollectionDep, task: str, name: str, request: Request) -> RoutinePublic:
+    return RoutinePublic.of(_routines(request).get(collection, task, name))
+
+
+@route("PATCH", ONE, summary="Change a routine")
+def update_routine(
+    collection: CollectionDep, task: str, name: str, body: RoutineUpdate, request: Request
+) -> RoutinePublic:
+    """Only the fields sent change; a new schedule counts from now."""
+    refuse_nul(body.model_dump())
+    routines = _routines(request)
+    with _checked():
+        return RoutinePublic.of(routines.update(routines.get(collection, task, name), body.changes()))
+
+
+@route("DELETE", ONE, summary="Delete a routine")
+def delete_routine(collection: CollectionDep, task: str, name: str, request: Request) -> RoutinePublic:
+    """The routine as it was; the runs it started stay readable."""
+    routines = _routines(request)
+    routine = routines.get(collection, task, name)
+    routines.delete(routine)
+    return RoutinePublic.of(routine)
+
+
+@route("POST", ONE + "/pause", summary="Pause a routine")
+def pause_routine(collection: CollectionDep, task: str, name: str, request: Request) -> RoutinePublic:
+    routines = _routines(request)
+    return RoutinePublic.of(routines.pause(routines.get(collection, task, name)))
+
+
+@route("POST", ONE + "/resume", summary="Resume a routine")
+def resume_routine(collection: CollectionDep, task: str, name: str, request: Request) -> RoutinePublic:
+    """It fires from the next tick after now; ticks missed while paused are not made up."""
+    routines = _routines(request)
+    return RoutinePublic.of(routines.resume(routines.get(collection, task, name)))
+
+
+@route("POST", ONE + "/run-now", summary="Run a routine once now")
+def run_routine_now(collection: CollectionDep, task: str, name: str, request: Request) -> RunAccepted:
+    """One run now, paused or not; the schedule is unchanged."""
+    state = get_state(request)
+    record = start_run(state.dispatcher, state.store.get_routine(collection, task, name))
+    return RunAccepted(
+        workflow_id=workflow_id(record), trajectory_id=record.trajectory_id, status=record.status
+    )
+
+
+@route("GET", ONE + "/runs", summary="The runs a routine started")
+def list_routine_runs(
+    collection: CollectionDep,
+    task: str,
+    name: str,
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=MAX_RUNS)] = 20,
+) -> RoutineRuns:
+    """Newest first; each carries `triggered_by_routine_id`."""
+    store = get_state(request).store
+    routine = store.get_routine(collection, task, name)
+    records = store.routine_runs(routine, limit)
+    return RoutineRuns(routine_id=routine.id, trajectories=[RunPublic.of(r) for r in records])

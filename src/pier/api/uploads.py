@@ -1,0 +1,66 @@
+"""Files uploaded before a run (POST /sandbox/upload) are kept PIER_UPLOAD_TTL_SEC,
+then the server's periodic sweep deletes them, so uploads nobody used do not
+fill the disk. An upload that a run which has not ended names is kept: that run
+copies it into its sandbox when it starts (and keeps its own copy with its
+outputs)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import time
+
+from pier.storage.local import UPLOADS, LocalStorage
+from pier.store import Store
+
+log = logging.getLogger(__name__)
+
+# An upload's API path: <collection>/.uploads/<upload id>/<file name>
+UPLOAD_PATH = re.compile(rf"^/?(?P<collection>[^/]+)/{re.escape(UPLOADS)}/(?P<upload_id>[0-9a-f]{{32}})/")
+
+
+def upload_of(path: str) -> tuple[str, str] | None:
+    """(collection, upload id) when `path` names a file of an upload, else None."""
+    match = UPLOAD_PATH.match(path)
+    return (match["collection"], match["upload_id"]) if match else None
+
+
+def uploads_in_use(store: Store) -> set[tuple[str, str]]:
+    """The uploads that runs which have not ended name (their kept requests)."""
+    used = set()
+    for request in store.run_requests().values():
+        params = request.get("run_params") or {}
+        task_params = (request.get("task") or {}).get("init_params") or {}
+        for path in [*(params.get("file_paths") or []), *(task_params.get("file_paths") or [])]:
+            found = upload_of(str(path))
+            if found:
+                used.add(found)
+    return used
+
+
+def expire_uploads(storage: LocalStorage, store: Store, ttl_sec: float, now: float | None = None) -> int:
+    """Delete uploads older than ttl_sec that no pending or running run names;
+    how many were deleted."""
+    now = time.time() if now is None else now
+    used = uploads_in_use(store)
+    removed = 0
+    for upload in storage.uploads():
+        if now - upload.changed < ttl_sec or (upload.collection, upload.upload_id) in used:
+            continue
+        shutil.rmtree(upload.path, ignore_errors=True)
+        removed += 1
+        log.info("deleted upload %s of %s: unused for %.0fs", upload.upload_id, upload.collection, ttl_sec)
+    return removed
+
+
+def expired_message(path: str, ttl_sec: float) -> str | None:
+    """What to tell a caller whose run names a missing upload file, else None."""
+    found = upload_of(path)
+    if found is None:
+        return None
+    return (
+        f"init_params.file_paths: {path!r} is not there: upload {found[1]} has expired (uploads are "
+        f"kept {ttl_sec:.0f}s, PIER_UPLOAD_TTL_SEC) or never held that file: upload it again with "
+        "POST /api/v1/sandbox/upload and pass a file path it returns"
+    )

@@ -1,0 +1,164 @@
+"""`pier routine ...`: routines (scheduled runs) managed from the shell on the
+server's own store, checked as the API checks them. A running `pier serve` on
+that store fires them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from pier.cli_console import err, out
+from pier.errors import InputError, PierError
+
+if TYPE_CHECKING:
+    from pier.routines import Routines
+    from pier.store import StoredRoutine
+
+routine_app = typer.Typer(
+    help="Routines: a task run on a cron schedule by `pier serve`.", no_args_is_help=True
+)
+
+Collection = Annotated[str, typer.Argument(help="the task's collection")]
+TaskName = Annotated[str, typer.Argument(help="the task the routine runs")]
+Name = Annotated[str, typer.Argument(help="the routine's name (unique per task)")]
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Bad input exits 2, anything else pier refuses exits 1; both say why."""
+    try:
+        yield
+    except InputError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except PierError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+
+
+def _routines() -> Routines:
+    from pier.lifecycle.service import Services
+    from pier.routines import Routines
+
+    return Routines(Services().store)
+
+
+def _label(r: StoredRoutine) -> str:
+    return f"{r.collection}/{r.task}/{r.name}"
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "-"
+
+
+def _init_params(init_params: str | None, var: list[str]) -> dict[str, Any]:
+    from pier.cli import parse_vars
+
+    params: dict[str, Any] = {}
+    if init_params:
+        try:
+            params = json.loads(init_params)
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                f"--init-params is not JSON ({exc.msg}): give an object such as '{{\"vars\": {{}}}}'"
+            ) from None
+        if not isinstance(params, dict):
+            raise InputError("--init-params must be a JSON object")
+    if var:
+        params["vars"] = {**(params.get("vars") or {}), **parse_vars(var)}
+    return params
+
+
+@routine_app.command("create")
+def routine_create(
+    collection: Collection,
+    task: TaskName,
+    name: Name,
+    cron: Annotated[str, typer.Option(help="five fields, e.g. '0 9 * * 1-5', or @daily, @hourly, ...")],
+    timezone: Annotated[str, typer.Option(help="IANA time zone the cron is read in")] = "UTC",
+    var: Annotated[list[str], typer.Option("--var", help="NAME=VALUE for every run")] = [],  # noqa: B006
+    init_params: Annotated[str | None, typer.Option(help="the runs' init_params as a JSON object")] = None,
+    description: Annotated[str | None, typer.Option(help="what it is for")] = None,
+    paused: Annotated[bool, typer.Option(help="create it paused")] = False,
+) -> None:
+    """Create a routine of a stored task."""
+    with _errors():
+        params = _init_params(init_params, var)
+        routine = _routines().create(
+            collection, task, name, cron, timezone, params, enabled=not paused, description=description
+        )
+    out.print(f"routine {_label(routine)} created (id {routine.id}); next run {_when(routine.next_run_at)}",
+              highlight=False)  # fmt: skip
+
+
+@routine_app.command("list")
+def routine_list(
+    collection: Annotated[str | None, typer.Option(help="only this collection")] = None,
+    task: Annotated[str | None, typer.Option(help="only this task")] = None,
+) -> None:
+    """Routines with their schedule, state and next run."""
+    from rich.table import Table
+
+    from pier.lifecycle.service import Services
+
+    found = Services().store.list_routines(collection, task)
+    if not found:
+        err.print("no routines")
+        return
+    table = Table("id", "routine", "schedule", "status", "next run", "last run")
+    for r in found:
+        table.add_row(
+            str(r.id), _label(r), f"{r.cron_expression} ({r.timezone})",
+            "active" if r.enabled else "paused", _when(r.next_run_at), _when(r.last_run_at),
+        )  # fmt: skip
+    out.print(table)
+
+
+@routine_app.command("pause")
+def routine_pause(collection: Collection, task: TaskName, name: Name) -> None:
+    """Stop firing it until it is resumed."""
+    with _errors():
+        routines = _routines()
+        routines.pause(routines.get(collection, task, name))
+    out.print(f"routine {collection}/{task}/{name} paused", highlight=False)
+
+
+@routine_app.command("resume")
+def routine_resume(collection: Collection, task: TaskName, name: Name) -> None:
+    """Fire it again from its next tick (missed ticks are not made up)."""
+    with _errors():
+        routines = _routines()
+        routine = routines.resume(routines.get(collection, task, name))
+    out.print(f"routine {_label(routine)} resumed; next run {_when(routine.next_run_at)}", highlight=False)
+
+
+@routine_app.command("run-now")
+def routine_run_now(collection: Collection, task: TaskName, name: Name) -> None:
+    """Ask the server to run it once now, paused or not."""
+    with _errors():
+        from pier.lifecycle.service import Services
+        from pier.routines import Routines
+
+        services = Services()
+        routines = Routines(services.store)
+        routines.request_run_now(routines.get(collection, task, name))
+    poll = services.settings.routine_poll_sec
+    out.print(
+        f"routine {collection}/{task}/{name}: a `pier serve` on this store starts its run within {poll:g}s "
+        "(PIER_ROUTINE_POLL_SEC); `pier runs` shows it",
+        highlight=False,
+    )
+
+
+@routine_app.command("delete")
+def routine_delete(collection: Collection, task: TaskName, name: Name) -> None:
+    """Delete it; the runs it started are kept."""
+    with _errors():
+        routines = _routines()
+        routines.delete(routines.get(collection, task, name))
+    out.print(f"routine {collection}/{task}/{name} deleted", highlight=False)

@@ -1,0 +1,42 @@
+"""The summary `pier run` prints: a run with 2,000 result files is summarised."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from pier import cli
+from pier.record import ResultFile, RunRecord, RunStatus
+
+
+def summary(monkeypatch, files: int) -> str:
+    record = RunRecord.new("b" * 32, "local", "many", status=RunStatus.completed, success=True)
+    record.results_files = [
+        ResultFile(path=f"part-{n:04}.txt", content_type="text/plain", extension=".txt", size=1000)
+        for n in range(files)
+    ]
+    record.primary_files = ["part-0000.txt"]
+    screen = io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=screen, width=200, color_system=None))
+    cli.show_summary(record)
+    return screen.getvalue()
+
+
+def test_thousands_of_result_files_are_summarised(monkeypatch):
+    text = summary(monkeypatch, 2000)
+    listed = [line for line in text.splitlines() if "part-" in line]
+    assert len(listed) == cli.SUMMARY_FILES
+    assert "★ part-0000.txt" in listed[0]
+    assert "... and 1990 more (2.0 MB; 2000 files, 2.0 MB in all)" in text
+    assert len(text.splitlines()) < 20
+
+
+def test_a_few_result_files_are_all_listed(monkeypatch):
+    text = summary(monkeypatch, 3)
+    assert [line.split()[-3] for line in text.splitlines() if "part-" in line] == [
+        "part-0000.txt",
+        "part-0001.txt",
+        "part-0002.txt",
+    ]
+    assert "more" not in text

@@ -1,0 +1,49 @@
+"""`pier runs`: a header, and times that say their zone."""
+
+from __future__ import annotations
+
+import io
+import re
+from datetime import UTC, datetime
+
+from rich.console import Console
+from typer.testing import CliRunner
+
+from pier import cli
+from pier.lifecycle.service import Services
+from pier.record import RunRecord
+
+runner = CliRunner()
+ZONED = re.compile(r"2026-03-01 \d\d:\d\d:05[+-]\d\d:\d\d")
+
+
+def stored_run() -> RunRecord:
+    record = RunRecord.new("a" * 32, "local", "hello", created_at=datetime(2026, 3, 1, 12, 30, 5, tzinfo=UTC))
+    Services().store.create_run(record)
+    return record
+
+
+def test_piped_runs_start_with_a_header_and_show_zoned_times():
+    stored_run()
+    result = runner.invoke(cli.app, ["runs"])
+    assert result.exit_code == 0, result.output
+    header, row = result.output.splitlines()
+    assert header.split("\t") == ["run", "collection/task", "status", "success", "created", "duration"]
+    assert row.startswith("a" * 32 + "\tlocal/hello\tpending")
+    assert ZONED.search(row.split("\t")[4]), row
+
+
+def test_the_table_shows_zoned_times(monkeypatch):
+    stored_run()
+    screen = io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=screen, force_terminal=True, width=200, color_system=None))
+    result = runner.invoke(cli.app, ["runs"])
+    assert result.exit_code == 0, result.output
+    assert "created" in screen.getvalue() and ZONED.search(screen.getvalue()), screen.getvalue()
+
+
+def test_local_time_is_the_same_moment_with_an_offset():
+    moment = datetime(2026, 3, 1, 12, 30, 5, tzinfo=UTC)
+    shown = cli.local_time(moment)
+    assert datetime.fromisoformat(shown) == moment
+    assert datetime.fromisoformat(cli.local_time(moment.replace(tzinfo=None))) == moment

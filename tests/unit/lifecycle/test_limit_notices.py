@@ -1,0 +1,117 @@
+"""The engine lowering the default CPUs, or not enforcing the default disk limit,
+is said once per machine, not on every run; a value the run asked for is always
+warned about."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pier.lifecycle.context import RunContext
+from pier.lifecycle.notices import limit_of
+from pier.lifecycle.plan import RunInputs
+from pier.lifecycle.stages import create, prepare
+from pier.record import RunRecord
+from pier.runbook import parse
+from pier.sandbox.base import Sandbox, SandboxSpec
+from pier.settings import Settings
+from pier.tasks import task_from_runbook
+
+ENGINE_CPUS = 2
+
+
+class SmallEngineSandbox(Sandbox):
+    """What a 2-CPU engine without disk quotas answers (as DockerBackend does)."""
+
+    def __init__(self, spec: SandboxSpec):
+        self.id = "0123456789abcdef"
+        wanted = spec.limits
+        self.applied = replace(wanted, cpus=min(wanted.cpus, ENGINE_CPUS), disk=None)
+        notes = []
+        if wanted.cpus > ENGINE_CPUS:
+            notes.append(f"cpus {wanted.cpus:g} lowered to {ENGINE_CPUS}: the Docker engine has 2 CPU(s)")
+        if wanted.disk:
+            notes.append(f"disk limit {wanted.disk} not enforced: this engine's storage driver has no quotas")
+        self.notes = tuple(notes)
+
+    def exec(self, *args, **kwargs):
+        raise AssertionError("create does not exec")
+
+    def put_archive(self, dest_dir, tar_bytes):
+        raise AssertionError("create does not write")
+
+    def get_archive(self, path):
+        raise AssertionError("create does not read")
+
+    def delete(self):
+        pass
+
+    def oom_killed(self):
+        return False
+
+
+class SmallEngine:
+    def ensure_image(self, source, log, timeout):
+        return source.image
+
+    def create(self, spec: SandboxSpec) -> Sandbox:
+        return SmallEngineSandbox(spec)
+
+
+def create_a_run(home: Path, front: str = "", **settings: object) -> tuple[RunRecord, list[str]]:
+    text = f"---\nagent: script\nimage: local/img:1\nsnapshot: ''\n{front}---\n```bash\ntrue\n```\n"
+    lines: list[str] = []
+    ctx = RunContext(
+        task=task_from_runbook(parse(text)),
+        run_params={},
+        inputs=RunInputs("t1", "local", "t"),
+        record=RunRecord.new("t1", "local", "t"),
+        settings=Settings(home=home, **settings),
+        backend=SmallEngine(),  # type: ignore[arg-type]
+        output_dir=home / "out",
+        emit=lambda stage, line: lines.append(line),
+        save_record=lambda record: None,
+    )
+    prepare(ctx)
+    create(ctx)
+    return ctx.record, lines
+
+
+def engine_warnings(record: RunRecord) -> list[str]:
+    return [w for w in record.warnings if "lowered" in w or "not enforced" in w]
+
+
+def test_default_limits_the_engine_changes_are_warned_about_once_per_machine(tmp_path):
+    first, _ = create_a_run(tmp_path)
+    assert len(engine_warnings(first)) == 2
+    for _ in range(2):
+        again, lines = create_a_run(tmp_path)
+        assert engine_warnings(again) == []
+        assert not [line for line in lines if line.startswith("warning:")]
+        assert any("cpus 4 lowered to 2" in line for line in lines), "the log still says what applies"
+
+
+def test_limits_the_run_asked_for_are_warned_about_every_time(tmp_path):
+    create_a_run(tmp_path)
+    asked, _ = create_a_run(tmp_path, front="cpus: 8\n")
+    assert engine_warnings(asked) == ["cpus 8 lowered to 2: the Docker engine has 2 CPU(s)"]
+    operator, _ = create_a_run(tmp_path, disk_limit="20G")
+    assert [w for w in engine_warnings(operator) if "disk" in w] == [
+        "disk limit 20G not enforced: this engine's storage driver has no quotas"
+    ]
+
+
+@pytest.mark.parametrize("cpus", [1, 2])
+def test_nothing_is_said_when_the_engine_gives_what_was_asked(tmp_path, cpus):
+    record, _ = create_a_run(tmp_path, front=f"cpus: {cpus}\n", disk_limit="")
+    assert engine_warnings(record) == []
+
+
+def test_notes_are_matched_to_their_limit_whatever_the_backend_words_them():
+    assert limit_of("cpus 4 lowered to 2: the Docker engine has 2 CPU(s)") == "cpus"
+    assert limit_of("4 CPUs not enforced: the 'x' sandbox backend cannot set a CPU limit") == "cpus"
+    assert limit_of("disk 10G not enforced: the 'x' sandbox backend cannot set a disk quota") == "disk"
+    assert limit_of("4096 processes not enforced: the 'x' backend cannot set a process limit") == "pids"
+    assert limit_of("snapshot 'nope' not found") is None
