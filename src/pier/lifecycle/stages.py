@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from pier.agents import Agent, get_agent
+from pier.agents.base import AgentLaunch
 from pier.errors import StageError
-from pier.lifecycle.assets import assets_tar
-from pier.lifecycle.checking import check_stage, record_eval, verify_check_tools
+from pier.lifecycle.assets import setup_tar
+from pier.lifecycle.checking import check_stage, check_tools, record_eval, refuse_missing_check_tools
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.notices import report_limit_notes
 from pier.lifecycle.outputs import collect_outputs
@@ -135,39 +136,57 @@ def _onoff(flag: bool) -> str:
 
 
 def setup(ctx: RunContext) -> None:
+    """Each step here is a round trip to the engine, so they are few: one archive
+    (the folders, the assets, and the agent's files when no install comes between),
+    one exec probing every tool the run needs, then the agent's install and, after
+    it, its files (credentials are never in the sandbox while an installer runs)."""
     plan, sandbox, agent = ctx.require_plan(), ctx.require_sandbox(), ctx.agent
     assert agent is not None
-    _verify_tools_and_make_dirs(ctx)
-    verify_check_tools(ctx)
-    if plan.assets:
-        with tempfile.TemporaryDirectory() as tmp:
-            tar = assets_tar(plan.assets, Path(tmp) / "assets.tar")
-            with open(tar, "rb") as stream:
-                sandbox.put_archive("/app/assets", stream.read())
-        ctx.log(f"placed {len(plan.assets)} file(s) in /app/assets")
-    agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
-    launch = agent.launch(plan)
+    installs = type(agent).install is not Agent.install
+    launch = None if installs else agent.launch(plan)
+    _place(ctx, SANDBOX_DIRS, plan.assets, _launch_files(launch))
+    _verify_tools(ctx)
+    if launch is None:
+        agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
+        launch = agent.launch(plan)
+        _place(ctx, (), (), _launch_files(launch))
     if launch.summary:
         ctx.log(launch.summary)
-    for path, content in {**launch.files, **launch.credential_files}.items():
-        sandbox.put_files(str(Path(path).parent), {Path(path).name: content}, mode=0o600)
     ctx.launch = launch
 
 
-def _verify_tools_and_make_dirs(ctx: RunContext) -> None:
-    """One exec for both: each exec is a round trip to the engine."""
+def _launch_files(launch: AgentLaunch | None) -> dict[str, bytes]:
+    return {**launch.files, **launch.credential_files} if launch else {}
+
+
+def _place(ctx: RunContext, dirs: tuple[str, ...], assets: tuple[Path, ...], files: dict[str, bytes]) -> None:
+    """One archive into the sandbox's root."""
+    if not (dirs or assets or files):
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        tar = setup_tar(Path(tmp) / "setup.tar", dirs, assets, files, file_mode=0o600)
+        with open(tar, "rb") as stream:
+            ctx.require_sandbox().put_archive("/", stream.read())
+    if assets:
+        ctx.log(f"placed {len(assets)} file(s) in /app/assets")
+
+
+def _verify_tools(ctx: RunContext) -> None:
+    """One exec for the tools every sandbox needs and those the checks need."""
     sandbox = ctx.require_sandbox()
-    probe = " ".join(f"command -v {tool} >/dev/null || echo {tool};" for tool in REQUIRED_TOOLS)
-    script = f"{probe} mkdir -p {' '.join(SANDBOX_DIRS)}"
+    tools = [*REQUIRED_TOOLS, *(t for t in check_tools(ctx) if t not in REQUIRED_TOOLS)]
+    script = " ".join(f"command -v {tool} >/dev/null || echo {tool};" for tool in tools)
     result = sandbox.exec(["/bin/sh", "-c", script], workdir="/")
     missing = result.output.split()
-    if result.exit_code != 0 or missing:
-        what = ", ".join(missing) or result.output.strip()[-200:]
+    basic = [tool for tool in missing if tool in REQUIRED_TOOLS]
+    if result.exit_code != 0 or basic or not set(missing) <= set(tools):
+        what = ", ".join(basic) or result.output.strip()[-200:]
         raise StageError(
             "setup",
             f"the image {ctx.image} lacks what every sandbox needs ({what}): "
             "use an image with bash and the core utilities (Debian or Ubuntu based)",
         )
+    refuse_missing_check_tools(ctx, missing)
 
 
 def run_agent(ctx: RunContext) -> None:

@@ -5,14 +5,20 @@ from __future__ import annotations
 import io
 import tarfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 
-def tar_of_files(files: Mapping[str, bytes], mode: int = 0o644) -> bytes:
+def tar_of_files(files: Mapping[str, bytes], mode: int = 0o644, dirs: Sequence[str] = ()) -> bytes:
+    """A tar of files (relative name -> content), after an entry (0755) per folder
+    of `dirs`: folders to make even when no file goes in them."""
     buf = io.BytesIO()
     now = time.time()
     with tarfile.open(fileobj=buf, mode="w") as tar:
+        for folder in dirs:
+            entry = tarfile.TarInfo(folder.strip("/"))
+            entry.type, entry.mode, entry.mtime = tarfile.DIRTYPE, 0o755, now
+            tar.addfile(entry)
         for name, content in files.items():
             info = tarfile.TarInfo(name.lstrip("/"))
             info.size = len(content)

@@ -55,7 +55,11 @@ class DockerSandbox(Sandbox):
             )
 
     def put_archive(self, dest_dir: str, tar_bytes: bytes | Iterator[bytes]) -> None:
-        if isinstance(tar_bytes, bytes) and self._put_if_folder_exists(dest_dir, tar_bytes):
+        root = dest_dir.rstrip("/") == ""  # always exists: one round trip, bytes or stream
+        if root or (isinstance(tar_bytes, bytes) and self._put_if_folder_exists(dest_dir, tar_bytes)):
+            if root:
+                with self._errors("copying files into /"):
+                    self._api.put_archive(self.id, "/", tar_bytes)
             return
         # The folder is missing, or the tar is a stream, which cannot be sent twice.
         self._mkdir(dest_dir)
