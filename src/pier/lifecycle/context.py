@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pier.agents.base import Agent, AgentLaunch
 from pier.lifecycle.plan import RunInputs, RunPlan
+from pier.lifecycle.pool import WarmPool
 from pier.record import RunRecord, StepRecord
 from pier.redact import Redactor
 from pier.sandbox.base import Sandbox, SandboxBackend, SandboxSource
@@ -41,6 +42,7 @@ class RunContext:
     agent_output: str = ""
     stage: str = "prepare"
     on_step: Callable[[StepRecord], None] | None = None  # a stage started or ended
+    pool: WarmPool | None = None  # ready sandboxes create may claim (pier serve)
 
     def log(self, line: str, stage: str | None = None) -> None:
         self.emit(stage or self.stage, self.redactor.text(line))

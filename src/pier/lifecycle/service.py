@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -9,8 +10,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from pier.errors import PierError
 from pier.lifecycle.context import LogSink, RunContext
 from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan
+from pier.lifecycle.pool import WarmPool
 from pier.lifecycle.runner import execute
 from pier.lifecycle.stages import plan_run
 from pier.record import RunRecord, StepRecord
@@ -22,10 +25,22 @@ from pier.storage.local import LocalStorage, check_collection_name, check_name
 from pier.store import Store
 from pier.tasks.model import Task
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class Services:
     settings: Settings = field(default_factory=get_settings)
+    pool: WarmPool | None = None  # set and started by a long-lived process (pier serve)
+
+    def start_pool(self) -> WarmPool | None:
+        """Start the warm pool PIER_WARM_POOL asks for (none when it is empty)."""
+        if self.settings.warm_pool and self.pool is None:
+            try:
+                self.pool = WarmPool(self.backend, self.settings).start()
+            except PierError as exc:  # no engine yet: runs create their sandboxes
+                log.warning("warm pool not started: %s", exc)
+        return self.pool
 
     @cached_property
     def store(self) -> Store:
@@ -114,6 +129,7 @@ def new_context(
         save_record=store.save_run,
         redactor=Redactor(request.env.values()),
         on_step=observer.on_step if observer else None,
+        pool=services.pool,
     )
 
 

@@ -29,6 +29,7 @@ from pier.sandbox.base import (
     LABEL_OWNER,
     LABEL_RUN,
     Limits,
+    Sandbox,
     SandboxSpec,
 )
 from pier.sandbox.snapshots import SnapshotCatalog
@@ -85,7 +86,8 @@ def create(ctx: RunContext) -> None:
     deadline = time.monotonic() + settings.create_timeout_sec
     ctx.image = ctx.backend.ensure_image(source, ctx.log, timeout=settings.create_timeout_sec)
     spec = sandbox_spec(ctx)
-    ctx.sandbox = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
+    pooled = _claim(ctx, spec)
+    ctx.sandbox = pooled or create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
     report_limit_notes(ctx, tuple(ctx.sandbox.notes))
     cpus = ctx.sandbox.applied.cpus if ctx.sandbox.applied else plan.cpus
     ctx.record.sandbox = SandboxRecord(
@@ -96,10 +98,23 @@ def create(ctx: RunContext) -> None:
         memory=plan.memory,
         network=plan.network,
         id=ctx.sandbox.id,
+        pool=None if ctx.pool is None else ("hit" if pooled else "miss"),
     )
     ctx.log(
         f"sandbox {ctx.sandbox.id[:12]} up ({cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
     )
+
+
+def _claim(ctx: RunContext, spec: SandboxSpec) -> Sandbox | None:
+    """A ready sandbox from the warm pool when one matches the plan, else None."""
+    if ctx.pool is None:
+        return None
+    sandbox = ctx.pool.claim(spec)
+    if sandbox is None:
+        ctx.log(f"warm pool: miss (no ready sandbox of {spec.image} with these limits); creating one")
+    else:
+        ctx.log(f"warm pool: hit (claimed ready sandbox {sandbox.id[:12]})")
+    return sandbox
 
 
 def sandbox_spec(ctx: RunContext) -> SandboxSpec:
