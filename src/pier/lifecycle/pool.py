@@ -6,7 +6,9 @@ The rules:
 
 - A pool sandbox is unused until claimed, and a claim takes it out of the pool
   for good: it is never handed to a second run, and the run deletes it when it
-  ends, as any sandbox. The pool then creates a replacement in the background.
+  ends, as any sandbox. The pool then creates a replacement in the background:
+  when that run's sandbox is deleted (so the replacement's create does not
+  compete with the run for the engine), or at the next check, whichever is first.
 - Its labels are fixed at create (Docker labels cannot change), so they say
   "pool" (pier.pool) with a run label of its own (`pool-...`), and pier.owner
   names this process. A claimed one is tied to its run by the run record
@@ -203,10 +205,13 @@ class WarmPool:
                 if not sandboxes:
                     return None
                 sandbox = sandboxes.pop(0)
-            self._wake.set()  # refill in the background
             if self._still_running(sandbox):
                 return sandbox
             sandbox.delete()
+
+    def refill(self) -> None:
+        """Top the pool up now, in the background (a run ended: its sandbox is gone)."""
+        self._wake.set()
 
     def _still_running(self, sandbox: Sandbox) -> bool:
         try:

@@ -108,6 +108,8 @@ def _delete_sandbox(ctx: RunContext) -> None:
         return
     ctx.sandbox.delete()
     ctx.log(f"sandbox {ctx.sandbox.id[:12]} deleted", "save")
+    if ctx.pool is not None:
+        ctx.pool.refill()  # a claimed sandbox is replaced once its run no longer needs the engine
 
 
 def _finish(ctx: RunContext, elapsed: float) -> None:
