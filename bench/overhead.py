@@ -3,8 +3,10 @@
 Prints the median wall time of `pier run` (a script runbook that writes one file)
 and of `docker run` + `docker cp` doing the same on the same image, their ratio
 (goal: <= 1.5), the same lifecycle run in-process (as the server runs it, without
-the CLI's interpreter start-up), and the median time from `pier run` starting to the agent's first
-output line. Needs a Docker engine and the image (default pier-base:bookworm).
+the CLI's interpreter start-up; goal <= 1.2), in-process again with a warm pool of
+one sandbox (refilled between runs, as a server's is), and the median time from
+the start to the agent's first output line for each (goal <= 0.5 s), with the
+load average. Needs a Docker engine and the image (default pier-base:bookworm).
 
     uv run python bench/overhead.py [--runs 10] [--image pier-base:bookworm]
 """
