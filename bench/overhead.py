@@ -77,8 +77,8 @@ def time_in_process(runbook: Path, image: str, services=None) -> tuple[float, fl
     record = run(services, request, Observer(on_log=on_log))
     if not record.success:
         raise SystemExit(f"in-process run failed: {record.error}")
-    if services.pool is not None and (record.sandbox is None or record.sandbox.pool != "hit"):
-        raise SystemExit(f"the run missed the warm pool: {record.sandbox}")
+    if services.pool is not None and (record.outputs.sandbox is None or record.outputs.sandbox.pool != "hit"):
+        raise SystemExit(f"the run missed the warm pool: {record.outputs.sandbox}")
     return time.perf_counter() - began, first[0] if first else float("nan")
 
 

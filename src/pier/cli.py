@@ -108,7 +108,7 @@ def run_command(
     if as_json:
         print(record.model_dump_json(indent=2))
     else:
-        show_summary(record)
+        show_summary(record, services.storage.run_dir(record.collection, record.name, record.trajectory_id))
     raise typer.Exit(0 if record.success else 1)
 
 
@@ -195,7 +195,7 @@ def _slug(name: str) -> str:
     return cleaned or "runbook"
 
 
-def show_summary(record: RunRecord) -> None:
+def show_summary(record: RunRecord, folder: Path) -> None:
     from pier.cli_checks import show_checks
 
     colour = "green" if record.success else "red"
@@ -205,11 +205,10 @@ def show_summary(record: RunRecord) -> None:
         highlight=False,
     )
     if record.error:
-        out.print(f"  [red]{record.error.stage}:[/red] {record.error.message}", highlight=False)
+        out.print(f"  [red]{record.failed_stage}:[/red] {record.error}", highlight=False)
     show_results(record)
     show_checks(record, out)
-    if record.storage_path:
-        out.print(f"  outputs: {record.storage_path}", highlight=False)
+    out.print(f"  outputs: {folder}", highlight=False)
 
 
 SUMMARY_FILES = 10  # result files listed by name; the rest are counted
@@ -218,17 +217,18 @@ SUMMARY_FILES = 10  # result files listed by name; the rest are counted
 def show_results(record: RunRecord) -> None:
     """The first result files (primary outputs first), then how many more and their
     size: a run that made 2,000 files must not bury its outcome under them."""
-    shown, rest = record.results_files[:SUMMARY_FILES], record.results_files[SUMMARY_FILES:]
+    outputs = record.outputs
+    shown, rest = outputs.results_files[:SUMMARY_FILES], outputs.results_files[SUMMARY_FILES:]
     for item in shown:
-        star = "★" if item.path in record.primary_files else " "
+        star = "★" if item.path in outputs.primary_files else " "
         out.print(f"  {star} {item.path}  ({item.size} bytes)", highlight=False)
     if rest:
         from rich import filesize
 
-        total = filesize.decimal(sum(item.size for item in record.results_files))
+        total = filesize.decimal(sum(item.size for item in outputs.results_files))
         out.print(
             f"    ... and {len(rest)} more ({filesize.decimal(sum(item.size for item in rest))}; "
-            f"{len(record.results_files)} files, {total} in all)",
+            f"{len(outputs.results_files)} files, {total} in all)",
             highlight=False,
         )
 
@@ -279,7 +279,7 @@ def _run_row(r: RunRecord) -> list[str]:
         f"{r.collection}/{r.task}",
         r.status.value,
         "" if r.success is None else ("yes" if r.success else "no"),
-        local_time(r.created_at),
+        local_time(r.created),
         f"{r.duration_seconds:.1f}s" if r.duration_seconds is not None else "",
     ]
 

@@ -16,17 +16,18 @@ FAILED_TAIL_LINES = 8
 
 
 def show_checks(record: RunRecord, console: Console) -> None:
-    if record.checks:
-        console.print(checks_table(record.checks, console.width))
-    for check in (c for c in record.checks if not c.passed):
+    checks = record.outputs.checks
+    if checks:
+        console.print(checks_table(checks, console.width))
+    for check in (c for c in checks if not c.passed):
         tail = check.output.rstrip().splitlines()[-FAILED_TAIL_LINES:]
         console.print(
             f"  [red]{escape(check.name)}[/red] output (last lines; all in run.json):", highlight=False
         )
         for line in tail:
             console.print(f"    {line}", highlight=False, markup=False)
-    if record.eval:
-        summary = record.eval
+    if record.outputs.eval:
+        summary = record.outputs.eval
         console.print(
             f"  validation_report.json: verdict {summary.get('verdict') or '-'}, "
             f"stages {summary.get('checks')} passed",

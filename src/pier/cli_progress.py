@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.status import Status
 
 from pier.lifecycle.service import Observer, RunRequest
-from pier.record import StepRecord, StepStatus
+from pier.record import StageRecord, StageStatus
 
 LABELS = {
     "prepare": "Prepare",
@@ -20,7 +20,7 @@ LABELS = {
     "check": "Check",
     "save": "Save and delete",
 }
-MARKS = {StepStatus.completed: "[green]✓[/green]", StepStatus.failed: "[red]✗[/red]"}
+MARKS = {StageStatus.completed: "[green]✓[/green]", StageStatus.failed: "[red]✗[/red]"}
 
 
 class Progress:
@@ -39,9 +39,9 @@ class Progress:
         self.status = self.console.status("starting", spinner="dots")
         self.status.start()
 
-    def on_step(self, step: StepRecord) -> None:
+    def on_step(self, step: StageRecord) -> None:
         label = LABELS.get(step.name, step.name)
-        if step.status == StepStatus.running:
+        if step.status == StageStatus.running:
             if self.status:
                 self.status.update(f"{label} …")
             return

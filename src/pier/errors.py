@@ -33,6 +33,8 @@ class TaskError(InputError):
 class AssetError(InputError):
     """An attached file that cannot be placed safely in /app/assets."""
 
+    field = "files"  # what the API's 422 names
+
 
 class NotFoundError(PierError, LookupError):
     """A run, task, collection or snapshot that does not exist."""

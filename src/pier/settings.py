@@ -6,7 +6,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Where Debian/Ubuntu keep the system trust store; a host that trusts other CAs
@@ -74,11 +74,21 @@ class Settings(BaseSettings):
     )
 
     default_snapshot: str = "python312-uv"
-    default_cpus: float = 4.0
+    default_cpus: float = Field(4.0, gt=0)
     default_memory: str = "8G"
-    default_timeout_sec: int = 1800
-    max_timeout_sec: int = 1800
+    default_timeout_sec: int = Field(1800, ge=1)
+    max_timeout_sec: int = Field(1800, ge=1, description="the longest time limit a run may ask for")
+    max_cpus: float = Field(64.0, gt=0, description="the most CPUs a run may ask for")
+    max_memory: str = Field("64G", description="the most memory a run may ask for")
     disk_limit: str = "10G"
+    # What the attached files of one run may become in /app/assets (zips expanded).
+    max_assets_bytes: int = Field(1 << 30, ge=1, description="all attached files, zips expanded")
+    max_assets_files: int = Field(10_000, ge=1, description="files in /app/assets, zip entries counted")
+    max_asset_file_bytes: int = Field(512 << 20, ge=1, description="one file, or one zip entry")
+    max_zip_ratio: float = Field(100.0, gt=1, description="expanded / compressed size of one zip")
+    # What collect copies out of one sandbox (results, logs, assets), checked as it streams.
+    max_output_bytes: int = Field(10 << 30, ge=1, description="a run's collected outputs, in all")
+    max_output_files: int = Field(100_000, ge=1, description="files in a run's collected outputs")
     pids_limit: int = 4096
     create_timeout_sec: int = 1200
     agent_install_timeout_sec: int = 600
@@ -119,6 +129,18 @@ class Settings(BaseSettings):
     )
     webhook_attempts: int = Field(6, ge=1)
     webhook_backoff_sec: float = Field(1.0, ge=0, description="first retry delay; doubles each time")
+    trial_keys: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description='shared provider keys for trial runs, JSON: {"ANTHROPIC_API_KEY": "..."}',
+    )
+    trial_runs: int = Field(10, ge=0, description="trial runs per collection")
+
+    @field_validator("default_memory", "max_memory")
+    @classmethod
+    def _memory_size(cls, value: str) -> str:
+        from pier.limits import check_memory  # sizes are read one way everywhere
+
+        return check_memory(value)
 
     @property
     def db_url(self) -> str:

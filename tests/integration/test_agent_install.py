@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from tests.support.model_script import ANSWER_TEXT
+from tests.support.runs import run_folder
 
 from pier.agents.codex import CodexAgent
 from pier.agents.install import run_install
@@ -57,8 +58,8 @@ def test_from_a_bare_image_pier_installs_node_and_the_cli_then_the_run_completes
     proc = pier_cli(str(folder), "--snapshot", "", "--image", base_image, "--json", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads(proc.stdout)
-    assert record["success"] is True
-    assert (Path(record["storage_path"]) / "results" / "answer.md").read_text() == ANSWER_TEXT
+    assert record["steps"]["run"]["outputs"]["success"] is True
+    assert (run_folder(record) / "results" / "answer.md").read_text() == ANSWER_TEXT
     log = "\n".join(e.line for e in Services(get_settings()).store.events(record["trajectory_id"]))
     assert "Node >= 22 with npm is missing" in log and "v22." in log
     assert "claude-code 2.1.332 installed" in log
@@ -103,12 +104,12 @@ def test_an_install_that_cannot_succeed_fails_the_run_fast_naming_agent_version_
     request = RunRequest(collection="agents", task_name="bad-install", task=task_from_runbook(parse(text)),
                          run_params={"snapshot": "", "image": agent_image}, env=env)  # fmt: skip
     record = run(Services(get_settings()), request)
-    assert record.error is not None and record.error.stage == "setup"
-    message = record.error.message
+    assert record.error is not None and record.failed_stage == "setup"
+    message = record.error
     assert "installing codex 0.0.0-pier-missing (@openai/codex@0.0.0-pier-missing from npm) failed" in message
     assert "npm error" in message  # the installer's own last lines
-    assert record.step("setup").duration_seconds < 120
-    assert record.step("run_agent").status == "skipped"
+    assert record.stage("setup").duration_seconds < 120
+    assert record.stage("run_agent").status == "skipped"
     assert not model_server.model_calls()
 
 
@@ -125,9 +126,9 @@ def test_the_missing_key_message_for_openrouter_and_for_the_api_path(agent_image
     request = RunRequest(collection="agents", task_name="nokey", task=task_from_runbook(parse(text)),
                          run_params={"snapshot": "", "image": agent_image}, env={"OPENAI_API_KEY": "sk-x"})  # fmt: skip
     record = run(Services(get_settings()), request)
-    assert record.error is not None and record.error.stage == "prepare"
-    assert "model_provider openrouter needs the API key in OPENROUTER_API_KEY" in record.error.message
-    assert record.sandbox.id is None
+    assert record.error is not None and record.failed_stage == "prepare"
+    assert "model_provider openrouter needs the API key in OPENROUTER_API_KEY" in record.error
+    assert record.outputs.sandbox.id is None
 
 
 def test_a_missing_required_secret_fails_early_naming_it(tmp_path):

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from tests.support.model_script import ANSWER_PATH, ANSWER_TEXT
+from tests.support.runs import run_folder
 
 from pier.lifecycle import runner
 from pier.lifecycle.context import RunContext
@@ -115,7 +115,7 @@ def stored_text(record: RunRecord) -> str:
     """Everything pier keeps about a run: the record, its log, its stored files."""
     events = Services(get_settings()).store.events(record.trajectory_id)
     parts = [record.model_dump_json(), *(e.line for e in events)]
-    for file in Path(record.storage_path or "/nonexistent").rglob("*"):
+    for file in run_folder(record).rglob("*"):
         if file.is_file():
             parts.append(file.read_bytes().decode("utf-8", "replace"))
     return "\n".join(parts)
@@ -132,10 +132,10 @@ def test_agent_cli_completes_a_runbook_against_the_scripted_model(
     record = start(runbook_text(case), agent_image, env)
 
     assert record.success, (record.error, [r.path for r in model_server.requests])
-    results = Path(record.storage_path) / "results"
+    results = run_folder(record) / "results"
     assert (results / "answer.md").read_text() == ANSWER_TEXT
-    assert record.primary_files == ["answer.md"]
-    assert [(c.name, c.passed) for c in record.checks] == [("answer", True)]
+    assert record.outputs.primary_files == ["answer.md"]
+    assert [(c.name, c.passed) for c in record.outputs.checks] == [("answer", True)]
 
     calls = model_server.model_calls()
     assert calls, "the CLI never called the model"
@@ -147,7 +147,7 @@ def test_agent_cli_completes_a_runbook_against_the_scripted_model(
     assert {c.credential for c in calls} == {key}
     assert any("six times seven" in json.dumps(c.body) for c in main), "the runbook never reached the model"
 
-    logs = Path(record.storage_path) / "logs"
+    logs = run_folder(record) / "logs"
     transcripts = [f for f in logs.rglob("*") if f.is_file() and ANSWER_PATH in f.read_text(errors="replace")]
     assert any(case.tool in f.read_text(errors="replace") for f in transcripts), sorted(
         map(str, logs.rglob("*"))
@@ -160,7 +160,7 @@ def test_agent_cli_completes_a_runbook_against_the_scripted_model(
     assert key not in stored_text(record)
     assert leftovers == [""], f"credentials left where checks would run: {leftovers}"
 
-    usage = record.usage
+    usage = record.outputs.usage
     assert usage["prompt_tokens"] == 200 and usage["completion_tokens"] == 40, usage
     assert usage["total_tokens"] == 240 and usage["duration_seconds"] > 0
     if case.api_calls is not None:

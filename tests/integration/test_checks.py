@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.runs import run_folder
 
 from pier.lifecycle.service import RunRequest, Services, run
 from pier.record import CheckResult, RunRecord
@@ -61,7 +62,7 @@ def start(
 
 
 def by_name(record: RunRecord) -> dict[str, CheckResult]:
-    return {check.name: check for check in record.checks}
+    return {check.name: check for check in record.outputs.checks}
 
 
 def sandboxes_of(backend, trajectory_id: str) -> list:
@@ -190,7 +191,7 @@ def test_each_builtin_check_passes_and_fails(base_image, docker_backend):
         assert result.type == spec["type"] and result.duration_s > 0
     # A link out of the results folder is an error (exit 2), and is never read.
     assert results["escape"].exit_code == 2 and "leaves the results folder" in results["escape"].output
-    assert next(s for s in record.steps if s.name == "check").detail == "7/15 checks passed"
+    assert next(s for s in record.stages if s.name == "check").detail == "7/15 checks passed"
     assert not sandboxes_of(docker_backend, record.trajectory_id)
 
 
@@ -200,7 +201,7 @@ def test_passing_checks_make_a_successful_run(base_image):
         {"name": "score", "type": "json_field", "path": "v.json", "field": "score", "max": 1},
     ]
     record = start(runbook(BUILTIN_SCRIPT, checks), base_image)
-    assert record.status == "completed" and record.success is True, record.checks
+    assert record.status == "completed" and record.success is True, record.outputs.checks
 
 
 # --- code checks
@@ -254,7 +255,7 @@ def test_the_agent_cannot_change_a_code_check_source(base_image, check_repo):
     ]
     record = start(runbook(TAMPER, checks), base_image)
     assert record.status == "completed", record.error
-    (result,) = record.checks
+    (result,) = record.outputs.checks
     assert not result.passed and result.exit_code == 1
     assert result.output == "expected 42\n", "the check ran the original source, not the agent's"
 
@@ -266,27 +267,27 @@ def test_preflight_fails_on_an_image_without_python3(no_python_image, docker_bac
     checks = [{"name": "report", "type": "file_exists", "path": "a.md"}]
     record = start(runbook("echo ran > {{results_dir}}/a.md", checks), no_python_image)
     assert record.status == "failed" and record.success is False
-    assert record.error.stage == "setup"
-    assert "python3" in record.error.message and no_python_image in record.error.message
-    assert "report" in record.error.message, "the message says which checks need it"
-    steps = {s.name: s.status for s in record.steps}
+    assert record.failed_stage == "setup"
+    assert "python3" in record.error and no_python_image in record.error
+    assert "report" in record.error, "the message says which checks need it"
+    steps = {s.name: s.status for s in record.stages}
     assert steps["run_agent"] == "skipped", "the agent never runs"
-    assert not record.results_files
+    assert not record.outputs.results_files
     assert not sandboxes_of(docker_backend, record.trajectory_id)
 
 
 def test_preflight_fails_on_an_image_without_git_for_a_clone_in_the_sandbox(no_git_image, check_repo):
     remote = [{"name": "unit", "type": "code", "source": "https://example.invalid/checks.git", "run": "true"}]
     record = start(runbook("echo 42 > {{results_dir}}/answer.txt", remote), no_git_image)
-    assert record.status == "failed" and record.error.stage == "setup"
-    assert "git" in record.error.message and no_git_image in record.error.message
-    assert {s.name: s.status for s in record.steps}["run_agent"] == "skipped"
+    assert record.status == "failed" and record.failed_stage == "setup"
+    assert "git" in record.error and no_git_image in record.error
+    assert {s.name: s.status for s in record.stages}["run_agent"] == "skipped"
     # A local source is fetched on the host: the image needs no git for it.
     local = [
         {"name": "unit", "type": "code", "source": str(check_repo), "run": "sh /app/checks/unit/check.sh"}
     ]
     record = start(runbook("echo 42 > {{results_dir}}/answer.txt", local), no_git_image)
-    assert record.success is True, (record.error, record.checks)
+    assert record.success is True, (record.error, record.outputs.checks)
 
 
 # --- nothing left behind, limits, the clean shell
@@ -309,10 +310,10 @@ def test_an_agent_background_writer_is_stopped_before_checks(base_image, scripts
     checks = [code("still", "sh /app/checks/still/still.sh")]
     record = start(runbook(BACKGROUND_WRITER, checks), base_image, source_dir=scripts)
     assert record.status == "completed", record.error
-    (result,) = record.checks
+    (result,) = record.outputs.checks
     assert result.passed, result.output
     first, second = result.output.split()
-    collected = (Path(record.storage_path) / "results" / "counter.txt").read_text().strip()
+    collected = (run_folder(record) / "results" / "counter.txt").read_text().strip()
     assert first == second == collected, "the check sees the file as it was when the agent ended"
     assert any("stopped what the agent left running" in line for line in events(record.trajectory_id))
 
@@ -336,7 +337,7 @@ def test_a_check_printing_megabytes_is_bounded(base_image, scripts):
     run_line = "head -c 5000000 /dev/zero | tr '\\0' x; echo; echo END-OF-OUTPUT"
     checks = [code("loud", run_line)]
     record = start(runbook("echo a > {{results_dir}}/a.txt", checks), base_image, source_dir=scripts)
-    (loud,) = record.checks
+    (loud,) = record.outputs.checks
     assert loud.passed
     header, kept = loud.output.split("\n", 1)
     assert header.startswith("[output truncated: about 50") and "the last 65536 are kept" in header
@@ -361,8 +362,8 @@ def test_checks_see_none_of_the_agent_environment_or_credentials(base_image, scr
         code("cwd", "pwd; id -un"),
     ]
     record = start(runbook(agent, checks), base_image, env={"PIER_TEST_TOKEN": token}, source_dir=scripts)
-    assert record.success is True, record.checks
-    results = Path(record.storage_path) / "results"
+    assert record.success is True, record.outputs.checks
+    results = run_folder(record) / "results"
     assert (results / "token-length.txt").read_text().strip() == str(len(token)), "the agent had the secret"
     env_output = by_name(record)["env"].output
     names = {line.split("=", 1)[0] for line in env_output.splitlines() if "=" in line}
@@ -427,14 +428,14 @@ def test_eval_summary_from_a_validation_report(base_image):
     script = f"cat > {{{{results_dir}}}}/validation_report.json <<'EOF'\n{json.dumps(CORPUS_REPORT, indent=2)}\nEOF"
     record = start(runbook(script), base_image)
     assert record.status == "completed", record.error
-    assert record.eval == {"overall_passed": False, "verdict": "FAIL", "checks": "3/4"}
+    assert record.outputs.eval == {"overall_passed": False, "verdict": "FAIL", "checks": "3/4"}
     assert record.success is True, "the report alone never changes success"
     checked = start(
         runbook(script, [{"name": "r", "type": "json_valid", "path": "validation_report.json"}]), base_image
     )
-    assert checked.eval == record.eval and checked.success is True
-    saved = json.loads((Path(record.storage_path) / "run.json").read_text())
-    assert saved["eval"]["checks"] == "3/4"
+    assert checked.outputs.eval == record.outputs.eval and checked.success is True
+    saved = json.loads((run_folder(record) / "run.json").read_text())
+    assert saved["steps"]["run"]["outputs"]["eval"]["checks"] == "3/4"
 
 
 # --- a git URL: cloned in the sandbox with network, on the host without
@@ -489,7 +490,7 @@ def test_a_git_url_is_cloned_in_the_sandbox_or_on_the_host(base_image, git_http)
     ]
     script = "echo 41 > {{results_dir}}/answer.txt"
     online = start(runbook(script, checks), base_image)
-    assert online.success is True, online.checks
+    assert online.success is True, online.outputs.checks
     gateway = url.split("//")[1].split(":")[0]
     subnet = gateway.rsplit(".", 2)[0] + "."
     assert clients and all(c.startswith(subnet) and c != gateway for c in clients), (
@@ -498,7 +499,7 @@ def test_a_git_url_is_cloned_in_the_sandbox_or_on_the_host(base_image, git_http)
     clients.clear()
     # Without network the sandbox cannot reach the server: the host fetched it.
     offline = start(runbook(script, checks), base_image, network_enabled=False)
-    assert offline.success is True, offline.checks
+    assert offline.success is True, offline.outputs.checks
     assert clients and not any(c.startswith(subnet) and c != gateway for c in clients)
 
 

@@ -13,9 +13,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from tests.support.runs import run_folder
 
 from pier.lifecycle.service import RunRequest, Services, run
-from pier.record import RunRecord
+from pier.record import RunRecord, Trajectory
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_RUN
 from pier.settings import get_settings
@@ -59,13 +60,21 @@ def test_hello_example_end_to_end_through_the_cli(base_image, docker_backend):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads(proc.stdout)
-    assert record["status"] == "completed" and record["success"] is True
-    assert record["primary_files"] == ["hello.md"]
-    assert record["results_files"][0]["path"] == "hello.md"
-    hello = Path(record["storage_path"]) / "results" / "hello.md"
+    assert record["status"] == "completed" and record["steps"]["run"]["outputs"]["success"] is True
+    # The platform's Trajectory, as the API serves it: the same fields, the same model.
+    assert set(record) == set(Trajectory.model_json_schema(mode="serialization")["properties"])
+    assert Trajectory.model_validate(record).model_dump(mode="json") == record
+    assert record["error"] is None and record["total_steps"] == record["completed_steps"] == ["run"]
+    run_step = record["steps"]["run"]
+    assert run_step["activity"] == "runbook" and run_step["outputs"]["agent"] == "script"
+    key = f"{record['collection']}/{record['name']}/{record['trajectory_id']}/results/hello.md"
+    assert run_step["outputs"]["files"][0] == key and run_step["outputs"]["results_files"][0]["key"] == key
+    assert record["steps"]["run"]["outputs"]["primary_files"] == ["hello.md"]
+    assert record["steps"]["run"]["outputs"]["results_files"][0]["path"] == "hello.md"
+    hello = run_folder(record) / "results" / "hello.md"
     assert hello.read_text().startswith("# Hello, world!")
-    assert "Hello, world!" in (Path(record["storage_path"]) / "logs" / "agent.log").read_text()
-    assert [s["status"] for s in record["steps"]].count("completed") >= 7
+    assert "Hello, world!" in (run_folder(record) / "logs" / "agent.log").read_text()
+    assert [s["status"] for s in record["steps"]["run"]["outputs"]["stages"]].count("completed") >= 7
     assert not sandboxes_of(docker_backend, record["trajectory_id"])
 
 
@@ -81,10 +90,10 @@ def test_vars_files_and_zip_extraction(base_image, tmp_path):
         text, {**on_image(base_image), "vars": {"topic": "rust"}, "file_paths": [str(archive), str(note)]}
     )
     assert record.success, record.error
-    out = Path(record.storage_path) / "results"
+    out = run_folder(record) / "results"
     assert (out / "out.txt").read_text() == "alphaplainrust\n"
     assert (out / "ls.txt").read_text().split() == ["inner", "note.txt"]
-    assert (Path(record.storage_path) / "assets" / "inner" / "a.txt").read_text() == "alpha"
+    assert (run_folder(record) / "assets" / "inner" / "a.txt").read_text() == "alpha"
 
 
 def test_zip_slip_is_rejected_before_any_sandbox(base_image, tmp_path, docker_backend):
@@ -146,12 +155,12 @@ def test_concurrent_runs_cannot_see_each_other(base_image):
     for me, other in (("aaa", "bbb"), ("bbb", "aaa")):
         record = records[me]
         assert record.success, record.error
-        results = Path(record.storage_path) / "results"
+        results = run_folder(record) / "results"
         assert f"marker-{me}" in (results / "tmp.txt").read_text()
         assert f"marker-{other}" not in (results / "tmp.txt").read_text()
         procs = (results / "procs.txt").read_text()
         assert f"sleeper-{me}" in procs and f"sleeper-{other}" not in procs
-    assert records["aaa"].sandbox.id != records["bbb"].sandbox.id
+    assert records["aaa"].outputs.sandbox.id != records["bbb"].outputs.sandbox.id
 
 
 def test_generated_dockerfile_with_packages_is_built_once(base_image):
@@ -161,12 +170,12 @@ def test_generated_dockerfile_with_packages_is_built_once(base_image):
     )  # fmt: skip
     first = start(text)
     assert first.success, first.error
-    assert first.sandbox.source == "dockerfile"
-    assert "jq-" in (Path(first.storage_path) / "results" / "jq.txt").read_text()
+    assert first.outputs.sandbox.source == "dockerfile"
+    assert "jq-" in (run_folder(first) / "results" / "jq.txt").read_text()
     second = start(text)
     assert second.success, second.error
-    assert second.sandbox.image == first.sandbox.image
-    create = next(s for s in second.steps if s.name == "create")
+    assert second.outputs.sandbox.image == first.outputs.sandbox.image
+    create = next(s for s in second.stages if s.name == "create")
     assert create.duration_seconds < 20, "the second run must reuse the cached image, not rebuild it"
     assert not any(line.startswith("Step ") for line in events(second.trajectory_id))
 
@@ -179,7 +188,7 @@ def test_unknown_snapshot_falls_through_to_image(base_image):
     lines = events(record.trajectory_id)
     assert f"Creating sandbox from registry image: {base_image}" in lines
     assert any("no-such-snapshot" in line for line in lines)
-    assert record.sandbox.source == "image"
+    assert record.outputs.sandbox.source == "image"
 
 
 def test_time_limit_kills_the_agent_and_deletes_the_sandbox(base_image, docker_backend):
@@ -189,8 +198,8 @@ def test_time_limit_kills_the_agent_and_deletes_the_sandbox(base_image, docker_b
     )
     assert time.monotonic() - began < 60
     assert record.status == "failed" and record.success is False
-    assert record.error.stage == "run_agent" and "timed out after 4 seconds" in record.error.message
-    assert (Path(record.storage_path) / "results" / "a.txt").exists(), "partial results are still collected"
+    assert record.failed_stage == "run_agent" and "timed out after 4 seconds" in record.error
+    assert (run_folder(record) / "results" / "a.txt").exists(), "partial results are still collected"
     assert not sandboxes_of(docker_backend, record.trajectory_id)
 
 
@@ -198,13 +207,13 @@ def test_memory_limit_is_reported_as_oom(base_image):
     script = "python3 -c 'b = bytearray(400 * 1024 * 1024); print(len(b))'\necho done > {{results_dir}}/x"
     record = start(runbook(script), on_image(base_image), memory="96M")
     assert record.status == "failed"
-    assert "out of memory" in record.error.message and "96M" in record.error.message
+    assert "out of memory" in record.error and "96M" in record.error
 
 
 def test_empty_results_fail_the_run(base_image, docker_backend):
     record = start(runbook("echo nothing here"), on_image(base_image))
     assert record.status == "failed"
-    assert record.error.stage == "collect" and "nothing in /app/results" in record.error.message
+    assert record.failed_stage == "collect" and "nothing in /app/results" in record.error
     assert not sandboxes_of(docker_backend, record.trajectory_id)
 
 
@@ -212,17 +221,17 @@ def test_failing_block_stops_the_script(base_image):
     record = start(
         runbook("echo a > {{results_dir}}/a\nfalse\necho b > {{results_dir}}/b"), on_image(base_image)
     )
-    assert record.status == "failed" and "exited with code 1" in record.error.message
-    assert [f.path for f in record.results_files] == ["a"]
+    assert record.status == "failed" and "exited with code 1" in record.error
+    assert [f.path for f in record.outputs.results_files] == ["a"]
 
 
 def test_network_off_blocks_outbound_and_on_allows_it(base_image):
     script = "if curl -sS -o /dev/null --max-time 10 https://pypi.org/simple/six/; then echo open; else echo blocked; fi > {{results_dir}}/net.txt"
     closed = start(runbook(script), on_image(base_image), network_enabled=False)
     assert closed.success, closed.error
-    assert (Path(closed.storage_path) / "results" / "net.txt").read_text().strip() == "blocked"
+    assert (run_folder(closed) / "results" / "net.txt").read_text().strip() == "blocked"
     opened = start(runbook(script), on_image(base_image))
-    assert (Path(opened.storage_path) / "results" / "net.txt").read_text().strip() == "open"
+    assert (run_folder(opened) / "results" / "net.txt").read_text().strip() == "open"
 
 
 def test_sweep_removes_the_sandbox_of_a_killed_cli(base_image, tmp_path, docker_backend):

@@ -70,13 +70,14 @@ def test_a_run_claims_a_ready_container_and_the_pool_replaces_it(tmp_path, docke
         task = task_from_runbook(parse(runbook(base_image)))
         record = run(services, RunRequest(collection="tests", task_name="pool", task=task))
         assert record.status == RunStatus.completed, record.error
-        assert record.sandbox is not None and record.sandbox.pool == "hit"
-        assert record.sandbox.id in ready
+        assert record.outputs.sandbox is not None and record.outputs.sandbox.pool == "hit"
+        assert record.outputs.sandbox.id in ready
         # Pristine: /app held nothing but what set up put there (assets, results, checks).
-        listing = (Path(record.storage_path or "") / "results" / "app.txt").read_text().split()
+        folder = services.storage.run_dir("tests", "pool", record.trajectory_id)
+        listing = (folder / "results" / "app.txt").read_text().split()
         assert sorted(listing) == ["assets", "checks", "results"], listing
         assert pool.wait_ready(READY_S), "no replacement was made"
-        assert record.sandbox.id not in pooled(docker_backend), "the claimed container was kept"
+        assert record.outputs.sandbox.id not in pooled(docker_backend), "the claimed container was kept"
     finally:
         pool.close()
     assert not [i for i in pooled(docker_backend) if i in ready]

@@ -16,6 +16,7 @@ from pier.agents.install import InstallSpec, run_install
 from pier.agents.mcp import McpServer, mcp_servers
 from pier.agents.providers import ProviderChoice, choose_provider, env_names
 from pier.sandbox.base import LineSink, Sandbox
+from pier.sandbox.processes import stop_leftovers_after
 
 PROMPT_PATH = f"{PIER_RUN_DIR}/prompt.md"
 PROMPT = object()  # stands for the instruction in an argv
@@ -87,7 +88,9 @@ class CliAgent(Agent):
         # stdout (the structured stream) is kept whole; stderr goes beside it and its
         # end is shown when the CLI fails, so the run log says why.
         return (
-            f"set -o pipefail\ncd /app\n{' '.join(words)} </dev/null 2>>{stderr} | tee {self.stream_path}\n"
+            f"set -o pipefail\ncd /app\n"
+            # The agent ends when the CLI does: what it left running is stopped then.
+            f"{stop_leftovers_after(' '.join(words) + ' </dev/null 2>>' + stderr)} | tee {self.stream_path}\n"
             "status=$?\n"
             + (f"{after}\n" if after else "")
             + f'if [ "$status" -ne 0 ]; then echo "pier: {self.name} exited with code $status; '

@@ -14,9 +14,9 @@ from pier.api import errors
 from pier.api.background import PeriodicSweeper
 from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
-from pier.api.limits import BodyLimit, NoNul
+from pier.api.limits import BodyLimit, NoNul, NoTrailingSlash
 from pier.api.recovery import recover
-from pier.api.routes import collections, events, files, health, routines, runs, tasks, trajectories
+from pier.api.routes import catalog, collections, events, files, health, routines, runs, tasks, trajectories
 from pier.api.routines import fire
 from pier.api.state import ApiState
 from pier.api.webhooks import WebhookSender
@@ -69,10 +69,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 services.pool.close()
             state.dispatcher.webhooks.close()
 
-    app = FastAPI(title="pier", version=version("pier"), description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title="pier",
+        version=version("pier"),
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        redirect_slashes=False,
+    )
     errors.install(app)
     app.add_middleware(BodyLimit, limit=settings.max_upload_bytes)
     app.add_middleware(NoNul)
-    for module in (health, collections, tasks, runs, trajectories, files, events, routines):
+    app.add_middleware(NoTrailingSlash)
+    for module in (health, collections, tasks, runs, trajectories, files, events, catalog, routines):
         app.include_router(module.router)
     return app

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pier.api.bus import RunBus
 from pier.api.files import resolve_api_path
 from pier.api.outcomes import SERVER_STOPPED, cancelled, cancelled_waiting, failed_to_start, interrupted
-from pier.api.schemas.runs import RunPublic
+from pier.api.trial import Trials
 from pier.api.uploads import expired_message, upload_of
 from pier.api.webhooks import Delivery, WebhookSender
 from pier.errors import InputError, NotFoundError, PierError
@@ -44,6 +44,13 @@ class RunParams:
     secret_params: dict[str, str] = field(default_factory=dict)
     webhook_url: str | None = None
     webhook_secret: str | None = None
+    use_trial_keys: bool = False
+    subscription_credential: str | None = None
+
+
+# A subscription credential names the provider whose own API the run uses, with
+# the collection's key for it.
+SUBSCRIPTION_PROVIDERS = {"anthropic": "anthropic", "codex": "openai"}
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,7 @@ class Payload:
     secret_params: dict[str, str] = field(default_factory=dict, repr=False)
     webhook_url: str | None = None
     webhook_secret: str | None = field(default=None, repr=False)
+    use_trial_keys: bool = False
 
     def stored(self, vault: Vault) -> dict[str, Any]:
         """The storable form: no secret value in clear, secret_params only by name."""
@@ -69,6 +77,7 @@ class Payload:
             "secret_param_names": sorted(self.secret_params),
             "webhook_url": self.webhook_url,
             "webhook_secret": vault.encrypt(self.webhook_secret) if self.webhook_secret else None,
+            "use_trial_keys": self.use_trial_keys,
         }
 
     @classmethod
@@ -81,6 +90,7 @@ class Payload:
             run_params=dict(data.get("run_params") or {}),
             webhook_url=data.get("webhook_url"),
             webhook_secret=vault.decrypt(secret) if secret else None,
+            use_trial_keys=bool(data.get("use_trial_keys")),
         )
 
 
@@ -94,7 +104,24 @@ def split_webhook(params: RunParams) -> RunParams:
         raise InputError("webhook_url must be an http:// or https:// URL")
     if secret is not None and not isinstance(secret, str):
         raise InputError("webhook_secret must be a string")
-    return RunParams(init, dict(params.secret_params), url, secret)
+    return RunParams(
+        init, dict(params.secret_params), url, secret, params.use_trial_keys, params.subscription_credential
+    )
+
+
+def with_subscription(params: RunParams) -> RunParams:
+    """A subscription credential becomes the run's model_provider."""
+    name = params.subscription_credential
+    if name is None:
+        return params
+    provider = SUBSCRIPTION_PROVIDERS.get(name)
+    if provider is None:
+        known = ", ".join(sorted(SUBSCRIPTION_PROVIDERS))
+        raise InputError(
+            f"subscription_credential: pier cannot run on a {name!r} subscription (it has: {known}); "
+            "set the provider's API key in the collection's environment instead"
+        )
+    return replace(params, init_params={**params.init_params, "model_provider": provider})
 
 
 class Dispatcher:
@@ -105,6 +132,7 @@ class Dispatcher:
         self.bus = bus
         self.webhooks = webhooks
         self.executor = InProcessExecutor(self, services.settings.max_concurrent_runs)
+        self.trials = Trials(services.store, services.settings)
 
     # accepting and cancelling (called by routes, in worker threads)
 
@@ -114,24 +142,50 @@ class Dispatcher:
         """Check, store and queue a run; InputError (422) when it cannot run.
         `routine_id` names the routine that starts it, if one does."""
         task = Task.model_validate(self.store.get_task(collection, task_name).definition)
-        params = split_webhook(params)
+        params = with_subscription(split_webhook(params))
         payload = Payload(
             collection, task_name, task, params.init_params, params.secret_params,
-            params.webhook_url, params.webhook_secret,
+            params.webhook_url, params.webhook_secret, params.use_trial_keys,
         )  # fmt: skip
         trajectory_id = uuid.uuid4().hex
-        env = self.environment(payload)
-        preflight(self.request(payload, trajectory_id, env), self.services.settings)
+        payload, env = self._checked(payload, trajectory_id)
         record = RunRecord.new(
             trajectory_id,
             collection,
             task_name,
             init_params=Redactor(env.values()).data(payload.run_params),
             triggered_by_routine_id=routine_id,
+            step_config=task.run_step().model_dump(mode="json"),
+            webhook_url=payload.webhook_url,
         )
         self.store.enqueue_run(record, payload.stored(self.vault))
         self.executor.submit(Job(trajectory_id, payload))
         return record
+
+    def _checked(self, payload: Payload, trajectory_id: str) -> tuple[Payload, dict[str, str]]:
+        """The payload (with trial keys when it asked, or when its collection
+        activated the trial and the run cannot start without them) and its
+        environment, once preflight passes; a trial run is counted."""
+        if payload.use_trial_keys:
+            self.trials.require(payload.collection)
+        try:
+            env = self._preflight(payload, trajectory_id)
+        except InputError as without:
+            if payload.use_trial_keys or not self.trials.eligible(payload.collection):
+                raise
+            try:
+                payload = replace(payload, use_trial_keys=True)
+                env = self._preflight(payload, trajectory_id)
+            except InputError:
+                raise without from None  # the trial keys do not help: say what is wrong
+        if payload.use_trial_keys:
+            self.trials.take(payload.collection)
+        return payload, env
+
+    def _preflight(self, payload: Payload, trajectory_id: str) -> dict[str, str]:
+        env = self.environment(payload)
+        preflight(self.request(payload, trajectory_id, env), self.services.settings)
+        return env
 
     def cancel(self, record: RunRecord) -> RunStatus:
         """Cancel a run; its status as the caller should see it now."""
@@ -153,6 +207,8 @@ class Dispatcher:
     def environment(self, payload: Payload) -> dict[str, str]:
         encrypted = self.store.get_env_encrypted(payload.collection)
         collection_env = {name: self.vault.decrypt(value) for name, value in encrypted.items()}
+        if payload.use_trial_keys:  # the collection's own keys win
+            collection_env = {**self.trials.keys(), **collection_env}
         step = resolve(payload.task, payload.run_params)
         return sandbox_env(step, collection_env, payload.secret_params)
 
@@ -207,9 +263,7 @@ class Dispatcher:
     def cancelled_before_start(self, job: Job) -> None:
         record = cancelled_waiting(self.store.get_run(job.trajectory_id))
         self.store.save_run(record)
-        self.store.append_event(
-            job.trajectory_id, record.error.message if record.error else "cancelled", "prepare"
-        )
+        self.store.append_event(job.trajectory_id, record.error or "cancelled", "prepare")
         self.finished(job.trajectory_id, job.payload, record)
 
     # the end of a run, and of the server
@@ -221,7 +275,7 @@ class Dispatcher:
             payload = Payload.restore(kept, self.vault) if kept else None
         if payload is not None and payload.webhook_url:
             record = record or self.store.get_run(trajectory_id)
-            body = RunPublic.of(record).model_dump_json().encode()
+            body = record.model_dump_json().encode()
             self.webhooks.send(Delivery(payload.webhook_url, payload.webhook_secret, body, trajectory_id))
         self.store.drop_run_request(trajectory_id)
         self.bus.publish(trajectory_id)

@@ -12,7 +12,8 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from pier.errors import InputError, NotFoundError, PierError, SandboxError
+from pier.errors import AssetError, InputError, NotFoundError, PierError, SandboxError
+from pier.limits import LimitError
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,10 @@ async def _http(_request: Request, exc: HTTPException) -> JSONResponse:
 
 
 async def _pier(_request: Request, exc: PierError) -> JSONResponse:
+    if isinstance(exc, LimitError):
+        return validation_response([{"field": exc.field, "message": exc.message}])
+    if isinstance(exc, AssetError):
+        return validation_response([{"field": exc.field, "message": str(exc)}])
     if isinstance(exc, NotFoundError):
         status = 404
     elif isinstance(exc, InputError):

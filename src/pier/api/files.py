@@ -10,8 +10,9 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from pier.errors import InputError, NotFoundError
-from pier.storage.local import LocalStorage
+from pier.errors import AssetError, InputError, NotFoundError
+from pier.lifecycle.assets import AssetLimits, check_assets
+from pier.storage.local import UPLOADS, LocalStorage
 
 MAX_FILE_NAME = 255  # what Linux file systems take
 
@@ -63,3 +64,19 @@ def save_uploads(
             shutil.copyfileobj(stream, out, length=1 << 20)
         paths.append(api_path(storage, collection, target))
     return upload.upload_id, paths
+
+
+def save_checked_uploads(
+    storage: LocalStorage, collection: str, files: Iterable[tuple[str | None, BinaryIO]], limits: AssetLimits
+) -> tuple[str, list[str]]:
+    """save_uploads, then the checks a run makes of its attachments (zip entries,
+    expanded size, zip bombs), so a file no run could use is refused at once
+    (AssetError: 422) and not kept. Only compressed bytes are ever written."""
+    upload_id, paths = save_uploads(storage, collection, files)
+    folder = storage.collection_dir(collection) / UPLOADS / upload_id
+    try:
+        check_assets(sorted(folder.iterdir()), limits)
+    except AssetError:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return upload_id, paths

@@ -123,7 +123,14 @@ def _params(body: RunCreate, uploaded: list[str]) -> RunParams:
         if not isinstance(given, list):
             raise invalid("init_params.file_paths", "must be a list of file paths")
         init["file_paths"] = [*given, *uploaded]
-    return RunParams(init, dict(body.secret_params), body.webhook_url, body.webhook_secret)
+    return RunParams(
+        init,
+        dict(body.secret_params),
+        body.webhook_url,
+        body.webhook_secret,
+        use_trial_keys=body.use_trial_keys,
+        subscription_credential=body.subscription_credential,
+    )
 
 
 async def accept_run(request: Request, state: ApiState, collection: str, task: str) -> RunRecord:

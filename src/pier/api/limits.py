@@ -3,6 +3,7 @@
 - The body limit (PIER_MAX_UPLOAD_BYTES), enforced while the body arrives: a
   declared Content-Length over it is refused before reading, and a chunked body
   is cut off as soon as it passes it. Either way: 413.
+- A trailing slash is ignored: both forms of a route answer, no redirect.
 - No NUL character in the path or the query: nothing pier stores can contain
   one (PostgreSQL text cannot), so such a request names nothing: 404 / 422.
 """
@@ -22,6 +23,22 @@ def too_large(limit: int) -> ApiError:
         f"the request body is larger than this server accepts ({limit} bytes): send fewer or smaller "
         "files per request, or raise PIER_MAX_UPLOAD_BYTES",
     )
+
+
+class NoTrailingSlash:
+    """`/api/v1/collections/` is `/api/v1/collections`: routes answer both forms
+    directly, where a redirect would lose a POST's body on some clients."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and len(path) > 1 and path.endswith("/"):
+            scope = {**scope, "path": path.rstrip("/") or "/"}
+            if scope.get("raw_path"):
+                scope["raw_path"] = scope["raw_path"].rstrip(b"/") or b"/"
+        await self.app(scope, receive, send)
 
 
 class NoNul:

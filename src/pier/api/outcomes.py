@@ -3,7 +3,7 @@ one the server stopped under, one that never got going."""
 
 from __future__ import annotations
 
-from pier.record import RunError, RunRecord, RunStatus, StepStatus, utcnow
+from pier.record import RunRecord, RunStatus, StageStatus, utcnow
 
 SERVER_STOPPED = "the server stopped while this run was running; run it again"
 CANCELLED_WAITING = "the run was cancelled before it started"
@@ -14,19 +14,16 @@ def end_record(record: RunRecord, status: RunStatus, message: str) -> RunRecord:
     """Close the record: the step that was running fails with message, steps
     not reached are skipped, and the run ends with status and that error."""
     stage = "prepare"
-    for step in record.steps:
-        if step.status == StepStatus.running:
+    for step in record.stages:
+        if step.status == StageStatus.running:
             stage = step.name
-            step.status, step.ended, step.detail = StepStatus.failed, utcnow(), message
-        elif step.status == StepStatus.pending:
-            step.status = StepStatus.skipped
-    if record.error is None:
-        record.error = RunError(stage=stage, message=message)
-    record.status = status
-    record.success = False
-    record.ended_at = utcnow()
-    if record.started_at is not None:
-        record.duration_seconds = round((record.ended_at - record.started_at).total_seconds(), 3)
+            step.status, step.ended, step.detail = StageStatus.failed, utcnow(), message
+        elif step.status == StageStatus.pending:
+            step.status = StageStatus.skipped
+    record.fail(stage, message)
+    ended = utcnow()
+    duration = None if record.started is None else round((ended - record.started).total_seconds(), 3)
+    record.finish(status, ended, duration)
     return record
 
 

@@ -1,6 +1,11 @@
 """Attached files: checked on the host before any sandbox exists, then placed in
 /app/assets with zips extracted. An entry that would land outside /app/assets is
-refused, never written."""
+refused, never written; so is an attachment past the size limits (a zip bomb).
+
+The limits are checked on the sizes a zip declares, before anything is expanded:
+Python's zipfile never yields more than an entry's declared size (and checks its
+CRC), so an archive that lies about a size fails while being placed, never
+writes more than it declared."""
 
 from __future__ import annotations
 
@@ -11,17 +16,48 @@ import tarfile
 import time
 import zipfile
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from pier.errors import AssetError
 
+if TYPE_CHECKING:
+    from pier.settings import Settings
+
 ASSETS_DIR = "/app/assets"
 
+# A zip's ratio is only held against it past this size: tiny archives of
+# repetitive text compress far past any sane ratio and harm nobody.
+RATIO_FLOOR_BYTES = 1 << 20
 
-def check_assets(paths: Iterable[Path]) -> tuple[Path, ...]:
-    """Every file exists and every zip is safe to extract. Raises AssetError."""
+
+@dataclass(frozen=True)
+class AssetLimits:
+    """How much the attached files of one run may become in /app/assets."""
+
+    total_bytes: int = 1 << 30
+    files: int = 10_000
+    file_bytes: int = 512 << 20
+    zip_ratio: float = 100.0
+
+    @classmethod
+    def of(cls, settings: Settings) -> AssetLimits:
+        return cls(
+            settings.max_assets_bytes,
+            settings.max_assets_files,
+            settings.max_asset_file_bytes,
+            settings.max_zip_ratio,
+        )
+
+
+def check_assets(paths: Iterable[Path], limits: AssetLimits | None = None) -> tuple[Path, ...]:
+    """Every file exists, every zip is safe to extract, and all of them together
+    fit the limits once expanded. Raises AssetError naming the file."""
+    limits = limits or AssetLimits()
     checked: list[Path] = []
     names: set[str] = set()
+    tally = _Tally(limits)
     for path in paths:
         if not path.is_file():
             raise AssetError(f"attached file {path} does not exist or is not a file")
@@ -29,20 +65,74 @@ def check_assets(paths: Iterable[Path]) -> tuple[Path, ...]:
             raise AssetError(f"two attached files are named {path.name}: rename one")
         names.add(path.name)
         if zipfile.is_zipfile(path):
-            _check_zip(path)
+            _check_zip(path, tally)
+        else:
+            tally.add(path.name, path.name, path.stat().st_size)
         checked.append(path)
     return tuple(checked)
 
 
-def _check_zip(path: Path) -> None:
+class _Tally:
+    """Counts what the attachments expand to, refusing past a limit."""
+
+    def __init__(self, limits: AssetLimits):
+        self.limits = limits
+        self.bytes = 0
+        self.files = 0
+
+    def add(self, attachment: str, name: str, size: int) -> None:
+        limits = self.limits
+        self.bytes += size
+        self.files += 1
+        where = attachment if name == attachment else f"{attachment}: entry '{name}'"
+        if size > limits.file_bytes:
+            raise _too_big(f"{where} is {_size(size)}", f"a file may be at most {_size(limits.file_bytes)}",
+                           "PIER_MAX_ASSET_FILE_BYTES")  # fmt: skip
+        if self.files > limits.files:
+            raise _too_big(f"{where} makes more than {limits.files} files", f"at most {limits.files}",
+                           "PIER_MAX_ASSETS_FILES")  # fmt: skip
+        if self.bytes > limits.total_bytes:
+            raise _too_big(f"{where} brings the attached files to more than {_size(limits.total_bytes)}",
+                           f"at most {_size(limits.total_bytes)} in all", "PIER_MAX_ASSETS_BYTES")  # fmt: skip
+
+    def ratio(self, path: Path, expanded: int) -> None:
+        packed = max(path.stat().st_size, 1)
+        if expanded > RATIO_FLOOR_BYTES and expanded / packed > self.limits.zip_ratio:
+            raise _too_big(
+                f"{path.name} would expand {expanded / packed:.0f} times ({_size(packed)} to {_size(expanded)})",
+                f"at most {self.limits.zip_ratio:g} times, as a zip bomb would",
+                "PIER_MAX_ZIP_RATIO",
+            )
+
+
+def _too_big(what: str, limit: str, setting: str) -> AssetError:
+    return AssetError(
+        f"{what}: attached files may make {limit} ({setting}); the attachment was refused and "
+        "nothing was extracted: send less, or ask the operator to raise the limit"
+    )
+
+
+def _size(count: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if count >= 1 << shift:
+            return f"{count / (1 << shift):.1f} {unit}"
+    return f"{count} bytes"
+
+
+def _check_zip(path: Path, tally: _Tally) -> None:
     with zipfile.ZipFile(path) as archive:
-        for info in archive.infolist():
+        infos = archive.infolist()
+        for info in infos:
             reason = _unsafe_entry(info)
             if reason:
                 raise AssetError(
                     f"{path.name}: entry '{info.filename}' {reason}; "
                     "the archive was rejected and nothing was extracted"
                 )
+        tally.ratio(path, sum(info.file_size for info in infos))
+        for info in infos:
+            if not info.is_dir():
+                tally.add(path.name, info.filename, info.file_size)
 
 
 def _unsafe_entry(info: zipfile.ZipInfo) -> str | None:

@@ -46,31 +46,32 @@ def refuse_missing_check_tools(ctx: RunContext, missing: list[str]) -> None:
 def record_eval(ctx: RunContext) -> None:
     """The runbook's own validation_report.json, summarised on the record."""
     try:
-        ctx.record.eval = eval_summary(ctx.output_dir / "results")
+        ctx.record.outputs.eval = eval_summary(ctx.output_dir / "results")
     except ReportError as exc:
-        ctx.record.warnings.append(str(exc))
+        ctx.record.outputs.warnings.append(str(exc))
         ctx.log(f"warning: {exc}")
         return
-    if ctx.record.eval is not None:
-        summary = ctx.record.eval
+    if ctx.record.outputs.eval is not None:
+        summary = ctx.record.outputs.eval
         ctx.log(f"validation_report.json: verdict {summary['verdict']}, stages {summary['checks']} passed")
 
 
 def check_stage(ctx: RunContext, fresh_spec: Callable[[], SandboxSpec]) -> None:
     plan = ctx.require_plan()
-    step = ctx.record.step("check")
+    step = ctx.record.stage("check")
     if not plan.checks:
         step.detail = "no checks declared"
         return
-    ctx.record.checks = []
+    ctx.record.outputs.checks = []
     if plan.checks_isolation == "fresh":
         _in_fresh_sandbox(ctx, fresh_spec())
     else:
         _run(ctx, ctx.require_sandbox())
     if ctx.cancel.is_set():
         raise StageError("check", "the run was cancelled")
-    passed = sum(result.passed for result in ctx.record.checks)
-    step.detail = f"{passed}/{len(ctx.record.checks)} checks passed"
+    checks = ctx.record.outputs.checks
+    passed = sum(result.passed for result in checks)
+    step.detail = f"{passed}/{len(checks)} checks passed"
     ctx.log(step.detail)
 
 
@@ -78,7 +79,7 @@ def _run(ctx: RunContext, sandbox: Sandbox) -> None:
     plan = ctx.require_plan()
 
     def on_result(result: CheckResult) -> None:
-        ctx.record.checks.append(result)
+        ctx.record.outputs.checks.append(result)
         ctx.save_record(ctx.record)
 
     options = CheckOptions(

@@ -10,7 +10,7 @@ from pathlib import Path
 from pier.agents.base import Agent, AgentLaunch
 from pier.lifecycle.plan import RunInputs, RunPlan
 from pier.lifecycle.pool import WarmPool
-from pier.record import RunRecord, StepRecord
+from pier.record import RunRecord, StageRecord
 from pier.redact import Redactor
 from pier.sandbox.base import Sandbox, SandboxBackend, SandboxSource
 from pier.settings import Settings
@@ -41,7 +41,7 @@ class RunContext:
     launch: AgentLaunch | None = None
     agent_output: str = ""
     stage: str = "prepare"
-    on_step: Callable[[StepRecord], None] | None = None  # a stage started or ended
+    on_step: Callable[[StageRecord], None] | None = None  # a stage started or ended
     pool: WarmPool | None = None  # ready sandboxes create may claim (pier serve)
 
     def log(self, line: str, stage: str | None = None) -> None:

@@ -40,7 +40,7 @@ def limit_of(note: str) -> str | None:
 
 def _warn(ctx: RunContext, note: str) -> None:
     ctx.log(f"warning: {note}")
-    ctx.record.warnings.append(note)
+    ctx.record.outputs.warnings.append(note)
 
 
 def _asked_limits(ctx: RunContext) -> set[str]:

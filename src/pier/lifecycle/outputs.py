@@ -3,27 +3,40 @@ the run's storage folder, and describe the results (primary outputs first)."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pier.errors import StageError
 from pier.lifecycle.context import RunContext
+from pier.redact import Redactor
 from pier.sandbox.base import Sandbox
-from pier.sandbox.tarutil import extract_stream
+from pier.sandbox.tarutil import Budget, OverBudget, extract_stream
 from pier.storage.files import describe
 
+REDACT_LINE_BYTES = 8 << 20
 OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app/assets"}
 
 
 def collect_outputs(ctx: RunContext) -> None:
+    settings = ctx.settings
+    budget = Budget(settings.max_output_bytes, settings.max_output_files)
     archives = open_archives(ctx.require_sandbox(), list(OUTPUT_DIRS.values()))
     try:
         for name, path in OUTPUT_DIRS.items():
             try:
-                extract_stream(archives[path](), ctx.output_dir / name)
+                extract_stream(archives[path](), ctx.output_dir / name, budget=budget)
             except FileNotFoundError:
                 ctx.log(f"{path} does not exist in the sandbox")
+            except OverBudget as exc:
+                raise StageError(
+                    "collect",
+                    f"{path} holds {exc}: a run's outputs may be at most {settings.max_output_bytes} bytes in "
+                    f"{settings.max_output_files} files (PIER_MAX_OUTPUT_BYTES, PIER_MAX_OUTPUT_FILES); what fit "
+                    "was kept. Have the runbook write less, or ask the operator to raise the limits",
+                ) from None
     finally:  # the logs are stored even when a later folder fails to come out
         _close_all(archives)
         _redact_logs(ctx, ctx.output_dir / "logs")
@@ -66,11 +79,25 @@ def _redact_logs(ctx: RunContext, logs: Path) -> None:
     if not ctx.redactor or not logs.is_dir():
         return
     for file in logs.rglob("*"):
-        if file.is_file():
-            data = file.read_bytes()
-            clean = ctx.redactor.bytes(data)
-            if clean != data:
-                file.write_bytes(clean)
+        if file.is_file() and not file.is_symlink():
+            _redact_file(ctx.redactor, file)
+
+
+def _redact_file(redactor: Redactor, path: Path) -> None:
+    """Mask secrets line by line into a copy that replaces the file when anything
+    changed: a log of any size is never read whole. A line longer than
+    REDACT_LINE_BYTES is masked in pieces of that size."""
+    with open(path, "rb") as source, tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as out:
+        changed = False
+        while line := source.readline(REDACT_LINE_BYTES):
+            clean = redactor.bytes(line)
+            changed = changed or clean != line
+            out.write(clean)
+    if changed:
+        os.chmod(out.name, path.stat().st_mode)
+        os.replace(out.name, path)
+    else:
+        os.unlink(out.name)
 
 
 def _describe(ctx: RunContext, results: Path, files: list[Path]) -> None:
@@ -80,5 +107,4 @@ def _describe(ctx: RunContext, results: Path, files: list[Path]) -> None:
     for missing in (p for p in plan.primary_outputs if p not in described):
         ctx.log(f"warning: primary output {missing} was not produced")
     ordered = primary + [p for p in described if p not in primary]
-    ctx.record.primary_files = primary
-    ctx.record.results_files = [described[p] for p in ordered]
+    ctx.record.set_results([described[p] for p in ordered], primary)

@@ -12,11 +12,11 @@ from typing import Any
 
 from pier.checks import Check, check_isolation, load_checks
 from pier.errors import InputError
-from pier.lifecycle.assets import check_assets
+from pier.lifecycle.assets import AssetLimits, check_assets
+from pier.limits import run_limits
 from pier.runbook.render import render, variables
 from pier.settings import Settings
 from pier.tasks.build import infer_agent
-from pier.tasks.model import check_memory
 from pier.tasks.resolve import ResolvedStep
 
 # Resolves an init_params file path (an upload path or, for the CLI, a host path).
@@ -75,12 +75,9 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     vars_ = {key: str(value) for key, value in step.vars.items()}
     secret_env = _secret_values(step.secrets, env)
     rendered = render(step.body, variables(vars_, secret_env))
-    timeout = step.timeout_sec or settings.default_timeout_sec
+    limits = run_limits(step.cpus, step.memory, step.timeout_sec, settings)
     warnings = list(step.warnings)
     warnings += [f"unfilled variable {{{{{name}}}}} left as written" for name in rendered.unfilled]
-    if timeout > settings.max_timeout_sec:
-        warnings.append(f"timeout_sec {timeout} is above the limit; using {settings.max_timeout_sec}")
-        timeout = settings.max_timeout_sec
     return RunPlan(
         trajectory_id=inputs.trajectory_id,
         collection=inputs.collection,
@@ -94,11 +91,11 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         base_image=step.base_image,
         apt_packages=step.apt_packages,
         pip_packages=step.pip_packages,
-        cpus=step.cpus or settings.default_cpus,
-        memory=_memory(step.memory or settings.default_memory),
-        timeout_sec=timeout,
+        cpus=limits.cpus,
+        memory=limits.memory,
+        timeout_sec=limits.timeout_sec,
         network=True if step.network_enabled is None else step.network_enabled,
-        assets=check_assets(_files(step.file_paths, inputs.resolve_file)),
+        assets=check_assets(_files(step.file_paths, inputs.resolve_file), AssetLimits.of(settings)),
         checks=load_checks(step.checks, inputs.source_dir),
         checks_isolation=check_isolation(step.checks_isolation),
         primary_outputs=tuple(_primary(step.primary_outputs)),
@@ -130,14 +127,6 @@ def _secret_values(decls: Mapping[str, Any], env: Mapping[str, str]) -> dict[str
     """{{secrets.NAME}} values: the declared env variable's value, when provided."""
     variables = {name: secret_variable(name, decl) for name, decl in decls.items()}
     return {name: env[key] for name, key in variables.items() if key in env}
-
-
-def _memory(value: str) -> str:
-    try:
-        check_memory(value)
-    except ValueError as exc:
-        raise InputError(f"memory: {exc}") from None
-    return value.strip()
 
 
 def _files(paths: tuple[str, ...], resolve_file: FileResolver | None) -> list[Path]:

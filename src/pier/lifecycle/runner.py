@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pier.errors import PierError, StageError
 from pier.lifecycle import stages
 from pier.lifecycle.context import RunContext
-from pier.record import RunError, RunRecord, RunStatus, StepRecord, StepStatus, utcnow
+from pier.record import RunRecord, RunStatus, StageRecord, StageStatus, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ AFTER_FAILURE = frozenset({"cleanup_credentials", "collect", "save"})
 def execute(ctx: RunContext) -> RunRecord:
     record = ctx.record
     record.status = RunStatus.running
-    record.started_at = utcnow()
+    record.started = utcnow()
     ctx.save_record(record)
     started = time.monotonic()
     try:
@@ -57,28 +57,26 @@ def cancel(ctx: RunContext) -> None:
 
 def _step(ctx: RunContext, name: str, stage: Stage) -> None:
     record = ctx.record
-    step = record.step(name)
+    step = record.stage(name)
     if ctx.cancel.is_set():  # its sandbox is gone (cancel deletes it): nothing left to do
-        if record.error is None:
-            record.error = RunError(stage=name, message="the run was cancelled")
-        step.status = StepStatus.skipped
+        record.fail(name, "the run was cancelled")
+        step.status = StageStatus.skipped
         return
     if record.error is not None and (name not in AFTER_FAILURE or ctx.sandbox is None):
-        step.status = StepStatus.skipped
+        step.status = StageStatus.skipped
         return
     ctx.stage = name
-    step.status, step.started = StepStatus.running, utcnow()
+    step.status, step.started = StageStatus.running, utcnow()
     _saved(ctx, step)
     began = time.monotonic()
     try:
         stage(ctx)
-        step.status = StepStatus.completed
+        step.status = StageStatus.completed
     except Exception as exc:  # every failure is recorded against its stage
-        step.status = StepStatus.failed
+        step.status = StageStatus.failed
         message = _message(ctx, name, exc)
         step.detail = message
-        if record.error is None:
-            record.error = RunError(stage=name, message=message)
+        record.fail(name, message)
         ctx.log(f"{name} failed: {message}", name)
     finally:
         step.ended = utcnow()
@@ -86,7 +84,7 @@ def _step(ctx: RunContext, name: str, stage: Stage) -> None:
         _saved(ctx, step)
 
 
-def _saved(ctx: RunContext, step: StepRecord) -> None:
+def _saved(ctx: RunContext, step: StageRecord) -> None:
     ctx.save_record(ctx.record)
     if ctx.on_step is not None:
         ctx.on_step(step)
@@ -115,14 +113,12 @@ def _delete_sandbox(ctx: RunContext) -> None:
 def _finish(ctx: RunContext, elapsed: float) -> None:
     record = ctx.record
     if ctx.cancel.is_set():
-        record.status = RunStatus.cancelled
+        status = RunStatus.cancelled
     elif record.error is not None:
-        record.status = RunStatus.failed
+        status = RunStatus.failed
     else:
-        record.status = RunStatus.completed
-    record.success = record.status == RunStatus.completed and all(c.passed for c in record.checks)
-    record.ended_at = utcnow()
-    record.duration_seconds = round(elapsed, 3)
+        status = RunStatus.completed
+    record.finish(status, utcnow(), round(elapsed, 3))
     ctx.log(f"run {record.status.value} in {elapsed:.1f}s", "save")
     try:
         (ctx.output_dir / "run.json").write_text(record.model_dump_json(indent=2))

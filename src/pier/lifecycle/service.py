@@ -16,7 +16,7 @@ from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan
 from pier.lifecycle.pool import WarmPool
 from pier.lifecycle.runner import execute
 from pier.lifecycle.stages import plan_run
-from pier.record import RunRecord, StepRecord
+from pier.record import RunRecord, StageRecord
 from pier.redact import Redactor
 from pier.sandbox import get_backend
 from pier.sandbox.base import SandboxBackend
@@ -94,7 +94,7 @@ class Observer:
     """Callbacks for a live view of a run (the CLI's progress)."""
 
     on_log: Callable[[str, str], None] | None = None
-    on_step: Callable[[StepRecord], None] | None = None
+    on_step: Callable[[StageRecord], None] | None = None
 
 
 def new_context(

@@ -19,8 +19,7 @@ from pier.lifecycle.context import RunContext
 from pier.lifecycle.notices import report_limit_notes
 from pier.lifecycle.outputs import collect_outputs
 from pier.lifecycle.plan import RunInputs, RunPlan, build_plan, require_secrets
-from pier.lifecycle.processes import STOP_PROCESSES_SCRIPT
-from pier.record import SandboxRecord
+from pier.record import RUN_STEP, SandboxRecord
 from pier.sandbox import create_with_retry, resolve_source
 from pier.sandbox.base import (
     LABEL_COLLECTION,
@@ -32,8 +31,10 @@ from pier.sandbox.base import (
     Sandbox,
     SandboxSpec,
 )
+from pier.sandbox.processes import STOP_PROCESSES_SCRIPT
 from pier.sandbox.snapshots import SnapshotCatalog
 from pier.sandbox.sweeper import owner_label
+from pier.sandbox.tarutil import file_chunks
 from pier.settings import Settings
 from pier.tasks.model import Task
 from pier.tasks.resolve import ResolvedStep, resolve
@@ -59,8 +60,11 @@ def prepare(ctx: RunContext) -> None:
     step, plan, ctx.agent = plan_run(ctx.task, ctx.run_params, ctx.inputs, ctx.settings)
     ctx.redactor.add(plan.secret_values)
     ctx.plan = plan
-    ctx.record.init_params = ctx.redactor.data(step.init_params)
-    ctx.record.warnings = list(plan.warnings)
+    record = ctx.record
+    record.init_params = record.run.inputs = ctx.redactor.data(step.init_params)
+    record.step_configs[RUN_STEP] = record.run.config = ctx.task.run_step().model_dump(mode="json")
+    record.outputs.agent, record.outputs.model = plan.agent, plan.model
+    record.outputs.warnings = list(plan.warnings)
     for warning in plan.warnings:
         ctx.log(f"warning: {warning}")
     ctx.log(f"agent {plan.agent}, {len(plan.assets)} attached file(s), time limit {plan.timeout_sec}s")
@@ -82,7 +86,7 @@ def create(ctx: RunContext) -> None:
     ctx.log(source.log_line)
     for note in source.notes:
         ctx.log(f"warning: {note}")
-        ctx.record.warnings.append(note)
+        ctx.record.outputs.warnings.append(note)
     deadline = time.monotonic() + settings.create_timeout_sec
     ctx.image = ctx.backend.ensure_image(source, ctx.log, timeout=settings.create_timeout_sec)
     spec = sandbox_spec(ctx)
@@ -90,7 +94,7 @@ def create(ctx: RunContext) -> None:
     ctx.sandbox = pooled or create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
     report_limit_notes(ctx, tuple(ctx.sandbox.notes))
     cpus = ctx.sandbox.applied.cpus if ctx.sandbox.applied else plan.cpus
-    ctx.record.sandbox = SandboxRecord(
+    ctx.record.outputs.sandbox = SandboxRecord(
         source=source.kind,
         name=source.name,
         image=ctx.image,
@@ -180,8 +184,8 @@ def _place(ctx: RunContext, dirs: tuple[str, ...], assets: tuple[Path, ...], fil
         return
     with tempfile.TemporaryDirectory() as tmp:
         tar = setup_tar(Path(tmp) / "setup.tar", dirs, assets, files, file_mode=0o600)
-        with open(tar, "rb") as stream:
-            ctx.require_sandbox().put_archive("/", stream.read())
+        with open(tar, "rb") as stream:  # streamed: never whole in memory
+            ctx.require_sandbox().put_archive("/", file_chunks(stream))
     if assets:
         ctx.log(f"placed {len(assets)} file(s) in /app/assets")
 
@@ -218,9 +222,9 @@ def run_agent(ctx: RunContext) -> None:
         launch.command, env={**plan.env, **launch.env}, timeout=plan.timeout_sec, on_line=on_line
     )
     ctx.agent_output = result.output
-    ctx.record.usage = ctx.redactor.data(agent.usage(result.output))
-    if ctx.record.usage:
-        ctx.record.usage.setdefault("duration_seconds", round(result.duration_s, 3))
+    usage = ctx.record.outputs.usage = ctx.redactor.data(agent.usage(result.output))
+    if usage:
+        usage.setdefault("duration_seconds", round(result.duration_s, 3))
     if result.timed_out:
         raise StageError(
             "run_agent",
@@ -251,7 +255,7 @@ def cleanup_credentials(ctx: RunContext) -> None:
     if not files and not plan.checks:
         # Nothing secret was written and the sandbox is deleted right after collect:
         # an exec here would only cost a round trip.
-        ctx.record.step("cleanup_credentials").detail = "no credential files; no checks follow"
+        ctx.record.stage("cleanup_credentials").detail = "no credential files; no checks follow"
         return
     paths = " ".join(shlex.quote(p) for p in [*files, "/run/pier"])
     result = sandbox.exec(f"rm -rf -- {paths}", workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
@@ -285,5 +289,4 @@ def check(ctx: RunContext) -> None:
 
 
 def save(ctx: RunContext) -> None:
-    ctx.record.storage_path = str(ctx.output_dir)
     ctx.log(f"outputs saved in {ctx.output_dir}")

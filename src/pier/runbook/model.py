@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from pier.limits import check_cpus, check_memory, check_timeout
 
 KNOWN_AGENTS = ("claude-code", "codex", "opencode", "gemini-cli", "hermes", "script")
 KNOWN_PROVIDERS = ("anthropic", "openrouter", "openai", "google", "bedrock")
@@ -44,8 +46,8 @@ class Frontmatter(BaseModel):
     # pier's own keys
     checks: list[dict[str, Any]] = Field(default_factory=list)
     checks_isolation: str | None = None
-    timeout_sec: int | None = Field(None, gt=0)
-    cpus: float | None = Field(None, gt=0)
+    timeout_sec: int | None = None
+    cpus: float | None = None
     memory: str | None = None
     network_enabled: bool | None = None
     base_image: str | None = None
@@ -58,6 +60,12 @@ class Frontmatter(BaseModel):
     @classmethod
     def _version_as_text(cls, value: Any) -> Any:
         return None if value is None else str(value)
+
+    @field_validator("cpus", "memory", "timeout_sec", mode="before")
+    @classmethod
+    def _limit(cls, value: Any, info: ValidationInfo) -> Any:
+        checks = {"cpus": check_cpus, "memory": check_memory, "timeout_sec": check_timeout}
+        return None if value is None else checks[str(info.field_name)](value)
 
     @field_validator("primary_outputs", "apt_packages", "pip_packages", mode="before")
     @classmethod

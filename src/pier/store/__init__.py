@@ -16,11 +16,12 @@ from pier.store.requests import RequestStore
 from pier.store.routines import RoutineStore
 from pier.store.runs import RunStore
 from pier.store.schemas import Collection, Event, StoredRoutine, StoredTask
+from pier.store.trials import TrialStore
 
 __all__ = ["Collection", "Event", "Store", "StoredRoutine", "StoredTask"]
 
 
-class Store(RunStore, EventStore, CollectionStore, RequestStore, RoutineStore):
+class Store(RunStore, EventStore, CollectionStore, RequestStore, RoutineStore, TrialStore):
     """Thread-safe: share one instance; each call uses its own session."""
 
     @classmethod

@@ -26,6 +26,7 @@ def _task(row: TaskRow) -> StoredTask:
         collection=row.collection,
         name=row.name,
         definition=row.definition,
+        description=row.description,
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
@@ -69,15 +70,21 @@ class CollectionStore(StoreBase):
         with self._read() as session:
             return session.scalar(query)
 
-    def put_task(self, collection: str, name: str, definition: dict[str, Any]) -> StoredTask:
-        """Create or replace a task's definition (created_at is kept on replace)."""
+    def put_task(
+        self, collection: str, name: str, definition: dict[str, Any], description: str | None = None
+    ) -> StoredTask:
+        """Create or replace a task's definition (created_at is kept on replace;
+        so is the description when `description` is None)."""
         now = utcnow()
         statement = self._insert(TaskRow).values(
-            collection=collection, name=name, definition=definition, created_at=now, updated_at=now
-        )
+            collection=collection, name=name, definition=definition, created_at=now, updated_at=now,
+            description=description or "",
+        )  # fmt: skip
+        changes: dict[str, Any] = {"definition": definition, "updated_at": now}
+        if description is not None:
+            changes["description"] = description
         statement = statement.on_conflict_do_update(
-            index_elements=[TaskRow.collection, TaskRow.name],
-            set_={"definition": definition, "updated_at": now},
+            index_elements=[TaskRow.collection, TaskRow.name], set_=changes
         )
         with self._write() as session:
             session.execute(statement)
@@ -89,6 +96,14 @@ class CollectionStore(StoreBase):
         if row is None:
             raise NotFoundError(f"task {name!r} not found in collection {collection!r}")
         return _task(row)
+
+    def delete_task(self, collection: str, name: str) -> None:
+        """Remove a stored task; its runs stay. NotFoundError when there is none."""
+        statement = delete(TaskRow).where(TaskRow.collection == collection, TaskRow.name == name)
+        with self._write() as session:
+            result = cast(CursorResult[Any], session.execute(statement))
+            if result.rowcount == 0:
+                raise NotFoundError(f"task {name!r} not found in collection {collection!r}")
 
     def list_tasks(self, collection: str) -> list[StoredTask]:
         query = select(TaskRow).where(TaskRow.collection == collection).order_by(TaskRow.name)

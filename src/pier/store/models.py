@@ -48,6 +48,34 @@ class RunRow(Base):
     record: Mapped[dict[str, Any]]
 
 
+class TrialRow(Base):
+    """A collection's use of the server's trial keys."""
+
+    __tablename__ = "trials"
+
+    collection: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    activated_at: Mapped[datetime | None]
+    runs_used: Mapped[int] = mapped_column(server_default="0")
+
+
+class RunLabelRow(Base):
+    """A label on a run. Apart from the record, so that adding one while the run
+    is running cannot race the runner's saves; lists filter on it."""
+
+    __tablename__ = "run_labels"
+    __table_args__ = (
+        Index("ix_run_labels_trajectory_id", "trajectory_id"),
+        Index("ix_run_labels_key", "key"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    trajectory_id: Mapped[str] = mapped_column(String(NAME))
+    key: Mapped[str] = mapped_column(String(NAME))
+    value: Mapped[str] = mapped_column(Text)
+    author: Mapped[str] = mapped_column(String(NAME))
+    created: Mapped[datetime]
+
+
 class RunEventRow(Base):
     """One line of a run's log. The unique (trajectory_id, seq) index is also the
     index that reads by run use."""
@@ -88,6 +116,7 @@ class TaskRow(Base):
     definition: Mapped[dict[str, Any]]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    description: Mapped[str] = mapped_column(Text, server_default="")
 
 
 class CollectionEnvRow(Base):

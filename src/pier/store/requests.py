@@ -25,7 +25,7 @@ class RequestStore(StoreBase):
                 session.execute(self._insert(RunRow).values(**run_columns(record)))
                 session.add(
                     RunRequestRow(
-                        trajectory_id=record.trajectory_id, created_at=record.created_at, request=request
+                        trajectory_id=record.trajectory_id, created_at=record.created, request=request
                     )
                 )
         except IntegrityError:

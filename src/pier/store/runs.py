@@ -1,28 +1,34 @@
-"""Runs: the RunRecord as JSON, plus the columns that lists filter and sort on."""
+"""Runs: the Trajectory as JSON, plus the columns that lists filter and sort on,
+and their labels (a table of their own)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, delete, func, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from pier.errors import InputError, NotFoundError
-from pier.record import RunRecord, RunStatus, utcnow
+from pier.record import Label, RunRecord, RunStatus, utcnow
 from pier.store.base import StoreBase
-from pier.store.models import RunRow
+from pier.store.models import RunLabelRow, RunRow
+
+# A label filter: (key, value), or (key, None) for "has this key".
+LabelFilter = tuple[str, str | None]
 
 
 def run_columns(record: RunRecord) -> dict[str, Any]:
+    record.updated = utcnow()
     return {
         "trajectory_id": record.trajectory_id,
         "collection": record.collection,
-        "task": record.task,
+        "task": record.name,
         "status": RunStatus(record.status).value,
-        "created_at": record.created_at,
-        "updated_at": utcnow(),
-        "record": record.model_dump(mode="json"),
+        "created_at": record.created,
+        "updated_at": record.updated,
+        "record": record.stored(),
     }
 
 
@@ -34,8 +40,8 @@ def _status_values(statuses: Iterable[RunStatus | str]) -> list[str]:
         raise InputError(f"{exc}; a run status is one of: {known}") from None
 
 
-def _record(row: RunRow) -> RunRecord:
-    return RunRecord.model_validate(row.record)
+def _label(row: RunLabelRow) -> Label:
+    return Label(key=row.key, value=row.value, created=row.created, author=row.author)
 
 
 class RunStore(StoreBase):
@@ -64,9 +70,9 @@ class RunStore(StoreBase):
         """The run. NotFoundError when there is none with that id."""
         with self._read() as session:
             row = session.get(RunRow, trajectory_id)
-        if row is None:
-            raise NotFoundError(f"run {trajectory_id!r} not found: check the trajectory id")
-        return _record(row)
+            if row is None:
+                raise NotFoundError(f"run {trajectory_id!r} not found: check the trajectory id")
+            return self._records(session, [row])[0]
 
     def list_runs(
         self,
@@ -75,22 +81,54 @@ class RunStore(StoreBase):
         limit: int = 20,
         offset: int = 0,
         statuses: Iterable[RunStatus | str] | None = None,
+        labels: Iterable[LabelFilter] = (),
     ) -> tuple[list[RunRecord], int]:
-        """One page of runs, newest first, and how many match in all."""
+        """One page of runs, newest first, and how many match in all. A run
+        matches `labels` when it has every one of them."""
         if limit < 0 or offset < 0:
             raise InputError(f"limit and offset must be >= 0 (got limit={limit}, offset={offset})")
         query = self._runs_query(collection, task, statuses)
+        for key, value in labels:
+            has = select(RunLabelRow.trajectory_id).where(RunLabelRow.key == key)
+            if value is not None:
+                has = has.where(RunLabelRow.value == value)
+            query = query.where(RunRow.trajectory_id.in_(has))
         page = query.order_by(RunRow.created_at.desc(), RunRow.trajectory_id.desc())
         with self._read() as session:
             total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
             rows = session.scalars(page.limit(limit).offset(offset)).all()
-        return [_record(row) for row in rows], total
+            return self._records(session, rows), total
 
     def runs_with_status(self, statuses: Iterable[RunStatus | str]) -> list[RunRecord]:
         """Every run in one of `statuses`, oldest first (e.g. to recover after a crash)."""
         query = self._runs_query(None, None, statuses).order_by(RunRow.created_at, RunRow.trajectory_id)
         with self._read() as session:
-            return [_record(row) for row in session.scalars(query)]
+            return self._records(session, session.scalars(query).all())
+
+    def add_labels(self, trajectory_id: str, labels: Iterable[Label], replace: bool = False) -> None:
+        """Add labels to an existing run; with replace, its labels become these."""
+        self.get_run(trajectory_id)
+        rows = [
+            RunLabelRow(
+                trajectory_id=trajectory_id, key=lb.key, value=lb.value, author=lb.author, created=lb.created
+            )
+            for lb in labels
+        ]
+        with self._write() as session:
+            if replace:
+                session.execute(delete(RunLabelRow).where(RunLabelRow.trajectory_id == trajectory_id))
+            session.add_all(rows)
+
+    @staticmethod
+    def _records(session: Session, rows: Sequence[RunRow]) -> list[RunRecord]:
+        """The rows as records, each with its labels (oldest first)."""
+        ids = [row.trajectory_id for row in rows]
+        labels: dict[str, list[Label]] = {tid: [] for tid in ids}
+        if ids:
+            query = select(RunLabelRow).where(RunLabelRow.trajectory_id.in_(ids)).order_by(RunLabelRow.id)
+            for label in session.scalars(query):
+                labels[label.trajectory_id].append(_label(label))
+        return [RunRecord.model_validate({**row.record, "labels": labels[row.trajectory_id]}) for row in rows]
 
     def _runs_query(
         self,

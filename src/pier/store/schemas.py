@@ -35,6 +35,7 @@ class StoredTask(BaseModel):
     collection: str
     name: str
     definition: dict[str, Any]
+    description: str = ""
     created_at: datetime
     updated_at: datetime
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-_MEMORY = re.compile(r"^\d+(\.\d+)?\s*([kmgt]i?b?|b)?$", re.I)
+from pier.limits import check_cpus, check_memory, check_timeout
 
 # init_params keys pier reads; others are kept and reported.
 KNOWN_INIT_PARAMS = frozenset(
@@ -20,10 +19,9 @@ KNOWN_INIT_PARAMS = frozenset(
 )  # fmt: skip
 
 
-def check_memory(value: str | None) -> str | None:
-    if value is not None and not _MEMORY.match(value.strip()):
-        raise ValueError(f"'{value}' is not a memory size; write it like 512M, 8G or 16G")
-    return value
+def optional(check: Any) -> Any:
+    """A field validator (mode="before") that checks a limit unless it is unset."""
+    return classmethod(lambda cls, value: None if value is None else check(value))
 
 
 class StepConfig(BaseModel):
@@ -37,12 +35,14 @@ class StepConfig(BaseModel):
     instruction_path: str = "init_params.instruction"
     template_variables_path: str = "init_params.vars"
     files_path: str = "init_params.file_paths"
-    cpus: float | None = Field(None, gt=0)
+    cpus: float | None = None
     memory: str | None = None
-    timeout_sec: int | None = Field(None, gt=0)
+    timeout_sec: int | None = None
     network_enabled: bool | None = None
 
-    _memory = field_validator("memory")(classmethod(lambda cls, v: check_memory(v)))
+    _cpus = field_validator("cpus", mode="before")(optional(check_cpus))
+    _memory = field_validator("memory", mode="before")(optional(check_memory))
+    _timeout = field_validator("timeout_sec", mode="before")(optional(check_timeout))
 
 
 class Task(BaseModel):
@@ -61,3 +61,28 @@ class Task(BaseModel):
 
     def run_step(self) -> StepConfig:
         return self.step_configs.get("run") or StepConfig()
+
+
+# The activities pier runs (a workflow step's `activity`), each with its config.
+ACTIVITIES: dict[str, type[BaseModel]] = {"runbook": StepConfig}
+ACTIVITY_DESCRIPTIONS = {
+    "runbook": "runs an AI agent on a RUNBOOK.md in an isolated sandbox; results in /app/results",
+}
+
+
+def unknown_activity(data: Any) -> tuple[str, str] | None:
+    """(field, message) for the first step config of a workflow JSON whose
+    activity pier does not run; None when every one is known."""
+    configs = data.get("step_configs") if isinstance(data, dict) else None
+    if not isinstance(configs, dict):
+        return None
+    for step, config in configs.items():
+        activity = config.get("activity", "runbook") if isinstance(config, dict) else None
+        if activity not in ACTIVITIES:
+            known = ", ".join(sorted(ACTIVITIES))
+            return (
+                f"step_configs.{step}.activity",
+                f"activity {activity!r} is not one pier runs (pier has: {known}); "
+                "make the step a runbook step, or run this workflow on the platform",
+            )
+    return None

@@ -44,7 +44,7 @@ def test_health_docs_and_schema_need_no_token(server):
     assert {"application/json", "multipart/form-data"} <= set(run["requestBody"]["content"])
     task = schema["paths"]["/api/v1/tasks/{collection}/{task}"]["put"]
     assert {"application/json", "text/markdown"} <= set(task["requestBody"]["content"])
-    assert {"RunAccepted", "RunPublic", "TrajectoryPage", "TaskPublic", "ErrorBody"} <= set(
+    assert {"WorkflowResponse", "Trajectory", "TrajectoryPage", "TaskPublic", "ErrorBody"} <= set(
         schema["components"]["schemas"]
     )
 
@@ -99,8 +99,9 @@ def test_another_collections_token_is_403(server, collection: Collection, base_i
         r = c.request(method, url, **kwargs)
         assert r.status_code == 403, (method, url, r.text)
         assert "does not grant" in r.json()["detail"]
-    # admin-only routes refuse a collection token
-    assert c.get("/api/v1/collections").status_code == 403
+    # a collection token sees only its own collection; admin-only routes refuse it
+    assert [x["name"] for x in c.get("/api/v1/collections").json()] == [other.name]
+    assert c.get(f"/api/v1/collections/{name}").status_code == 403
     assert c.post("/api/v1/collections", json={"name": "x-" + name}).status_code == 403
     assert c.post(f"/api/v1/collections/{other.name}/tokens").status_code == 403
 
@@ -110,7 +111,8 @@ def test_collections_admin(server, base_image):
     made = make_collection(server, base_image)
     again = admin.post("/api/v1/collections", json={"name": made.name})
     assert again.status_code == 409 and "tokens" in again.json()["detail"]
-    assert made.name in [c["name"] for c in admin.get("/api/v1/collections").json()["collections"]]
+    assert made.name in [c["name"] for c in admin.get("/api/v1/collections").json()]
+    assert admin.get(f"/api/v1/collections/{made.name}").json()["name"] == made.name
     second = admin.post(f"/api/v1/collections/{made.name}/tokens")
     assert second.status_code == 201
     assert server.client(second.json()["token"]).get(f"/api/v1/tasks/{made.name}").status_code == 200
@@ -138,7 +140,7 @@ def test_cli_creates_collection_and_pushes_task(server, tmp_path, base_image):
     )  # fmt: skip
     assert pushed.returncode == 0, pushed.stderr
     got = server.client(token).get(f"/api/v1/tasks/{name}/greet")
-    assert got.status_code == 200 and got.json()["task"]["init_params"]["agent"] == "script"
+    assert got.status_code == 200 and got.json()["workflow"]["init_params"]["agent"] == "script"
     with Store.open(server.db_url) as store:  # only the token's hash is stored
         assert store.collection_for_token_hash(token) is None
     bad = subprocess.run(
@@ -184,14 +186,14 @@ def test_tasks_json_and_markdown(collection: Collection, base_image):
     r = c.put(f"{base}/from-json", json=task)
     assert r.status_code == 200, r.text
     got = c.get(f"{base}/from-json").json()
-    assert got["task"]["init_params"] == task["init_params"]
-    assert got["task"]["step_configs"]["run"]["memory"] == "512M"
+    assert got["workflow"]["init_params"] == task["init_params"]
+    assert got["workflow"]["step_configs"]["run"]["memory"] == "512M"
     r = c.put(
         f"{base}/from-md", content=runbook("echo hi", model="x"), headers={"Content-Type": "text/markdown"}
     )
     assert r.status_code == 200, r.text
-    assert r.json()["task"]["init_params"]["instruction"].startswith("---")
-    assert sorted(c.get(base).json()["tasks"]) == ["from-json", "from-md"]
+    assert r.json()["workflow"]["init_params"]["instruction"].startswith("---")
+    assert sorted(t["name"] for t in c.get(base).json()) == ["from-json", "from-md"]
     assert c.get(f"{base}/missing").status_code == 404
 
 

@@ -25,7 +25,11 @@ def one_slot(new_db, tmp_path, docker_backend, base_image):
 
 def running_with_sandbox(collection: Collection, task: str, tid: str, backend) -> str:
     collection.wait(
-        task, tid, done=lambda r: r["status"] == "running" and r["steps"][3]["status"] == "running"
+        task,
+        tid,
+        done=lambda r: (
+            r["status"] == "running" and r["steps"]["run"]["outputs"]["stages"][3]["status"] == "running"
+        ),
     )
     deadline = time.monotonic() + 30
     while True:
@@ -67,9 +71,9 @@ def test_killed_server_fails_the_running_run_and_resumes_the_pending(
     one_slot.start()
 
     record = collection.wait("slow", slow, timeout=30)
-    assert record["status"] == "failed" and record["success"] is False
-    assert record["error"]["message"] == "the server stopped while this run was running; run it again"
-    assert record["error"]["stage"] == "run_agent"
+    assert record["status"] == "failed" and record["steps"]["run"]["outputs"]["success"] is False
+    assert record["error"] == "the server stopped while this run was running; run it again"
+    assert record["failed_stage"] == "run_agent"
     assert gone(docker_backend, sandbox), "the interrupted run's sandbox was not swept"
     for tid in waiting:
         assert collection.wait("quick", tid, timeout=120)["status"] == "completed"
@@ -92,7 +96,7 @@ def test_stopped_server_ends_its_running_run_and_deletes_its_sandbox(
     assert gone(docker_backend, sandbox, timeout=5)
     one_slot.start()
     record = collection.record("slow", slow)
-    assert record["status"] == "failed" and "server stopped" in record["error"]["message"]
+    assert record["status"] == "failed" and "server stopped" in record["error"]
     assert collection.wait("quick", later)["status"] == "completed"
 
 

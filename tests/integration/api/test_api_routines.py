@@ -174,8 +174,8 @@ def test_a_tick_whose_run_cannot_start_is_recorded_failed(server, collection: Co
         time.sleep(0.2)
     (run,) = runs
     assert run["status"] == "failed" and run["triggered_by_routine_id"] == made.json()["id"]
-    assert "routine 'r' could not start its run" in run["error"]["message"]
-    assert "API_KEY" in run["error"]["message"]
+    assert "routine 'r' could not start its run" in run["error"]
+    assert "API_KEY" in run["error"]
     assert c.get(one).json()["last_trajectory_id"] == run["trajectory_id"]
 
 

@@ -55,16 +55,19 @@ def test_run_json_then_run_sync(collection: Collection):
     tid = body["trajectory_id"]
     assert body["status"] == "pending" and body["workflow_id"] == f"{collection.name}-hello--{tid}"
     record = collection.wait("hello", tid)
-    assert record["status"] == "completed" and record["success"] is True, record["error"]
+    assert record["status"] == "completed" and record["steps"]["run"]["outputs"]["success"] is True, record[
+        "error"
+    ]
     assert record["workflow_id"] == body["workflow_id"]
-    assert [f["path"] for f in record["results_files"]] == ["hello.txt"]
-    assert record["results_files"][0]["content_type"] == "text/plain"
-    assert all(s["started"] and s["ended"] for s in record["steps"] if s["status"] == "completed")
+    outputs = record["steps"]["run"]["outputs"]
+    assert [f["path"] for f in outputs["results_files"]] == ["hello.txt"]
+    assert outputs["results_files"][0]["content_type"] == "text/plain"
+    assert all(s["started"] and s["ended"] for s in outputs["stages"] if s["status"] == "completed")
     assert record["init_params"]["vars"] == {"who": "api"}
     with collection.client() as c:
         synced = c.post(f"/api/v1/run-sync/{collection.name}/hello", json={})
         assert synced.status_code == 200, synced.text
-        assert synced.json()["status"] == "completed" and synced.json()["success"] is True
+        assert synced.json()["status"] == "completed" and synced.json()["result"]["success"] is True
         out = c.get(
             f"/api/v1/file/{collection.name}/hello/{synced.json()['trajectory_id']}/results/hello.txt"
         )
@@ -147,7 +150,11 @@ def test_cancel_a_running_run_deletes_its_sandbox(collection: Collection, docker
     collection.put_task("slow", "echo started\nsleep 300\necho never > {{results_dir}}/x")
     tid = collection.run("slow")
     collection.wait(
-        "slow", tid, done=lambda r: r["status"] == "running" and r["steps"][3]["status"] == "running"
+        "slow",
+        tid,
+        done=lambda r: (
+            r["status"] == "running" and r["steps"]["run"]["outputs"]["stages"][3]["status"] == "running"
+        ),
     )
     deadline = time.monotonic() + 30
     while not collection.sandboxes(docker_backend):
@@ -159,8 +166,8 @@ def test_cancel_a_running_run_deletes_its_sandbox(collection: Collection, docker
     assert r.status_code == 200 and r.json() == {tid: "cancelled"}, r.text
     record = collection.wait("slow", tid, timeout=30)
     elapsed = time.monotonic() - began
-    assert record["status"] == "cancelled" and record["success"] is False
-    assert "cancelled" in record["error"]["message"]
+    assert record["status"] == "cancelled" and record["steps"]["run"]["outputs"]["success"] is False
+    assert "cancelled" in record["error"]
     assert elapsed < 15, f"cancel took {elapsed:.1f}s"
     assert not collection.sandboxes(docker_backend)
     with collection.client() as c:  # cancelling an ended run changes nothing
@@ -199,7 +206,7 @@ def test_twenty_runs_four_at_a_time_and_paging(collection: Collection, docker_ba
     assert {p["total"] for p in pages} == {20} and {p["limit"] for p in pages} == {7}
     listed = [t["trajectory_id"] for p in pages for t in p["trajectories"]]
     assert sorted(listed) == sorted(ids)
-    created = [t["created_at"] for p in pages for t in p["trajectories"]]
+    created = [t["created"] for p in pages for t in p["trajectories"]]
     assert created == sorted(created, reverse=True)
 
 

@@ -3,27 +3,26 @@ from __future__ import annotations
 from datetime import timedelta
 
 from pier.api.outcomes import SERVER_STOPPED, cancelled_waiting, interrupted
-from pier.record import RunRecord, RunStatus, StepStatus, utcnow
+from pier.record import RunRecord, RunStatus, StageStatus, utcnow
 
 
-def test_interrupted_fails_the_running_step_and_skips_the_rest():
-    record = RunRecord.new(
-        "r", "c", "t", status=RunStatus.running, started_at=utcnow() - timedelta(seconds=5)
-    )
-    record.step("prepare").status = StepStatus.completed
-    record.step("create").status = StepStatus.running
+def test_interrupted_fails_the_running_stage_and_skips_the_rest():
+    record = RunRecord.new("r", "c", "t", status=RunStatus.running, started=utcnow() - timedelta(seconds=5))
+    record.stage("prepare").status = StageStatus.completed
+    record.stage("create").status = StageStatus.running
     ended = interrupted(record)
     assert ended.status == RunStatus.failed and ended.success is False
-    assert ended.error.stage == "create" and ended.error.message == SERVER_STOPPED
-    assert [s.status for s in ended.steps][:3] == [
-        StepStatus.completed,
-        StepStatus.failed,
-        StepStatus.skipped,
+    assert ended.failed_stage == "create" and ended.error == SERVER_STOPPED
+    assert [s.status for s in ended.stages][:3] == [
+        StageStatus.completed,
+        StageStatus.failed,
+        StageStatus.skipped,
     ]
     assert ended.duration_seconds >= 5
+    assert ended.steps["run"].ended == ended.ended and ended.completed_steps == []
 
 
 def test_cancelled_waiting_names_prepare():
     ended = cancelled_waiting(RunRecord.new("r", "c", "t"))
-    assert ended.status == RunStatus.cancelled and ended.error.stage == "prepare"
-    assert all(s.status == StepStatus.skipped for s in ended.steps)
+    assert ended.status == RunStatus.cancelled and ended.failed_stage == "prepare"
+    assert all(s.status == StageStatus.skipped for s in ended.stages)

@@ -8,7 +8,7 @@ from pier.record import CheckResult, RunRecord
 
 def test_table_eval_and_the_tail_of_failures():
     record = RunRecord.new("r1", "c", "t")
-    record.checks = [
+    record.outputs.checks = [
         CheckResult(
             name="report",
             type="file_exists",
@@ -34,7 +34,7 @@ def test_table_eval_and_the_tail_of_failures():
             duration_s=3.0,
         ),
     ]
-    record.eval = {"overall_passed": False, "verdict": "FAIL", "checks": "3/4"}
+    record.outputs.eval = {"overall_passed": False, "verdict": "FAIL", "checks": "3/4"}
     console = Console(record=True, width=100)
     show_checks(record, console)
     text = console.export_text()

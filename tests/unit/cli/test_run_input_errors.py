@@ -40,7 +40,7 @@ def test_a_validation_error_from_preflight_is_exit_2_naming_the_option(runbook, 
         raise a_validation_error()
 
     monkeypatch.setattr("pier.lifecycle.service.preflight", refuse)  # pier.cli imports it on use
-    result = runner.invoke(cli.app, ["run", str(runbook), "--memory", "1"])
+    result = runner.invoke(cli.app, ["run", str(runbook), "--memory", "64M"])
     assert result.exit_code == 2, result.output
     assert "error: --memory: String should have at least 2 characters" in result.output
     assert "Traceback" not in result.output and "validation error" not in result.output

@@ -10,21 +10,21 @@ from pier import cli
 from pier.record import ResultFile, RunRecord, RunStatus
 
 
-def summary(monkeypatch, files: int) -> str:
+def summary(monkeypatch, tmp_path, files: int) -> str:
     record = RunRecord.new("b" * 32, "local", "many", status=RunStatus.completed, success=True)
-    record.results_files = [
+    record.outputs.results_files = [
         ResultFile(path=f"part-{n:04}.txt", content_type="text/plain", extension=".txt", size=1000)
         for n in range(files)
     ]
-    record.primary_files = ["part-0000.txt"]
+    record.outputs.primary_files = ["part-0000.txt"]
     screen = io.StringIO()
     monkeypatch.setattr(cli, "out", Console(file=screen, width=200, color_system=None))
-    cli.show_summary(record)
+    cli.show_summary(record, tmp_path)
     return screen.getvalue()
 
 
-def test_thousands_of_result_files_are_summarised(monkeypatch):
-    text = summary(monkeypatch, 2000)
+def test_thousands_of_result_files_are_summarised(monkeypatch, tmp_path):
+    text = summary(monkeypatch, tmp_path, 2000)
     listed = [line for line in text.splitlines() if "part-" in line]
     assert len(listed) == cli.SUMMARY_FILES
     assert "★ part-0000.txt" in listed[0]
@@ -32,8 +32,8 @@ def test_thousands_of_result_files_are_summarised(monkeypatch):
     assert len(text.splitlines()) < 20
 
 
-def test_a_few_result_files_are_all_listed(monkeypatch):
-    text = summary(monkeypatch, 3)
+def test_a_few_result_files_are_all_listed(monkeypatch, tmp_path):
+    text = summary(monkeypatch, tmp_path, 3)
     assert [line.split()[-3] for line in text.splitlines() if "part-" in line] == [
         "part-0000.txt",
         "part-0001.txt",

@@ -18,7 +18,7 @@ ZONED = re.compile(r"2026-03-01 \d\d:\d\d:05[+-]\d\d:\d\d")
 
 
 def stored_run() -> RunRecord:
-    record = RunRecord.new("a" * 32, "local", "hello", created_at=datetime(2026, 3, 1, 12, 30, 5, tzinfo=UTC))
+    record = RunRecord.new("a" * 32, "local", "hello", created=datetime(2026, 3, 1, 12, 30, 5, tzinfo=UTC))
     Services().store.create_run(record)
     return record
 

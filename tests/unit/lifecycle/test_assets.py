@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from pier.errors import AssetError
-from pier.lifecycle.assets import assets_tar, check_assets
+from pier.lifecycle.assets import AssetLimits, assets_tar, check_assets
+from pier.settings import Settings
 
 
 def make_zip(path: Path, entries: dict[str, bytes], link: str | None = None) -> Path:
@@ -55,3 +56,66 @@ def test_tar_extracts_zips_and_keeps_other_files(tmp_path):
         names = {m.name: m for m in tar.getmembers()}
         assert set(names) == {"d/one.txt", "two.txt", "notes.md"}
         assert tar.extractfile(names["two.txt"]).read() == b"2"
+
+
+# --- limits: a zip bomb is refused before anything is expanded ----------------
+
+
+def zeros_zip(path: Path, entries: dict[str, int]) -> Path:
+    """A zip of files of zeros, written in chunks: a bomb without the memory."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, size in entries.items():
+            with archive.open(name, "w", force_zip64=True) as out:
+                for _ in range(size >> 20):
+                    out.write(bytes(1 << 20))
+                out.write(bytes(size & ((1 << 20) - 1)))
+    return path
+
+
+def test_a_zip_bomb_is_refused_by_its_ratio_naming_the_file(tmp_path):
+    bomb = zeros_zip(tmp_path / "bomb.zip", {"zeros.bin": 64 << 20})
+    assert bomb.stat().st_size < 1 << 20
+    with pytest.raises(AssetError, match=r"bomb\.zip would expand \d+ times .*PIER_MAX_ZIP_RATIO"):
+        check_assets([bomb])
+
+
+@pytest.mark.parametrize(
+    ("limits", "says"),
+    [
+        (AssetLimits(total_bytes=3 << 20), r"more than 3\.0 MiB.*PIER_MAX_ASSETS_BYTES"),
+        (AssetLimits(file_bytes=1 << 20), r"entry 'b.bin' is 2\.0 MiB.*PIER_MAX_ASSET_FILE_BYTES"),
+        (AssetLimits(files=2), r"more than 2 files.*PIER_MAX_ASSETS_FILES"),
+    ],
+)
+def test_expanded_size_file_size_and_count_are_bounded(tmp_path, limits, says):
+    archive = zeros_zip(tmp_path / "data.zip", {"a.bin": 1 << 10, "b.bin": 2 << 20})
+    plain = tmp_path / "notes.bin"
+    plain.write_bytes(bytes(2 << 20))
+    roomy = AssetLimits(zip_ratio=1e9)
+    assert check_assets([archive, plain], roomy)
+    with pytest.raises(AssetError, match=says):
+        check_assets([archive, plain], AssetLimits(**{**roomy.__dict__, **_changed(limits)}))
+
+
+def _changed(limits: AssetLimits) -> dict:
+    default = AssetLimits()
+    return {k: v for k, v in limits.__dict__.items() if v != getattr(default, k)}
+
+
+def test_a_plain_file_counts_against_the_limits_too(tmp_path):
+    big = tmp_path / "big.csv"
+    big.write_bytes(bytes(3 << 20))
+    with pytest.raises(AssetError, match=r"big\.csv is 3\.0 MiB"):
+        check_assets([big], AssetLimits(file_bytes=2 << 20))
+
+
+def test_small_archives_of_repetitive_text_are_not_bombs(tmp_path):
+    archive = zeros_zip(tmp_path / "small.zip", {"blank.txt": 512 << 10})  # ratio ~500, tiny
+    assert check_assets([archive]) == (archive,)
+
+
+def test_the_settings_carry_the_limits():
+    limits = AssetLimits.of(
+        Settings(max_assets_bytes=10, max_assets_files=2, max_asset_file_bytes=5, max_zip_ratio=3)
+    )
+    assert limits == AssetLimits(10, 2, 5, 3)

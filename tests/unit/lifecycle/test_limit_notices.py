@@ -80,7 +80,7 @@ def create_a_run(home: Path, front: str = "", **settings: object) -> tuple[RunRe
 
 
 def engine_warnings(record: RunRecord) -> list[str]:
-    return [w for w in record.warnings if "lowered" in w or "not enforced" in w]
+    return [w for w in record.outputs.warnings if "lowered" in w or "not enforced" in w]
 
 
 def test_default_limits_the_engine_changes_are_warned_about_once_per_machine(tmp_path):

@@ -35,12 +35,11 @@ def test_primary_outputs_are_normalised_into_the_results_folder():
         plan_of(TEXT.replace("./report.md", "../escape.md"))
 
 
-def test_defaults_and_timeout_cap():
+def test_defaults_are_lowered_to_the_maxima_and_asking_above_them_is_refused():
     plan = plan_of(TEXT, default_cpus=3, default_memory="2G", max_timeout_sec=100)
     assert (plan.cpus, plan.memory, plan.timeout_sec, plan.network) == (3, "2G", 100, True)
-    capped = plan_of(TEXT.replace("agent: script", "agent: script\ntimeout_sec: 500"), max_timeout_sec=100)
-    assert capped.timeout_sec == 100
-    assert any("above the limit" in w for w in capped.warnings)
+    with pytest.raises(InputError, match=r"timeout_sec: 500 seconds is more .*PIER_MAX_TIMEOUT_SEC"):
+        plan_of(TEXT.replace("agent: script", "agent: script\ntimeout_sec: 500"), max_timeout_sec=100)
 
 
 def test_run_vars_replace_runbook_defaults():

@@ -106,4 +106,4 @@ def test_collect_asks_for_its_folders_at_once(tmp_path, monkeypatch):
     monkeypatch.setattr(FakeSandbox, "get_archive", together)
     record = start(tmp_path, monkeypatch, Script().on(r"script\.sh", write_results))
     assert record.status == RunStatus.completed, record.error
-    assert [f.path for f in record.results_files] == ["out.txt"]
+    assert [f.path for f in record.outputs.results_files] == ["out.txt"]

@@ -48,7 +48,7 @@ def test_a_run_completes_on_the_fake_and_deletes_its_sandbox(tmp_path, engine):
     script = Script().on(r"script\.sh", write_results)
     record = start(tmp_path, engine, script)
     assert record.status == RunStatus.completed, record.error
-    assert [f.path for f in record.results_files] == ["out.txt"]
+    assert [f.path for f in record.outputs.results_files] == ["out.txt"]
     assert engine.sandboxes == {}, "the run's sandbox was not deleted"
     agent_calls = [c for c in script.calls if "script.sh" in c.text]
     assert len(agent_calls) == 1 and agent_calls[0].workdir == "/app"
@@ -61,7 +61,7 @@ def test_an_agent_killed_for_memory_fails_the_run_saying_oom(tmp_path, engine):
 
     record = start(tmp_path, engine, Script().on(r"script\.sh", out_of_memory))
     assert record.status == RunStatus.failed and record.error is not None
-    assert record.error.stage == "run_agent" and "out of memory" in record.error.message
+    assert record.failed_stage == "run_agent" and "out of memory" in record.error
     assert engine.sandboxes == {}
 
 
@@ -69,11 +69,13 @@ def test_a_run_needing_a_capability_the_backend_lacks_fails_at_create(tmp_path, 
     script = Script()
     record = start(tmp_path, engine, script, network_enabled=False)
     assert record.status == RunStatus.failed and record.error is not None
-    assert record.error.stage == "create"
-    assert "network_off" in record.error.message and "'fake'" in record.error.message
+    assert record.failed_stage == "create"
+    assert "network_off" in record.error and "'fake'" in record.error
     assert engine.sandboxes == {} and script.calls == [], "nothing may be created or run"
 
 
 def test_soft_ceilings_the_fake_cannot_enforce_become_run_warnings(tmp_path, engine):
     record = start(tmp_path, engine, Script().on(r"script\.sh", write_results))
-    assert any("cpu_limit" in w for w in record.warnings) and any("disk_quota" in w for w in record.warnings)
+    assert any("cpu_limit" in w for w in record.outputs.warnings) and any(
+        "disk_quota" in w for w in record.outputs.warnings
+    )

@@ -125,15 +125,15 @@ def test_a_run_claims_a_pristine_sandbox_and_deletes_it(pool, settings, backend,
     ready = {s.id for s in pool._idle[key(settings)]}
     first = start_run(settings, backend, pool)
     assert first.status == RunStatus.completed, first.error
-    assert first.sandbox is not None and first.sandbox.pool == "hit"
-    assert first.sandbox.id in ready
-    assert first.sandbox.id not in engine.sandboxes, "a claimed sandbox is deleted with its run"
+    assert first.outputs.sandbox is not None and first.outputs.sandbox.pool == "hit"
+    assert first.outputs.sandbox.id in ready
+    assert first.outputs.sandbox.id not in engine.sandboxes, "a claimed sandbox is deleted with its run"
     assert pool.wait_ready(READY_S)
     second_ready = {s.id for s in pool._idle[key(settings)]}
-    assert first.sandbox.id not in second_ready, "a used sandbox went back to the pool"
+    assert first.outputs.sandbox.id not in second_ready, "a used sandbox went back to the pool"
     second = start_run(settings, backend, pool)
-    assert second.sandbox is not None and second.sandbox.pool == "hit"
-    assert second.sandbox.id != first.sandbox.id
+    assert second.outputs.sandbox is not None and second.outputs.sandbox.pool == "hit"
+    assert second.outputs.sandbox.id != first.outputs.sandbox.id
     # Nothing of the first run is in any sandbox the pool holds now.
     for sandbox in pool._idle[key(settings)]:
         assert not sandbox.host_path("/app/left-behind.txt").exists()
@@ -155,8 +155,8 @@ def test_a_plan_that_does_not_match_creates_fresh_and_says_miss(pool, settings, 
     before = {s.id for s in pool._idle[key(settings)]}
     record = start_run(settings, backend, pool, cpus=1.5)
     assert record.status == RunStatus.completed, record.error
-    assert record.sandbox is not None and record.sandbox.pool == "miss"
-    assert record.sandbox.id not in before
+    assert record.outputs.sandbox is not None and record.outputs.sandbox.pool == "miss"
+    assert record.outputs.sandbox.id not in before
     assert {s.id for s in pool._idle[key(settings)]} == before, "the pool was touched"
 
 
@@ -173,7 +173,7 @@ def test_hit_and_miss_show_in_the_run_log(pool, settings, backend):
 
 def test_without_a_pool_the_record_says_nothing_of_one(settings, backend):
     record = start_run(settings, backend, None)
-    assert record.sandbox is not None and record.sandbox.pool is None
+    assert record.outputs.sandbox is not None and record.outputs.sandbox.pool is None
 
 
 def test_a_crash_leaves_no_pool_sandbox_after_a_sweep(backend, settings, engine, monkeypatch):

@@ -80,3 +80,24 @@ def test_environment_set_replace_delete(store: Store) -> None:
     assert store.delete_env("c1", "A_KEY") is False
     assert store.get_env_encrypted("c1") == {"B_KEY": "enc-b2"}
     assert store.get_env_encrypted("c2") == {"A_KEY": "other"}
+
+
+def test_task_description_is_kept_unless_given_and_delete_removes_the_task(store: Store) -> None:
+    store.create_collection("c")
+    store.put_task("c", "t", {"init_params": {}}, description="first")
+    assert store.put_task("c", "t", {"init_params": {"a": 1}}).description == "first"
+    assert store.put_task("c", "t", {"init_params": {}}, description="second").description == "second"
+    store.delete_task("c", "t")
+    with pytest.raises(NotFoundError, match="task 't' not found"):
+        store.get_task("c", "t")
+    with pytest.raises(NotFoundError):
+        store.delete_task("c", "t")
+
+
+def test_trial_runs_are_counted_up_to_the_limit(store: Store) -> None:
+    assert store.trial("c") == (None, 0)
+    assert [store.take_trial_run("c", 2) for _ in range(3)] == [True, True, False]
+    store.activate_trial("c")
+    activated, used = store.trial("c")
+    store.activate_trial("c")
+    assert store.trial("c") == (activated, 2) and activated is not None and used == 2

@@ -5,26 +5,29 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pier.errors import InputError, NotFoundError
-from pier.record import ResultFile, RunError, RunRecord, RunStatus
+from pier.record import Label, ResultFile, RunRecord, RunStatus
 from pier.store import Store
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def _run(tid: str, collection: str = "c", task: str = "t", minutes: int = 0, **kw) -> RunRecord:
-    return RunRecord.new(tid, collection, task, created_at=T0 + timedelta(minutes=minutes), **kw)
+    return RunRecord.new(tid, collection, task, created=T0 + timedelta(minutes=minutes), **kw)
 
 
 def test_create_then_get_round_trips_the_whole_record(store: Store) -> None:
     record = _run("r1", init_params={"agent": "script", "vars": {"x": 1}})
-    record.step("prepare").detail = "ok"
-    record.results_files = [ResultFile(path="a.md", content_type="text/markdown", extension="md", size=3)]
-    record.error = RunError(stage="create", message="boom")
+    record.stage("prepare").detail = "ok"
+    record.set_results([ResultFile(path="a.md", content_type="text/markdown", extension="md", size=3)], [])
+    record.fail("create", "boom")
     store.create_run(record)
     got = store.get_run("r1")
     assert got == record
-    assert got.created_at.tzinfo is not None
-    assert got.created_at == T0
+    assert got.created.tzinfo is not None
+    assert got.created == T0
+    assert (
+        got.outputs.files == ["c/t/r1/results/a.md"] and got.error == "boom" and got.failed_stage == "create"
+    )
 
 
 def test_create_twice_is_refused(store: Store) -> None:
@@ -42,8 +45,7 @@ def test_save_run_inserts_then_updates(store: Store) -> None:
     record = _run("r1")
     store.save_run(record)
     assert store.get_run("r1").status == RunStatus.pending
-    record.status = RunStatus.completed
-    record.success = True
+    record.finish(RunStatus.completed, T0, 1.0)
     store.save_run(record)
     got = store.get_run("r1")
     assert (got.status, got.success) == (RunStatus.completed, True)
@@ -116,3 +118,20 @@ def test_runs_with_status_is_oldest_first(store: Store) -> None:
     found = store.runs_with_status([RunStatus.pending, RunStatus.running])
     assert [r.trajectory_id for r in found] == ["early", "late"]
     assert store.runs_with_status(["cancelled"]) == []
+
+
+def test_labels_show_on_the_run_survive_its_saves_and_filter_lists(store: Store) -> None:
+    record = _run("r1")
+    store.create_run(record)
+    store.create_run(_run("r2", minutes=1))
+    store.add_labels("r1", [Label(key="eval.grade", value="0.9"), Label(key="reviewed", value="yes")])
+    store.save_run(record)  # the runner saves its copy, which has no labels: they stay
+    got = store.get_run("r1")
+    assert [(lb.key, lb.value) for lb in got.labels] == [("eval.grade", "0.9"), ("reviewed", "yes")]
+    assert store.list_runs(labels=[("eval.grade", "0.9")])[0] == [got]
+    assert store.list_runs(labels=[("eval.grade", None), ("reviewed", "yes")])[1] == 1
+    assert store.list_runs(labels=[("eval.grade", "0.1")]) == ([], 0)
+    store.add_labels("r1", [Label(key="x", value="1")], replace=True)
+    assert [lb.key for lb in store.get_run("r1").labels] == ["x"]
+    with pytest.raises(NotFoundError):
+        store.add_labels("nope", [Label(key="x", value="1")])

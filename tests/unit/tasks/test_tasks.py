@@ -101,3 +101,15 @@ def test_cli_overrides_replace_only_given_limits():
 def test_unknown_init_params_are_reported():
     step = resolve(Task(init_params={"instruction": "x", "colour": "red"}))
     assert "unknown init_params key 'colour' (kept, not used)" in step.warnings
+
+
+def test_a_workflow_step_with_an_activity_pier_has_not_got_is_named():
+    from pier.tasks.model import unknown_activity
+
+    assert unknown_activity({"step_configs": {"run": {"activity": "runbook"}}}) is None
+    assert unknown_activity({"init_params": {}}) is None
+    field, message = unknown_activity(
+        {"steps": ["a", "run"], "step_configs": {"a": {"activity": "llm_call"}, "run": {}}}
+    )
+    assert field == "step_configs.a.activity"
+    assert "'llm_call'" in message and "pier has: runbook" in message

@@ -1,4 +1,5 @@
-"""Collections (admin), their tokens (admin) and their environment."""
+"""Collections (created by the admin; listed to whoever may see them), their
+tokens (admin) and their environment."""
 
 from __future__ import annotations
 
@@ -6,14 +7,13 @@ import re
 
 from fastapi import APIRouter, Request, status
 
-from pier.api.auth import AdminDep, CollectionDep
+from pier.api.auth import AdminDep, CallerDep, CollectionDep
 from pier.api.errors import ApiError
 from pier.api.forms import invalid
 from pier.api.schemas.collections import (
     ENV_NAME_PATTERN,
     MAX_ENV_VALUE,
     CollectionCreate,
-    CollectionList,
     CollectionPublic,
     EnvironmentPatch,
     EnvironmentPublic,
@@ -42,10 +42,18 @@ def create_collection(body: CollectionCreate, _admin: AdminDep, request: Request
     )
 
 
-@router.get("", summary="Every collection (admin)")
-def list_collections(_admin: AdminDep, request: Request) -> CollectionList:
-    found = get_state(request).store.list_collections()
-    return CollectionList(collections=[CollectionPublic(name=c.name, created_at=c.created_at) for c in found])
+@router.get("", summary="The collections this token may see")
+def list_collections(caller: CallerDep, request: Request) -> list[CollectionPublic]:
+    """The admin sees every collection, a collection token its own."""
+    store = get_state(request).store
+    found = store.list_collections() if caller.admin else [store.get_collection(caller.collection or "")]
+    return [CollectionPublic(name=c.name, created_at=c.created_at) for c in found]
+
+
+@router.get("/{collection}", summary="One collection")
+def get_collection(collection: CollectionDep, request: Request) -> CollectionPublic:
+    found = get_state(request).store.get_collection(collection)
+    return CollectionPublic(name=found.name, created_at=found.created_at)
 
 
 @router.post("/{collection}/tokens", status_code=status.HTTP_201_CREATED, summary="A new token (admin)")

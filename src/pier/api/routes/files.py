@@ -11,11 +11,12 @@ from starlette.datastructures import UploadFile
 
 from pier.api.auth import Caller, CallerDep
 from pier.api.errors import ApiError
-from pier.api.files import resolve_api_path, save_uploads
+from pier.api.files import resolve_api_path, save_checked_uploads
 from pier.api.forms import MAX_FILES, invalid
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.files import UploadResult, upload_schema
 from pier.api.state import get_state
+from pier.lifecycle.assets import AssetLimits
 from pier.storage.files import content_type
 
 router = APIRouter(prefix="/api/v1", tags=["files"], responses=ERROR_RESPONSES)
@@ -53,9 +54,9 @@ async def upload(
     files = [v for k, v in form.multi_items() if k == "files" and isinstance(v, UploadFile)]
     if not files:
         raise invalid("files", "no file was sent: add one or more `files` parts")
-    upload_id, paths = await run_in_threadpool(
-        save_uploads, state.storage, name, [(f.filename, f.file) for f in files]
-    )
+    streams = [(f.filename, f.file) for f in files]
+    limits = AssetLimits.of(state.settings)
+    upload_id, paths = await run_in_threadpool(save_checked_uploads, state.storage, name, streams, limits)
     return UploadResult(upload_id=upload_id, file_paths=paths, count=len(paths))
 
 

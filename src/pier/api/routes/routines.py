@@ -16,7 +16,7 @@ from pier.api.forms import invalid, refuse_nul
 from pier.api.routines import start_run
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.routines import RoutineCreate, RoutinePublic, RoutineRuns, RoutineUpdate
-from pier.api.schemas.runs import RunAccepted, RunPublic, workflow_id
+from pier.api.schemas.runs import WorkflowResponse
 from pier.api.state import get_state
 from pier.routines import RoutineError, Routines
 from pier.store.routines import RoutineExists
@@ -116,13 +116,11 @@ def resume_routine(collection: CollectionDep, task: str, name: str, request: Req
 
 
 @route("POST", ONE + "/run-now", summary="Run a routine once now")
-def run_routine_now(collection: CollectionDep, task: str, name: str, request: Request) -> RunAccepted:
+def run_routine_now(collection: CollectionDep, task: str, name: str, request: Request) -> WorkflowResponse:
     """One run now, paused or not; the schedule is unchanged."""
     state = get_state(request)
     record = start_run(state.dispatcher, state.store.get_routine(collection, task, name))
-    return RunAccepted(
-        workflow_id=workflow_id(record), trajectory_id=record.trajectory_id, status=record.status
-    )
+    return WorkflowResponse.of(record, f"routine {name!r} started run {record.trajectory_id}")
 
 
 @route("GET", ONE + "/runs", summary="The runs a routine started")
@@ -137,4 +135,4 @@ def list_routine_runs(
     store = get_state(request).store
     routine = store.get_routine(collection, task, name)
     records = store.routine_runs(routine, limit)
-    return RoutineRuns(routine_id=routine.id, trajectories=[RunPublic.of(r) for r in records])
+    return RoutineRuns(routine_id=routine.id, trajectories=records)

@@ -13,13 +13,11 @@ from pier.api.forms import accept_run, refuse_nul
 from pier.api.lookups import run_of
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.runs import (
-    RunAccepted,
     RunCreate,
-    RunPublic,
     StatusResult,
     StatusUpdate,
+    WorkflowResponse,
     multipart_schema,
-    workflow_id,
 )
 from pier.api.state import ApiState, get_state
 from pier.record import RunRecord, RunStatus
@@ -39,19 +37,19 @@ SYNC_POLL_SEC = 5.0  # a missed wake-up costs at most this
 
 
 @router.post("/run/{collection}/{task}", openapi_extra=RUN_BODY, summary="Start a run")
-async def start_run(collection: CollectionDep, task: str, request: Request) -> RunAccepted:
+async def start_run(collection: CollectionDep, task: str, request: Request) -> WorkflowResponse:
     """Accept a run and answer at once; it starts when a slot is free."""
     record = await accept_run(request, get_state(request), collection, task)
-    return RunAccepted(
-        workflow_id=workflow_id(record), trajectory_id=record.trajectory_id, status=record.status
-    )
+    return WorkflowResponse.of(record, "run accepted: follow its log at /api/v1/runs/<trajectory_id>/events")
 
 
 @router.post("/run-sync/{collection}/{task}", openapi_extra=RUN_BODY, summary="Run and wait for the end")
-async def run_sync(collection: CollectionDep, task: str, request: Request) -> RunPublic:
+async def run_sync(collection: CollectionDep, task: str, request: Request) -> WorkflowResponse:
+    """Accept a run and answer when it has ended, with its trajectory."""
     state = get_state(request)
     record = await accept_run(request, state, collection, task)
-    return RunPublic.of(await wait_for_end(state, record.trajectory_id))
+    ended = await wait_for_end(state, record.trajectory_id)
+    return WorkflowResponse.of(ended, f"run {ended.status.value}")
 
 
 async def wait_for_end(state: ApiState, trajectory_id: str) -> RunRecord:

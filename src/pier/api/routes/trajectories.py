@@ -1,4 +1,6 @@
-"""Reading runs: one record, pages of them, and their outputs as a zip."""
+"""Reading runs: one trajectory, pages of them (filtered by label), their
+outputs as a zip, a task's stats; labels; runs made elsewhere (ingest); a
+run's log by workflow id."""
 
 from __future__ import annotations
 
@@ -9,24 +11,41 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
-from pier.api.auth import CollectionDep
+from pier.api.auth import CallerDep, CollectionDep
 from pier.api.errors import ApiError
+from pier.api.forms import invalid
+from pier.api.ingest import ingest
 from pier.api.lookups import run_of
 from pier.api.schemas.common import ERROR_RESPONSES
-from pier.api.schemas.runs import RunPublic, TrajectoryPage
+from pier.api.schemas.runs import TrajectoryPage
+from pier.api.schemas.trajectories import (
+    IngestRequest,
+    IngestResult,
+    LabelAdded,
+    LabelCreate,
+    TaskStats,
+    WorkflowLogs,
+)
 from pier.api.state import get_state
+from pier.api.stats import task_stats
+from pier.errors import NotFoundError
+from pier.record import Label, Trajectory
+from pier.store.runs import LabelFilter
 
 router = APIRouter(prefix="/api/v1", tags=["trajectories"], responses=ERROR_RESPONSES)
 
 MAX_PAGE = 100
+MAX_LOG_LINES = 5000
+STATS_LIMIT = 100_000
 CHUNK = 1 << 16
 SPOOL_BYTES = 8 << 20  # zips up to this stay in memory; larger ones go to a temp file
 
 
 @router.get("/db/trajectory/{collection}/{task}/{trajectory_id}", summary="One run")
-def get_trajectory(collection: CollectionDep, task: str, trajectory_id: str, request: Request) -> RunPublic:
-    """Status, steps with their times, outputs, checks and error."""
-    return RunPublic.of(run_of(get_state(request).store, collection, task, trajectory_id))
+def get_trajectory(collection: CollectionDep, task: str, trajectory_id: str, request: Request) -> Trajectory:
+    """Status, `steps.run` (inputs; outputs with files, checks, usage and pier's
+    stages), labels and error."""
+    return run_of(get_state(request).store, collection, task, trajectory_id)
 
 
 @router.get("/db/trajectories/{collection}/{task}", summary="A task's runs, newest first")
@@ -36,12 +55,13 @@ def list_trajectories(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20,
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+    label: Annotated[list[str], Query(description="key or key=value; repeat to require several")] = [],  # noqa: B006
 ) -> TrajectoryPage:
     records, total = get_state(request).store.list_runs(
-        collection, task, limit=limit, offset=(page - 1) * limit
+        collection, task, limit=limit, offset=(page - 1) * limit, labels=[_label_filter(v) for v in label]
     )
     return TrajectoryPage(
-        trajectories=[RunPublic.of(r) for r in records],
+        trajectories=records,
         total=total,
         page=page,
         limit=limit,
@@ -80,4 +100,72 @@ def download(collection: CollectionDep, task: str, trajectory_id: str, request: 
             "Content-Length": str(size),
         },
         background=BackgroundTask(spool.close),
+    )
+
+
+def _label_filter(text: str) -> LabelFilter:
+    key, sep, value = text.partition("=")
+    if not key.strip():
+        raise invalid("label", f"{text!r} names no key: write key or key=value")
+    return key, value if sep else None
+
+
+@router.post("/trajectory/{collection}/{task}/{trajectory_id}/labels", summary="Label a run")
+def add_label(
+    collection: CollectionDep, task: str, trajectory_id: str, body: LabelCreate, request: Request
+) -> LabelAdded:
+    """Labels show on the trajectory and filter lists (`?label=key=value`)."""
+    store = get_state(request).store
+    run_of(store, collection, task, trajectory_id)
+    label = Label(key=body.key, value=body.value, author=body.author or collection)
+    store.add_labels(trajectory_id, [label])
+    return LabelAdded(trajectory_id=trajectory_id, label=label, labels=store.get_run(trajectory_id).labels)
+
+
+@router.get("/db/stats/{collection}/{task}", summary="A task's runs in figures")
+def get_stats(collection: CollectionDep, task: str, request: Request) -> TaskStats:
+    """Counts by status, success rate (of ended runs), durations, reported cost."""
+    records, _ = get_state(request).store.list_runs(collection, task, limit=STATS_LIMIT)
+    return task_stats(collection, task, records)
+
+
+@router.post("/trajectories/{collection}/{task}/ingest", summary="Store a run made elsewhere")
+def ingest_trajectory(
+    collection: CollectionDep, task: str, body: IngestRequest, request: Request
+) -> IngestResult:
+    """Idempotent on `trajectory_id`: a second push replaces the first."""
+    state = get_state(request)
+    record = ingest(state.store, state.storage, collection, task, body)
+    return IngestResult(
+        trajectory_id=record.trajectory_id,
+        name=record.name,
+        storage_path=record.storage_path,
+        status=record.status,
+        labels=record.labels,
+    )
+
+
+@router.get("/workflows-logs/{workflow_id}", summary="A run's log by workflow id")
+def workflow_logs(
+    workflow_id: str,
+    request: Request,
+    caller: CallerDep,
+    after: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_LOG_LINES)] = MAX_LOG_LINES,
+) -> WorkflowLogs:
+    """`workflow_id` is `<collection>-<task>--<trajectory_id>` (a bare
+    trajectory id works too); lines after `after`, at most `limit`."""
+    store = get_state(request).store
+    trajectory_id = workflow_id.rsplit("--", 1)[-1]
+    record = store.get_run(trajectory_id)
+    if not caller.may_use(record.collection):
+        raise NotFoundError(f"run {trajectory_id!r} not found: check the workflow id")
+    events = store.events(trajectory_id, after_seq=after, limit=limit + 1)
+    return WorkflowLogs(
+        workflow_id=record.workflow_id,
+        trajectory_id=trajectory_id,
+        status=record.status,
+        logs=events[:limit],
+        next_after=events[:limit][-1].seq if events else after,
+        has_more=len(events) > limit,
     )

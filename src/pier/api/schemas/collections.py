@@ -24,10 +24,6 @@ class CollectionPublic(BaseModel):
     created_at: datetime
 
 
-class CollectionList(BaseModel):
-    collections: list[CollectionPublic]
-
-
 class TokenIssued(BaseModel):
     collection: str
     token: str = Field(description="shown once: pier keeps only its hash")

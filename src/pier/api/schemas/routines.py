@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pier.api.schemas.runs import RunPublic
+from pier.record import Trajectory
 from pier.store import StoredRoutine
 
 CRON = "five fields: minute hour day-of-month month day-of-week, e.g. '0 9 * * 1-5'; or @daily, @hourly, ..."
@@ -66,4 +66,4 @@ class RoutinePublic(BaseModel):
 
 class RoutineRuns(BaseModel):
     routine_id: int
-    trajectories: list[RunPublic] = Field(description="newest first")
+    trajectories: list[Trajectory] = Field(description="newest first")

@@ -1,4 +1,4 @@
-"""Run bodies: RunCreate in, RunAccepted / RunPublic / TrajectoryPage out."""
+"""Run bodies: RunCreate in, WorkflowResponse / Trajectory / TrajectoryPage out."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from pier.record import RunRecord, RunStatus
+from pier.record import RUN_STEP, RunStatus, Trajectory
 
 SecretParams = dict[str, str]
 
@@ -27,31 +27,44 @@ class RunCreate(BaseModel):
     )
     webhook_url: str | None = Field(None, description="POSTed the run record when the run ends")
     webhook_secret: str | None = Field(None, description="signs the webhook (X-Pier-Signature)")
+    use_trial_keys: bool = Field(
+        False,
+        description="fill missing provider keys from the server's trial keys (counts against the budget)",
+    )
+    subscription_credential: Literal["anthropic", "codex", "nous"] | None = Field(
+        None,
+        description="run on that provider's own API (anthropic, or codex = openai) with the collection's key; "
+        "nous is not available on pier",
+    )
 
 
-def workflow_id(record: RunRecord) -> str:
-    """The platform's run id: <collection>-<task>--<trajectory_id>."""
-    return f"{record.collection}-{record.task}--{record.trajectory_id}"
+class WorkflowResponse(BaseModel):
+    """What the run routes answer: the run's ids and status, and its trajectory
+    as it is now (pending for /run, ended for /run-sync)."""
 
-
-class RunAccepted(BaseModel):
+    message: str
     workflow_id: str
     trajectory_id: str
     status: RunStatus
-
-
-class RunPublic(RunRecord):
-    """The run record as the API serves it."""
-
-    workflow_id: str
+    result: dict[str, Any] = Field(description="the run step's outputs")
+    trajectory: Trajectory
+    metadata: str = Field(description="storage key of the run's run.json")
 
     @classmethod
-    def of(cls, record: RunRecord) -> RunPublic:
-        return cls(**record.model_dump(), workflow_id=workflow_id(record))
+    def of(cls, record: Trajectory, message: str) -> WorkflowResponse:
+        return cls(
+            message=message,
+            workflow_id=record.workflow_id,
+            trajectory_id=record.trajectory_id,
+            status=record.status,
+            result=record.outputs.model_dump(mode="json") if RUN_STEP in record.steps else {},
+            trajectory=record,
+            metadata=record.metadata_uri,
+        )
 
 
 class TrajectoryPage(BaseModel):
-    trajectories: list[RunPublic]
+    trajectories: list[Trajectory]
     total: int
     page: int
     limit: int
@@ -75,6 +88,8 @@ def multipart_schema() -> dict[str, Any]:
             "secret_params": {"type": "string", "description": "a JSON object of strings"},
             "webhook_url": {"type": "string"},
             "webhook_secret": {"type": "string"},
+            "use_trial_keys": {"type": "boolean"},
+            "subscription_credential": {"type": "string", "enum": ["anthropic", "codex", "nous"]},
             "files": {
                 "type": "array",
                 "items": {"type": "string", "format": "binary"},

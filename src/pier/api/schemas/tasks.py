@@ -1,21 +1,46 @@
-"""Task bodies: the task JSON in (or a runbook's text), TaskPublic out."""
+"""Task bodies: the task JSON in (or a runbook's text), TaskPublic out; the
+platform client's create and update bodies."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from pier.tasks.model import Task
+
+WORKFLOW_DOC = "the task JSON ({init_params, steps, step_configs}) or a RUNBOOK.md's text"
 
 
 class TaskPublic(BaseModel):
     collection: str
     name: str
-    task: Task
+    description: str
+    workflow: Task
     created_at: datetime
     updated_at: datetime
 
 
-class TaskList(BaseModel):
-    tasks: list[str]
+class TaskCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    workflow: dict[str, Any] | str = Field(description=WORKFLOW_DOC)
+
+
+class TaskUpdate(BaseModel):
+    """Either field may be left out; a missing one is kept."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workflow: dict[str, Any] | str | None = Field(None, description=WORKFLOW_DOC)
+    description: str | None = None
+
+
+class TaskDeleted(BaseModel):
+    collection: str
+    name: str
+    deleted: bool = True
+    message: str = "task deleted; its runs stay readable"

@@ -14,7 +14,7 @@ import docker
 import docker.errors
 import requests
 
-from pier.errors import InputError
+from pier.limits import parse_size
 from pier.sandbox.base import LABEL_CREATED, LABEL_OWNER, LABEL_RUN, SandboxInfo, SandboxSpec
 from pier.sandbox.docker.client import EngineFacts
 
@@ -24,19 +24,6 @@ log = logging.getLogger(__name__)
 # the sandbox up, and docker-init (init=True) reaps what the agent orphans.
 KEEPALIVE = ["sleep", "infinity"]
 WORKDIR = "/app"
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?")
-_UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_size(size: str | int) -> int:
-    """Bytes in a size such as "8G", "512m", "1.5GiB" or 1048576 (binary units,
-    as Docker reads them). Raises InputError."""
-    if isinstance(size, int):
-        return size
-    match = _SIZE.fullmatch(size.strip().lower())
-    if not match:
-        raise InputError(f"memory/disk size {size!r} is not a size (expected e.g. 8G or 512M)")
-    return int(float(match[1]) * _UNIT[match[2]])
 
 
 def hostname_for(run_id: str | None) -> str:

@@ -1,6 +1,12 @@
 """Running a command in a sandbox: output streamed line by line, bounded, and a
 timeout that kills the command's whole process tree.
 
+A command ends when its main process exits, not when its output closes: a
+background child that keeps stdout open (`server &`) would otherwise hold the
+exec, and the run, until its time limit. Once the engine reports the main
+process gone, what it left behind is killed, and the rest of the output is
+read until it ends (or for CLOSE_GRACE_S at most).
+
 Two layers enforce the timeout. Inside the sandbox the command runs under
 `timeout -s KILL`, which puts it in a process group of its own and kills that
 group on time. From the host, a watchdog kills every process carrying the exec's
@@ -153,6 +159,49 @@ class Watchdog:
             self._close()
 
 
+class ExitWatch:
+    """Polls the engine for the exec's main process; once it has exited, calls
+    kill (its leftovers hold the output open) and, if the output still has not
+    ended CLOSE_GRACE_S later, close. Polls start fast and slow down, so a short
+    command costs no extra round trip and a long one about one a second."""
+
+    FIRST_POLL_S = 0.2
+    MAX_POLL_S = 1.0
+
+    def __init__(self, exited: Callable[[], bool], kill: Callable[[], None], close: Callable[[], None]):
+        self.fired = False
+        self._done = threading.Event()
+        self._exited, self._kill, self._close = exited, kill, close
+        self._thread = threading.Thread(target=self._watch, name="pier-exec-exit", daemon=True)
+
+    def start(self) -> ExitWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._done.set()
+
+    def _watch(self) -> None:
+        interval = self.FIRST_POLL_S
+        while not self._done.wait(interval):
+            try:
+                if not self._exited():
+                    interval = min(interval * 2, self.MAX_POLL_S)
+                    continue
+            except Exception as exc:  # the sandbox is gone: the stream ends by itself
+                log.debug("could not inspect an exec: %s", exc)
+                return
+            self.fired = True
+            self._kill()
+            if not self._done.wait(CLOSE_GRACE_S):
+                self._close()
+            return
+
+
+def exec_exited(api: docker.APIClient, exec_id: str) -> bool:
+    return not api.exec_inspect(exec_id).get("Running")
+
+
 def kill_marked(api: docker.APIClient, container_id: str, marker: str) -> None:
     """Kill every process of one exec, from a second exec. Best effort."""
     try:
@@ -209,6 +258,7 @@ def run_exec(
     kill = partial(kill_marked, api, container_id, marker)
     close = partial(_close_quietly, stream)
     watchdog = Watchdog(timeout, kill=kill, close=close).start()
+    exit_watch = ExitWatch(partial(exec_exited, api, exec_id), kill=kill, close=close).start()
     try:
         for chunk in stream:  # ends when the command's output closes or on close()
             collector.feed(chunk)
@@ -217,6 +267,7 @@ def run_exec(
         raise
     finally:
         watchdog.stop()
+        exit_watch.stop()
         close()
     output = collector.finish()
     duration = time.monotonic() - started

@@ -1,0 +1,91 @@
+"""Storing a run made elsewhere (an external eval) as a trajectory: no sandbox,
+no stages; its input and output on `steps.run`, its scores as `score.<name>`
+labels. Pushing the same trajectory_id again replaces it in place."""
+
+from __future__ import annotations
+
+import uuid
+
+from pier.api.schemas.trajectories import IngestRequest
+from pier.errors import InputError, NotFoundError
+from pier.record import (
+    RUN_STEP,
+    Label,
+    Step,
+    StepOutputs,
+    Trajectory,
+    TrajectoryAttribute,
+    storage_key,
+    utcnow,
+)
+from pier.storage.local import LocalStorage
+from pier.store import Store
+
+INGEST_ACTIVITY = "ingest"
+COST_LABEL = "cost_est_usd"
+
+
+def ingested(collection: str, task: str, body: IngestRequest) -> tuple[Trajectory, list[Label]]:
+    """The trajectory and its labels for an ingest request."""
+    tid = body.trajectory_id or uuid.uuid4().hex
+    author = body.author or "ingest"
+    created = body.created or utcnow()
+    ended = (body.completed or utcnow()) if body.status.terminal else None
+    params = {**body.metadata, **{k: v for k, v in (("source", body.source), ("eval_id", body.eval_id)) if v}}
+    step = Step(
+        activity=INGEST_ACTIVITY,
+        inputs={"input": body.input},
+        outputs=StepOutputs(output=body.output, success=body.status.value == "completed"),
+        created=created,
+        ended=ended,
+        author=author,
+        duration_seconds=round((ended - created).total_seconds(), 3) if ended else None,
+    )
+    record = Trajectory(
+        name=task,
+        collection=collection,
+        trajectory_id=tid,
+        storage_path=storage_key(collection, task, tid),
+        metadata_uri=storage_key(collection, task, tid, "run.json"),
+        status=body.status,
+        attributes=TrajectoryAttribute(created=created, params=params),
+        created=created,
+        author=author,
+        steps={RUN_STEP: step},
+        total_steps=[RUN_STEP],
+        completed_steps=[RUN_STEP] if body.status.value == "completed" else [],
+        started=created,
+        ended=ended,
+        duration_seconds=step.duration_seconds,
+    )
+    labels = [
+        Label(key=f"score.{name}", value=repr(float(v)), author=author) for name, v in body.scores.items()
+    ]
+    labels += [Label(key=k, value=v, author=author) for k, v in body.labels.items()]
+    if body.cost_usd is not None:
+        labels.append(Label(key=COST_LABEL, value=repr(float(body.cost_usd)), author=author))
+    return record, labels
+
+
+def ingest(
+    store: Store, storage: LocalStorage, collection: str, task: str, body: IngestRequest
+) -> Trajectory:
+    record, labels = ingested(collection, task, body)
+    try:
+        existing = store.get_run(record.trajectory_id)
+    except NotFoundError:
+        existing = None
+    if existing is not None and (
+        (existing.collection, existing.name) != (collection, task)
+        or existing.steps.get(RUN_STEP, Step()).activity != INGEST_ACTIVITY
+    ):
+        raise InputError(
+            f"trajectory_id: {record.trajectory_id!r} is a run that was not ingested into {collection}/{task}: "
+            "leave trajectory_id out, or use the id an earlier ingest returned"
+        )
+    store.save_run(record)
+    store.add_labels(record.trajectory_id, labels, replace=True)
+    folder = storage.run_dir(collection, task, record.trajectory_id)
+    stored = store.get_run(record.trajectory_id)
+    (folder / "run.json").write_text(stored.model_dump_json(indent=2))
+    return stored

@@ -1,0 +1,138 @@
+"""What a run may ask for: CPUs, memory and time.
+
+One set of rules wherever a limit comes in (runbook frontmatter, a task's
+step_configs, init_params, CLI options, API bodies). The field checks
+(`check_cpus`, `check_memory`, `check_timeout`) need nothing and back the
+pydantic models; `run_limits` adds the operator's maxima (PIER_MAX_CPUS,
+PIER_MAX_MEMORY, PIER_MAX_TIMEOUT_SEC) and is the one function that prepare,
+`pier run`, the API and `pier validate` all go through.
+
+Why a floor on memory: Docker reads 0 as "no limit" and refuses less than
+6 MiB with a raw engine error; below MIN_MEMORY a shell and the core tools that
+every sandbox runs (bash, timeout, the exec wrapper) do not reliably start.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from pier.errors import InputError
+
+if TYPE_CHECKING:
+    from pier.settings import Settings
+
+MIN_MEMORY = "32M"
+MIN_CPUS = 0.01  # the engine's own step: Docker refuses less
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?")
+_UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+class LimitError(InputError):
+    """A limit a run may not have; `field` names it (cpus, memory, timeout_sec)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def parse_size(size: str | int) -> int:
+    """Bytes in a size such as "8G", "512m", "1.5GiB" or 1048576 (binary units,
+    as Docker reads them). Raises InputError."""
+    if isinstance(size, int) and not isinstance(size, bool):
+        return size
+    match = _SIZE.fullmatch(str(size).strip().lower()) if isinstance(size, str) else None
+    if not match:
+        raise InputError(f"memory/disk size {size!r} is not a size (expected e.g. 8G or 512M)")
+    return int(float(match[1]) * _UNIT[match[2]])
+
+
+def check_cpus(value: Any) -> float:
+    """CPUs as a number of at least MIN_CPUS. Raises ValueError saying what to write."""
+    wrong = ValueError(f"{value!r} is not a number of CPUs: write it like 2 or 0.5 (at least {MIN_CPUS})")
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise wrong
+    try:
+        cpus = float(value)
+    except ValueError:
+        raise wrong from None
+    if not math.isfinite(cpus) or cpus < MIN_CPUS:
+        raise wrong
+    return cpus
+
+
+def check_memory(value: Any) -> str:
+    """A memory size of at least MIN_MEMORY, as text ("8G"; a bare number is bytes).
+    Raises ValueError saying what to write."""
+    wrong = ValueError(f"{value!r} is not a memory size: write it like 512M, 8G or 16G")
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise wrong
+    try:
+        size = parse_size(value)
+    except InputError:
+        raise wrong from None
+    if size < parse_size(MIN_MEMORY):
+        raise ValueError(
+            f"{value!r} is less than a sandbox can run in: ask for at least {MIN_MEMORY} "
+            "(0 would mean no limit at all, which a run may not ask for)"
+        )
+    return str(value).strip()
+
+
+def check_timeout(value: Any) -> int:
+    """A time limit in whole seconds, at least 1. Raises ValueError saying what to write."""
+    wrong = ValueError(f"{value!r} is not a time limit: write a whole number of seconds, at least 1")
+    if isinstance(value, bool):
+        raise wrong
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if not isinstance(value, int) or value < 1:
+        raise wrong
+    return value
+
+
+class RunLimits(NamedTuple):
+    cpus: float
+    memory: str
+    timeout_sec: int
+
+
+def run_limits(cpus: Any, memory: Any, timeout_sec: Any, settings: Settings) -> RunLimits:
+    """The limits a run gets: what it asked for, checked and held to the operator's
+    maxima (asking for more is refused, not lowered: the run would not get what its
+    author planned for). None takes the default, lowered to the maximum when an
+    operator set a smaller one. Raises LimitError naming the field."""
+    if cpus is None:
+        cpus = min(settings.default_cpus, settings.max_cpus)
+    if memory is None:
+        memory = min(settings.default_memory, settings.max_memory, key=parse_size)
+    if timeout_sec is None:
+        timeout_sec = min(settings.default_timeout_sec, settings.max_timeout_sec)
+    asked_cpus = _field("cpus", check_cpus, cpus)
+    asked_memory = _field("memory", check_memory, memory)
+    asked_timeout = _field("timeout_sec", check_timeout, timeout_sec)
+    if asked_cpus > settings.max_cpus:
+        raise LimitError("cpus", _above(f"{asked_cpus:g} CPUs", f"{settings.max_cpus:g}", "PIER_MAX_CPUS"))
+    if parse_size(asked_memory) > parse_size(settings.max_memory):
+        raise LimitError("memory", _above(asked_memory, settings.max_memory, "PIER_MAX_MEMORY"))
+    if asked_timeout > settings.max_timeout_sec:
+        raise LimitError(
+            "timeout_sec",
+            _above(f"{asked_timeout} seconds", str(settings.max_timeout_sec), "PIER_MAX_TIMEOUT_SEC"),
+        )
+    return RunLimits(asked_cpus, asked_memory, asked_timeout)
+
+
+def _field(name: str, check: Any, value: Any) -> Any:
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise LimitError(name, str(exc)) from None
+
+
+def _above(asked: str, most: str, setting: str) -> str:
+    return f"{asked} is more than this machine allows ({most}, {setting}): ask for at most {most}"
