@@ -33,8 +33,7 @@ AFTER_FAILURE = frozenset({"cleanup_credentials", "collect", "save"})
 def execute(ctx: RunContext) -> RunRecord:
     record = ctx.record
     record.status = RunStatus.running
-    record.started = utcnow()
-    ctx.save_record(record)
+    record.started = utcnow()  # saved with the first stage's start, a moment later
     started = time.monotonic()
     try:
         for name, stage in STAGES:
@@ -81,11 +80,16 @@ def _step(ctx: RunContext, name: str, stage: Stage) -> None:
     finally:
         step.ended = utcnow()
         step.duration_seconds = round(time.monotonic() - began, 3)
-        _saved(ctx, step)
+        _saved(ctx, step, store=False)
 
 
-def _saved(ctx: RunContext, step: StageRecord) -> None:
-    ctx.save_record(ctx.record)
+def _saved(ctx: RunContext, step: StageRecord, store: bool = True) -> None:
+    """Tell the live view; store the record when a stage starts. A stage's end is
+    stored with the next stage's start (a moment later) or the run's finish: one
+    record write per stage, not two, each a write transaction every run waits on
+    under SQLite."""
+    if store:
+        ctx.save_record(ctx.record)
     if ctx.on_step is not None:
         ctx.on_step(step)
 
