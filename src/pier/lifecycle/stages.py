@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import shlex
 import tempfile
+import threading
 import time
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from pier.sandbox.base import (
     LABEL_RUN,
     Limits,
     Sandbox,
+    SandboxBackend,
     SandboxSpec,
 )
 from pier.sandbox.processes import STOP_PROCESSES_SCRIPT
@@ -191,9 +194,13 @@ def _place(ctx: RunContext, dirs: tuple[str, ...], assets: tuple[Path, ...], fil
 
 
 def _verify_tools(ctx: RunContext) -> None:
-    """One exec for the tools every sandbox needs and those the checks need."""
+    """One exec for the tools every sandbox needs and those the checks need; none
+    when a sandbox of the same image (on the same backend) was found to have them
+    all in the last TOOLS_SEEN_SEC: a fresh sandbox holds exactly its image's files."""
     sandbox = ctx.require_sandbox()
     tools = [*REQUIRED_TOOLS, *(t for t in check_tools(ctx) if t not in REQUIRED_TOOLS)]
+    if set(tools) <= _tools_seen(ctx):
+        return
     script = " ".join(f"command -v {tool} >/dev/null || echo {tool};" for tool in tools)
     result = sandbox.exec(["/bin/sh", "-c", script], workdir="/")
     missing = result.output.split()
@@ -206,6 +213,28 @@ def _verify_tools(ctx: RunContext) -> None:
             "use an image with bash and the core utilities (Debian or Ubuntu based)",
         )
     refuse_missing_check_tools(ctx, missing)
+    _remember_tools(ctx, set(tools) - set(missing))
+
+
+# backend -> image -> (tools its sandboxes have, when that was seen)
+_TOOLS_SEEN: weakref.WeakKeyDictionary[SandboxBackend, dict[str, tuple[frozenset[str], float]]] = (
+    weakref.WeakKeyDictionary()
+)
+_TOOLS_SEEN_LOCK = threading.Lock()
+TOOLS_SEEN_SEC = 60.0  # as long as the Docker backend trusts an image lookup
+
+
+def _tools_seen(ctx: RunContext) -> frozenset[str]:
+    with _TOOLS_SEEN_LOCK:
+        seen = _TOOLS_SEEN.get(ctx.backend, {}).get(ctx.image or "")
+    if seen is None or time.monotonic() - seen[1] > TOOLS_SEEN_SEC:
+        return frozenset()
+    return seen[0]
+
+
+def _remember_tools(ctx: RunContext, present: set[str]) -> None:
+    with _TOOLS_SEEN_LOCK:
+        _TOOLS_SEEN.setdefault(ctx.backend, {})[ctx.image or ""] = (frozenset(present), time.monotonic())
 
 
 def run_agent(ctx: RunContext) -> None:

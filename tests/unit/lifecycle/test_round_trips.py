@@ -13,7 +13,7 @@ from pier.lifecycle.service import RunRequest, Services, run
 from pier.record import RunStatus
 from pier.runbook import parse
 from pier.sandbox import register_backend
-from pier.sandbox.fake import FakeBackend, FakeEngine, FakeSandbox, Script
+from pier.sandbox.fake import FakeBackend, FakeEngine, FakeSandbox, Script, replied
 from pier.settings import Settings
 from pier.tasks import task_from_runbook
 
@@ -53,11 +53,8 @@ def calls(monkeypatch) -> list[tuple[str, str]]:
     return seen
 
 
-def start(tmp_path, monkeypatch, script: Script):
-    monkeypatch.setattr("pier.sandbox._registered", {})
-    engine = FakeEngine()
-    register_backend("fake-trips", lambda settings: FakeBackend(settings, engine=engine, program=script))
-    settings = Settings(home=tmp_path / "home", ca_bundle=None, sandbox_backend="fake-trips")
+def start(tmp_path, monkeypatch, script: Script, services: Services | None = None):
+    services = services or new_services(tmp_path, monkeypatch, script)
     attachment = tmp_path / "data.txt"
     attachment.write_text("rows\n")
     request = RunRequest(
@@ -66,7 +63,41 @@ def start(tmp_path, monkeypatch, script: Script):
         task=task_from_runbook(parse(RUNBOOK)),
         run_params={"file_paths": [str(attachment)]},
     )
-    return run(Services(settings), request)
+    return run(services, request)
+
+
+def new_services(tmp_path, monkeypatch, script: Script) -> Services:
+    """Services with a backend of their own (one per Services, as in a server)."""
+    monkeypatch.setattr("pier.sandbox._registered", {})
+    engine = FakeEngine()
+    register_backend("fake-trips", lambda settings: FakeBackend(settings, engine=engine, program=script))
+    return Services(Settings(home=tmp_path / "home", ca_bundle=None, sandbox_backend="fake-trips"))
+
+
+def probes(calls: list[tuple[str, str]]) -> int:
+    return sum(1 for kind, text in calls if kind == "exec" and "command -v" in text)
+
+
+def test_a_second_sandbox_of_the_same_image_is_not_probed_again(tmp_path, monkeypatch, calls):
+    script = Script().on(r"script\.sh", write_results)
+    services = new_services(tmp_path, monkeypatch, script)
+    for _ in range(2):
+        record = start(tmp_path, monkeypatch, script, services)
+        assert record.status == RunStatus.completed, record.error
+    assert probes(calls) == 1
+    # Another backend knows nothing of that image's tools: it probes.
+    record = start(tmp_path, monkeypatch, script, new_services(tmp_path, monkeypatch, script))
+    assert record.status == RunStatus.completed, record.error
+    assert probes(calls) == 2
+
+
+def test_a_probe_that_found_a_tool_missing_is_not_remembered_as_passing(tmp_path, monkeypatch, calls):
+    script = Script().on(r"command -v", replied("python3\n")).on(r"script\.sh", write_results)
+    services = new_services(tmp_path, monkeypatch, script)
+    for _ in range(2):
+        record = start(tmp_path, monkeypatch, script, services)
+        assert record.status == RunStatus.failed and "python3" in (record.error or "")
+    assert probes(calls) == 2
 
 
 def test_set_up_sends_one_archive_and_one_probe(tmp_path, monkeypatch, calls):
