@@ -63,6 +63,20 @@ def tar_of_files(files: Mapping[str, bytes], mode: int = 0o644, dirs: Sequence[s
     return buf.getvalue()
 
 
+def tar_members(files: Mapping[str, bytes], mode: int = 0o644) -> bytes:
+    """Tar members (relative name -> content) without the end-of-archive blocks, to
+    go in front of another tar stream: the engine reads both as one archive."""
+    out = io.BytesIO()
+    now = time.time()
+    for name, content in files.items():
+        info = tarfile.TarInfo(name.lstrip("/"))
+        info.size, info.mode, info.mtime = len(content), mode, now
+        out.write(info.tobuf(format=tarfile.DEFAULT_FORMAT, encoding="utf-8", errors="surrogateescape"))
+        out.write(content)
+        out.write(b"\0" * (-len(content) % tarfile.BLOCKSIZE))
+    return out.getvalue()
+
+
 def tar_of_path(path: Path) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:

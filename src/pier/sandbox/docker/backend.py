@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import replace
 from functools import cached_property
@@ -125,8 +124,7 @@ class DockerBackend(SandboxBackend):
         try:
             with docker_errors(f"starting sandbox {container_id[:12]}", self._url):
                 start_container(self.api, container_id)
-            self._install_ca(sandbox)
-            sandbox.put_spec_files(spec.files)
+            sandbox.defer_files({**self._ca_files(), **spec.files})
         except BaseException:
             sandbox.delete()
             raise
@@ -146,10 +144,9 @@ class DockerBackend(SandboxBackend):
             without_disk = ContainerPlan(create=plan.create, host=host)
             return create_container(self.api, without_disk), without_disk
 
-    def _install_ca(self, sandbox: DockerSandbox) -> None:
-        """Put the CA bundle where the sandbox's TLS variables point (set at create)."""
-        if self._ca_bytes:
-            sandbox.put_files(os.path.dirname(CA_PATH), {os.path.basename(CA_PATH): self._ca_bytes})
+    def _ca_files(self) -> dict[str, bytes]:
+        """The CA bundle where the sandbox's TLS variables point (set at create)."""
+        return {CA_PATH: self._ca_bytes} if self._ca_bytes else {}
 
     def list_sandboxes(self) -> list[SandboxInfo]:
         with docker_errors("listing sandboxes", self._url):
