@@ -195,8 +195,9 @@ class WarmPool:
     def claim(self, spec: SandboxSpec) -> Sandbox | None:
         """A ready sandbox for spec, taken out of the pool for good; None when none
         matches (the caller creates one). Only specs that need nothing at create
-        beyond image and limits (no env, no files) can match."""
-        if spec.env or spec.files:
+        beyond image and limits can match: no env, no files, not on an egress
+        network (a run with an allow-list creates its own sandbox)."""
+        if spec.env or spec.files or spec.network_name or spec.dns:
             return None
         key = PoolKey(spec.image, spec.limits)
         while True:

@@ -225,3 +225,11 @@ def test_a_warm_pool_entry_names_one_source():
         WarmPoolEntry(size=1)
     with pytest.raises(ValueError, match="exactly one"):
         WarmPoolEntry(image="a", snapshot="b")
+
+
+def test_a_spec_on_an_egress_network_never_claims(pool, settings):
+    from dataclasses import replace
+
+    wanted = replace(spec(settings), network_name="pier-egress", dns=("10.0.0.1",))
+    assert pool.claim(wanted) is None
+    assert pool.idle_count(key(settings)) == 2
