@@ -1,6 +1,7 @@
 """How long `pier` takes to start, against the interpreter doing nothing.
 
-Prints the median wall time of `pier --help`, `pier runs` and `pier validate
+Prints the median wall time (and CPU time: user + system, which a loaded machine
+inflates far less than wall time) of `pier --help`, `pier runs` and `pier validate
 examples/hello` through the venv's entry point, and of `python -c pass` with the
 same interpreter, measured in the same run (goal for `pier --help`: <= 0.25 s),
 plus the top imports of `pier --help` by `python -X importtime`.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -24,15 +26,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def median_seconds(cmd: list[str], runs: int, env: dict[str, str]) -> float:
-    times = []
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def median_seconds(cmd: list[str], runs: int, env: dict[str, str]) -> tuple[float, float]:
+    """Median wall and CPU seconds of `cmd` over `runs` calls."""
+    walls, cpus = [], []
     for _ in range(runs):
-        began = time.perf_counter()
+        began, cpu_before = time.perf_counter(), children_cpu()
         done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
-        times.append(time.perf_counter() - began)
+        walls.append(time.perf_counter() - began)
+        cpus.append(children_cpu() - cpu_before)
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr[-500:]}")
-    return statistics.median(times)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def top_imports(env: dict[str, str], count: int = 8) -> list[tuple[int, str]]:
@@ -69,10 +78,13 @@ def main() -> None:
                 median_seconds([pier, "validate", "examples/hello"], args.runs, env),
             ),
         ]
-        print(f"python -c pass (baseline): {baseline:.3f} s (median of {args.runs})")
-        for name, seconds in rows:
+        print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        wall0, cpu0 = baseline
+        print(f"python -c pass (baseline): {wall0:.3f} s wall, {cpu0:.3f} s CPU (medians of {args.runs})")
+        for name, (wall, cpu) in rows:
             print(
-                f"{name:32s} {seconds:.3f} s   {seconds / baseline:5.1f}x baseline   (+{seconds - baseline:.3f} s)"
+                f"{name:30s} {wall:.3f} s wall {wall / wall0:5.1f}x (+{wall - wall0:.3f} s)"
+                f"   {cpu:.3f} s CPU (+{cpu - cpu0:.3f} s)"
             )
         print("\nslowest top-level imports of `pier --help` (cumulative microseconds):")
         for micros, module in top_imports(env):

@@ -9,34 +9,31 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
-from rich import filesize
-from rich.console import Console
-from rich.table import Table
 
-from pier.cli_checks import show_checks
-from pier.cli_progress import Progress
+from pier.cli_console import err, out
 from pier.cli_sandbox import register as register_sandbox_commands
 from pier.cli_serve import register as register_api_commands
 from pier.cli_storage import register as register_storage_commands
-from pier.cli_validate import validate_paths
 from pier.errors import InputError, NotFoundError, PierError
-from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt
-from pier.lifecycle.orphans import end_orphaned_runs, owner_gone
-from pier.lifecycle.sandbox_env import wanted_names
-from pier.lifecycle.service import RunRequest, Services, preflight, run
-from pier.record import RunRecord
-from pier.runbook import load
-from pier.tasks import ResolvedStep, resolve, step_override, task_from_runbook
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from pier.lifecycle.service import RunRequest, Services
+    from pier.record import RunRecord
+    from pier.tasks import ResolvedStep
+
+# Start-up: this module is imported by every `pier` call, `pier --help` included,
+# so it imports only typer and pier.errors; each command imports what it needs
+# (SQLAlchemy, pydantic models, the docker SDK, rich) in its body.
+# tests/unit/cli/test_cli_imports.py keeps it that way.
 
 app = typer.Typer(help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True)
 snapshot_app = typer.Typer(help="Named, prebuilt sandbox images.", no_args_is_help=True)
 app.add_typer(snapshot_app, name="snapshot")
-out = Console()
-err = Console(stderr=True)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -57,6 +54,8 @@ def parse_vars(pairs: list[str]) -> dict[str, str]:
 def secret_env(step: ResolvedStep, environ: Mapping[str, str]) -> dict[str, str]:
     """Only the host variables the runbook's secrets and the agent's providers name
     (keys, endpoints), never the whole environment: the same choice the API makes."""
+    from pier.lifecycle.sandbox_env import wanted_names
+
     return {key: environ[key] for key in wanted_names(step) if key in environ}
 
 
@@ -76,6 +75,12 @@ def run_command(
     as_json: Annotated[bool, typer.Option("--json", help="print only the run record as JSON")] = False,
 ) -> None:
     """Run a runbook end to end in a fresh sandbox."""
+    from pydantic import ValidationError
+
+    from pier.cli_progress import Progress
+    from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt
+    from pier.lifecycle.service import Services, preflight, run
+
     try:  # bad input, whatever finds it before a sandbox exists, is exit 2
         services = Services()
         request = build_request(
@@ -128,6 +133,8 @@ def _stored(services: Services, trajectory_id: str) -> RunRecord | None:
 def end_orphans(services: Services, remove_sandboxes: bool = True) -> None:
     """End the runs whose `pier` process is gone (killed), and remove what they left.
     Every command that looks at runs does this first, so none stays `running` forever."""
+    from pier.lifecycle.orphans import end_orphaned_runs
+
     backend = (lambda: services.backend) if remove_sandboxes else None
     try:
         ended = end_orphaned_runs(services.store, services.settings, backend)
@@ -176,6 +183,12 @@ def build_request(
     no_network: bool,
     collection: str,
 ) -> RunRequest:
+    from pydantic import ValidationError
+
+    from pier.lifecycle.service import RunRequest
+    from pier.runbook import load
+    from pier.tasks import resolve, step_override, task_from_runbook
+
     runbook = load(path)
     task = task_from_runbook(runbook)
     try:
@@ -217,6 +230,8 @@ def _slug(name: str) -> str:
 
 
 def show_summary(record: RunRecord, folder: str) -> None:
+    from pier.cli_checks import show_checks
+
     colour = "green" if record.success else "red"
     out.print(
         f"[{colour}]{record.status.value}[/{colour}] run {record.trajectory_id} "
@@ -242,6 +257,8 @@ def show_results(record: RunRecord) -> None:
         star = "★" if item.path in outputs.primary_files else " "
         out.print(f"  {star} {item.path}  ({item.size} bytes)", highlight=False)
     if rest:
+        from rich import filesize
+
         total = filesize.decimal(sum(item.size for item in outputs.results_files))
         out.print(
             f"    ... and {len(rest)} more ({filesize.decimal(sum(item.size for item in rest))}; "
@@ -257,6 +274,8 @@ def runs_command(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON run record per line")] = False,
 ) -> None:
     """Recent runs, newest first."""
+    from pier.lifecycle.service import Services
+
     services = Services()
     end_orphans(services)
     records, total = services.store.list_runs(collection=collection, limit=limit)
@@ -269,6 +288,8 @@ def runs_command(
         for row in [list(RUNS_COLUMNS), *rows]:
             print("\t".join(row))
         return
+    from rich.table import Table
+
     table = Table(*RUNS_COLUMNS)
     for row in rows:
         table.add_row(*row)
@@ -304,6 +325,9 @@ def logs_command(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
 ) -> None:
     """A run's log, from the start."""
+    from pier.lifecycle.orphans import end_orphaned_runs, owner_gone
+    from pier.lifecycle.service import Services
+
     services = Services()
     end_orphans(services)
     store = services.store
@@ -331,6 +355,7 @@ def logs_command(
 @app.command("sweep")
 def sweep_command() -> None:
     """Delete sandboxes that crashed or abandoned runs left behind."""
+    from pier.lifecycle.service import Services
     from pier.sandbox.sweeper import sweep
 
     services = Services()
@@ -359,6 +384,8 @@ def validate_command(
     paths: Annotated[list[Path], typer.Argument(help="runbook files or folders (searched recursively)")],
 ) -> None:
     """Parse, render and plan runbooks without running them; exit 1 when any has an error."""
+    from pier.cli_validate import validate_paths
+
     errors = validate_paths(paths, out)
     raise typer.Exit(1 if errors else 0)
 
@@ -366,6 +393,9 @@ def validate_command(
 @snapshot_app.command("list")
 def snapshot_list() -> None:
     """Snapshots pier knows: built-in and from snapshots.yaml."""
+    from rich.table import Table
+
+    from pier.lifecycle.service import Services
     from pier.sandbox.snapshots import SnapshotCatalog
 
     services = Services()
@@ -382,6 +412,7 @@ def snapshot_list() -> None:
 @snapshot_app.command("build")
 def snapshot_build(name: Annotated[str, typer.Argument(help="snapshot name")]) -> None:
     """Build (or find cached) the snapshot's image."""
+    from pier.lifecycle.service import Services
     from pier.sandbox.snapshots import SnapshotCatalog
 
     services = Services()

@@ -8,22 +8,20 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from pier.cli_console import err, out
 from pier.errors import InputError, PierError
-from pier.lifecycle.service import Services
-from pier.routines import Routines
-from pier.store import StoredRoutine
+
+if TYPE_CHECKING:
+    from pier.routines import Routines
+    from pier.store import StoredRoutine
 
 routine_app = typer.Typer(
     help="Routines: a task run on a cron schedule by `pier serve`.", no_args_is_help=True
 )
-out = Console()
-err = Console(stderr=True)
 
 Collection = Annotated[str, typer.Argument(help="the task's collection")]
 TaskName = Annotated[str, typer.Argument(help="the task the routine runs")]
@@ -44,6 +42,9 @@ def _errors() -> Iterator[None]:
 
 
 def _routines() -> Routines:
+    from pier.lifecycle.service import Services
+    from pier.routines import Routines
+
     return Routines(Services().store)
 
 
@@ -101,6 +102,10 @@ def routine_list(
     task: Annotated[str | None, typer.Option(help="only this task")] = None,
 ) -> None:
     """Routines with their schedule, state and next run."""
+    from rich.table import Table
+
+    from pier.lifecycle.service import Services
+
     found = Services().store.list_routines(collection, task)
     if not found:
         err.print("no routines")
@@ -136,6 +141,9 @@ def routine_resume(collection: Collection, task: TaskName, name: Name) -> None:
 def routine_run_now(collection: Collection, task: TaskName, name: Name) -> None:
     """Ask the server to run it once now, paused or not."""
     with _errors():
+        from pier.lifecycle.service import Services
+        from pier.routines import Routines
+
         services = Services()
         routines = Routines(services.store)
         routines.request_run_now(routines.get(collection, task, name))

@@ -5,14 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-
-from pier.errors import PierError
-from pier.sandbox import get_backend
-from pier.sandbox.base import SandboxSource
-from pier.sandbox.conformance import CHECKS, run_check
-from pier.settings import get_settings
 
 sandbox_app = typer.Typer(help="Sandbox backends.", no_args_is_help=True)
 _STYLE = {"passed": "green", "failed": "red"}
@@ -30,6 +22,15 @@ def check_command(
     only: Annotated[list[str], typer.Option("--only", help="run only this check (repeatable)")] = [],  # noqa: B006
 ) -> None:
     """Run the sandbox conformance suite on PIER_SANDBOX_BACKEND; exit 1 when a check fails."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from pier.errors import PierError
+    from pier.sandbox import get_backend
+    from pier.sandbox.base import SandboxSource
+    from pier.sandbox.conformance import CHECKS, run_check
+    from pier.settings import get_settings
+
     out, err = Console(), Console(stderr=True)
     unknown = sorted(set(only) - set(CHECKS))
     if unknown:

@@ -8,20 +8,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from pier.cli_console import err, out
 from pier.cli_routines import routine_app
 from pier.errors import InputError, PierError
-from pier.lifecycle.service import Services
-from pier.runbook import load
-from pier.storage.local import check_collection_name
 
 collection_app = typer.Typer(
     help="Collections: namespaces of tasks, runs, secrets and tokens.", no_args_is_help=True
 )
 task_app = typer.Typer(help="Tasks: named, stored workflows of a collection.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -48,6 +43,8 @@ def serve(
 def collection_create(name: Annotated[str, typer.Argument(help="the collection's name")]) -> None:
     """Create a collection (or reuse it) and print a new token for it, once."""
     from pier.api.tokens import issue_token
+    from pier.lifecycle.service import Services
+    from pier.storage.local import check_collection_name
 
     try:
         check_collection_name(name)
@@ -63,6 +60,8 @@ def collection_create(name: Annotated[str, typer.Argument(help="the collection's
 @collection_app.command("list")
 def collection_list() -> None:
     """Every collection."""
+    from pier.lifecycle.service import Services
+
     for collection in Services().store.list_collections():
         print(collection.name)
 
@@ -74,6 +73,8 @@ def task_push(
     name: Annotated[str | None, typer.Option(help="the task's name; default the runbook's folder")] = None,
 ) -> None:
     """Store a runbook as a task (created or replaced), checked first."""
+    from pier.lifecycle.service import Services
+    from pier.runbook import load
     from pier.tasks import task_from_runbook
     from pier.tasks.validate import checked_task, task_name
 

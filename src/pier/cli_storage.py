@@ -5,19 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from boto3.exceptions import S3UploadFailedError
-from botocore.exceptions import BotoCoreError, ClientError
-from rich import filesize
-from rich.console import Console
 
+from pier.cli_console import err, out
 from pier.errors import InputError, PierError
-from pier.settings import get_settings
-from pier.storage import open_storage
-from pier.storage.migrate import migrate
 
+# boto3, rich, the settings and the storages load when a command runs: `pier
+# --help` and every other command start without them.
 storage_app = typer.Typer(help="Run outputs and uploads: local folder or S3.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -27,6 +21,9 @@ def register(app: typer.Typer) -> None:
 @storage_app.command("where")
 def where_command() -> None:
     """The storage this machine's settings name (PIER_STORAGE_URL), once it answers."""
+    from pier.settings import get_settings
+    from pier.storage import open_storage
+
     url = get_settings().storage_location
     try:
         open_storage(url).check()
@@ -46,6 +43,14 @@ def migrate_command(
     """Copy every stored output and upload to another storage, same keys; then
     set PIER_STORAGE_URL to it. Files already there at the same size are
     skipped, so running it again finishes an interrupted copy."""
+    from boto3.exceptions import S3UploadFailedError
+    from botocore.exceptions import BotoCoreError, ClientError
+    from rich import filesize
+
+    from pier.settings import get_settings
+    from pier.storage import open_storage
+    from pier.storage.migrate import migrate
+
     settings = get_settings()
     from_url = source or settings.storage_location
     if from_url.rstrip("/") == to.rstrip("/"):

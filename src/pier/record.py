@@ -101,6 +101,7 @@ class SandboxRecord(BaseModel):
     memory: str | None = None
     network: bool | None = None
     id: str | None = None
+    pool: str | None = None  # "hit": claimed from the warm pool; "miss": a pool is set, none matched
 
 
 class Label(BaseModel):

@@ -6,7 +6,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Where Debian/Ubuntu keep the system trust store; a host that trusts other CAs
@@ -32,6 +32,26 @@ def detect_host_ca_bundle() -> Path | None:
         if value and Path(value).is_file():
             return Path(value)
     return None
+
+
+class WarmPoolEntry(BaseModel):
+    """One source the server keeps ready sandboxes of (PIER_WARM_POOL, a JSON list).
+    A run claims one when its plan has the same image and limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    snapshot: str | None = Field(None, description="a snapshot name, as a runbook's `snapshot`")
+    image: str | None = Field(None, description="an image ref, as a runbook's `image`")
+    size: int = Field(1, ge=1, le=64, description="how many ready, unused sandboxes to keep")
+    cpus: float | None = Field(None, gt=0, description="default PIER_DEFAULT_CPUS")
+    memory: str | None = Field(None, description="default PIER_DEFAULT_MEMORY")
+    network: bool = True
+
+    @model_validator(mode="after")
+    def _one_source(self) -> WarmPoolEntry:
+        if bool(self.snapshot) == bool(self.image):
+            raise ValueError("give exactly one of `snapshot` and `image` for each warm pool entry")
+        return self
 
 
 class Settings(BaseSettings):
@@ -139,6 +159,13 @@ class Settings(BaseSettings):
         24 * 3600,
         gt=0,
         description="uploads are deleted this long after they were made, once no run needs them",
+    )
+    warm_pool: list[WarmPoolEntry] = Field(
+        default_factory=list,
+        description='sources pier serve keeps ready sandboxes of, e.g. [{"image": "IMAGE", "size": 2}]',
+    )
+    warm_pool_check_sec: float = Field(
+        10, gt=0, description="how often the warm pool checks its sandboxes still run, and refills"
     )
     webhook_attempts: int = Field(6, ge=1)
     webhook_backoff_sec: float = Field(1.0, ge=0, description="first retry delay; doubles each time")

@@ -61,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.dispatcher.executor.start()
         sweeper.start()
         scheduler.start()
+        services.start_pool()  # PIER_WARM_POOL: ready sandboxes, filled in the background
         log.info("pier serve: %d run slot(s)", settings.max_concurrent_runs)
         try:
             yield
@@ -68,6 +69,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             scheduler.stop()
             sweeper.stop()
             state.dispatcher.stop()
+            if services.pool is not None:
+                services.pool.close()
             state.dispatcher.webhooks.close()
 
     app = FastAPI(

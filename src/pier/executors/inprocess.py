@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -49,6 +50,43 @@ class RunHooks(Protocol):
         """The run was cancelled while it waited."""
 
 
+class SharedLock:
+    """Many holders in shared mode, or one in exclusive mode. Record saves of
+    different runs share it (they must not wait on each other: a burst of runs
+    would queue behind one lock); stop() takes it exclusively, so no save is in
+    flight when it flips the flag, and none starts after."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._exclusive)
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._shared -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._exclusive)
+            self._exclusive = True
+            self._cond.wait_for(lambda: self._shared == 0)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
 class InProcessExecutor:
     def __init__(self, hooks: RunHooks, max_workers: int, name: str = "pier-run"):
         if max_workers < 1:
@@ -57,7 +95,7 @@ class InProcessExecutor:
         self._max_workers = max_workers
         self._name = name
         self._lock = threading.Condition()
-        self._save_lock = threading.Lock()  # orders record saves against stop()
+        self._save_lock = SharedLock()  # orders record saves against stop(), not each other
         self._pending: OrderedDict[str, Job] = OrderedDict()
         self._running: dict[str, RunContext | None] = {}
         self._cancelled: set[str] = set()
@@ -110,7 +148,7 @@ class InProcessExecutor:
         (which must end it); return the ids still pending (kept for a restart).
         The guarded record saves of running runs are dropped from now on, so
         what `interrupt` records is what stays."""
-        with self._save_lock, self._lock:
+        with self._save_lock.exclusive(), self._lock:
             self._stopped = True
             self._lock.notify_all()
             running = [ctx for ctx in self._running.values() if ctx is not None]
@@ -173,7 +211,7 @@ class InProcessExecutor:
         save = ctx.save_record
 
         def guarded(record: RunRecord) -> None:
-            with self._save_lock:  # stop() flips the flag under the same lock
+            with self._save_lock.shared():  # stop() flips the flag holding it exclusively
                 if self._stopped:
                     return
                 save(record)

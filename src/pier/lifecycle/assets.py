@@ -9,11 +9,13 @@ writes more than it declared."""
 
 from __future__ import annotations
 
+import io
 import posixpath
 import stat
 import tarfile
+import time
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -22,6 +24,8 @@ from pier.errors import AssetError
 
 if TYPE_CHECKING:
     from pier.settings import Settings
+
+ASSETS_DIR = "/app/assets"
 
 # A zip's ratio is only held against it past this size: tiny archives of
 # repetitive text compress far past any sane ratio and harm nobody.
@@ -150,18 +154,43 @@ def assets_tar(paths: Iterable[Path], out: Path) -> Path:
     """A tar of the assets as they appear in /app/assets: zips extracted in place of
     the archive, other files as they are. Written to `out`, never held in memory."""
     with tarfile.open(out, "w") as tar:
-        for path in paths:
-            if zipfile.is_zipfile(path):
-                _add_zip(tar, path)
-            else:
-                tar.add(path, arcname=path.name)
+        add_assets(tar, paths)
     return out
 
 
-def _add_zip(tar: tarfile.TarFile, path: Path) -> None:
+def add_assets(tar: tarfile.TarFile, paths: Iterable[Path], prefix: str = "") -> None:
+    """Add the assets to `tar` as they appear in /app/assets, under `prefix`."""
+    for path in paths:
+        if zipfile.is_zipfile(path):
+            _add_zip(tar, path, prefix)
+        else:
+            tar.add(path, arcname=posixpath.join(prefix, path.name))
+
+
+def setup_tar(
+    out: Path, dirs: Iterable[str], assets: Iterable[Path], files: Mapping[str, bytes], file_mode: int
+) -> Path:
+    """One archive for the sandbox's root: the empty folders `dirs`, the assets in
+    /app/assets and `files` (absolute path -> content, mode `file_mode`). Set up
+    sends it in one round trip where it took one per folder. Written to `out`."""
+    now = time.time()
+    with tarfile.open(out, "w") as tar:
+        for folder in dirs:
+            entry = tarfile.TarInfo(folder.strip("/"))
+            entry.type, entry.mode, entry.mtime = tarfile.DIRTYPE, 0o755, now
+            tar.addfile(entry)
+        add_assets(tar, assets, prefix=ASSETS_DIR.strip("/"))
+        for path, content in files.items():
+            member = tarfile.TarInfo(path.strip("/"))
+            member.size, member.mode, member.mtime = len(content), file_mode, now
+            tar.addfile(member, io.BytesIO(content))
+    return out
+
+
+def _add_zip(tar: tarfile.TarFile, path: Path, prefix: str = "") -> None:
     with zipfile.ZipFile(path) as archive:
         for info in archive.infolist():
-            name = posixpath.normpath(info.filename.replace("\\", "/"))
+            name = posixpath.join(prefix, posixpath.normpath(info.filename.replace("\\", "/")))
             member = tarfile.TarInfo(name)
             if info.is_dir():
                 member.type = tarfile.DIRTYPE

@@ -23,16 +23,19 @@ FRESH_DIRS = {"results": "/app/results", "assets": "/app/assets"}
 TAR_CHUNK = 1 << 20
 
 
-def verify_check_tools(ctx: RunContext) -> None:
+def check_tools(ctx: RunContext) -> dict[str, str]:
+    """The tools the plan's checks need (name -> why). Set up probes for them in the
+    same exec as the sandbox's own tools: one round trip for both."""
+    plan = ctx.require_plan()
+    return dict(required_tools(plan.checks, plan.network))
+
+
+def refuse_missing_check_tools(ctx: RunContext, missing: list[str]) -> None:
     """Before the agent starts: what the checks need is in the image. Raises StageError."""
-    plan, sandbox = ctx.require_plan(), ctx.require_sandbox()
-    tools = required_tools(plan.checks, plan.network)
-    if not tools:
-        return
-    probe = " ".join(f"command -v {tool} >/dev/null || echo {tool};" for tool in tools)
-    missing = sandbox.exec(["/bin/sh", "-c", probe], workdir="/").output.split()
+    tools = check_tools(ctx)
+    missing = [tool for tool in missing if tool in tools]
     if missing:
-        needs = "; ".join(f"{tool}, which {tools[tool]}" for tool in missing if tool in tools)
+        needs = "; ".join(f"{tool}, which {tools[tool]}" for tool in missing)
         raise StageError(
             "setup",
             f"the image {ctx.image} has no {' and no '.join(missing)} ({needs}): add "

@@ -12,6 +12,7 @@ from pier.agents.base import Agent, AgentLaunch
 from pier.egress.run import EgressRun
 from pier.gateway.routing import ModelRoute
 from pier.lifecycle.plan import RunInputs, RunPlan
+from pier.lifecycle.pool import WarmPool
 from pier.record import RunRecord, StageRecord
 from pier.redact import Redactor
 from pier.sandbox.base import Sandbox, SandboxBackend, SandboxSource
@@ -56,6 +57,7 @@ class RunContext:
     model_route: ModelRoute | None = None  # the run's way to its model through pier's gateway
     egress: EgressRun | None = None  # the run's allow-listed way out, when it has one
     storage: RunStorage | None = None  # where output_dir is published; None keeps it where it is
+    pool: WarmPool | None = None  # ready sandboxes create may claim (pier serve)
 
     def publish(self) -> None:
         """Store what the scratch folder holds under the run's storage key, then

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pier.errors import StageError
 from pier.lifecycle.context import RunContext
 from pier.redact import Redactor
+from pier.sandbox.base import Sandbox
 from pier.sandbox.tarutil import Budget, OverBudget, extract_stream
 from pier.storage.files import describe
 
@@ -18,13 +21,13 @@ OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app
 
 
 def collect_outputs(ctx: RunContext) -> None:
-    sandbox = ctx.require_sandbox()
     settings = ctx.settings
     budget = Budget(settings.max_output_bytes, settings.max_output_files)
+    archives = open_archives(ctx.require_sandbox(), list(OUTPUT_DIRS.values()))
     try:
         for name, path in OUTPUT_DIRS.items():
             try:
-                extract_stream(sandbox.get_archive(path), ctx.output_dir / name, budget=budget)
+                extract_stream(archives[path](), ctx.output_dir / name, budget=budget)
             except FileNotFoundError:
                 ctx.log(f"{path} does not exist in the sandbox")
             except OverBudget as exc:
@@ -35,6 +38,7 @@ def collect_outputs(ctx: RunContext) -> None:
                     "was kept. Have the runbook write less, or ask the operator to raise the limits",
                 ) from None
     finally:  # the logs are stored even when a later folder fails to come out
+        _close_all(archives)
         _redact_logs(ctx, ctx.output_dir / "logs")
     results = ctx.output_dir / "results"
     files = sorted(p for p in results.rglob("*") if p.is_file()) if results.is_dir() else []
@@ -46,6 +50,29 @@ def collect_outputs(ctx: RunContext) -> None:
             "so have the runbook write its deliverables to {{results_dir}}",
         )
     ctx.log(f"collected {len(files)} result file(s)")
+
+
+def open_archives(sandbox: Sandbox, paths: list[str]) -> dict[str, Callable[[], Iterator[bytes]]]:
+    """Ask for every folder's archive at once, then read them one by one: the
+    engine prepares them in parallel, so collect waits about one round trip, not
+    one per folder. Each value gives that folder's stream, or raises what
+    get_archive raised (FileNotFoundError when the folder is missing)."""
+    pool = ThreadPoolExecutor(len(paths), thread_name_prefix="pier-collect")
+    futures = {path: pool.submit(sandbox.get_archive, path) for path in paths}
+    pool.shutdown(wait=False)
+    return {path: future.result for path, future in futures.items()}
+
+
+def _close_all(archives: dict[str, Callable[[], Iterator[bytes]]]) -> None:
+    """Release the streams not read to their end (a failure midway)."""
+    for opened in archives.values():
+        try:
+            stream = opened()
+        except Exception:  # it failed to open: nothing to release
+            continue
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
 
 
 def _redact_logs(ctx: RunContext, logs: Path) -> None:

@@ -41,9 +41,8 @@ def execute(ctx: RunContext) -> RunRecord:
     cancels the run, saying why, and is raised again once that is done."""
     record = ctx.record
     record.status = RunStatus.running
-    record.started = utcnow()
+    record.started = utcnow()  # saved with the first stage's start, a moment later
     record.owner = owner_label()  # the process that runs it: if it dies, others end the run
-    ctx.save_record(record)
     started = time.monotonic()
     try:
         for name, stage in STAGES:
@@ -109,11 +108,16 @@ def _step(ctx: RunContext, name: str, stage: Stage) -> None:
     finally:
         step.ended = utcnow()
         step.duration_seconds = round(time.monotonic() - began, 3)
-        _saved(ctx, step)
+        _saved(ctx, step, store=False)
 
 
-def _saved(ctx: RunContext, step: StageRecord) -> None:
-    ctx.save_record(ctx.record)
+def _saved(ctx: RunContext, step: StageRecord, store: bool = True) -> None:
+    """Tell the live view; store the record when a stage starts. A stage's end is
+    stored with the next stage's start (a moment later) or the run's finish: one
+    record write per stage, not two, each a write transaction every run waits on
+    under SQLite."""
+    if store:
+        ctx.save_record(ctx.record)
     if ctx.on_step is not None:
         ctx.on_step(step)
 
@@ -134,6 +138,8 @@ def _delete_sandbox(ctx: RunContext) -> None:
         return
     ctx.sandbox.delete()
     ctx.log(f"sandbox {ctx.sandbox.id[:12]} deleted", "save")
+    if ctx.pool is not None:
+        ctx.pool.refill()  # a claimed sandbox is replaced once its run no longer needs the engine
 
 
 def _finish(ctx: RunContext, elapsed: float) -> None:

@@ -15,6 +15,7 @@ from pier.lifecycle.context import LogSink, RunContext, scratch_dir
 from pier.lifecycle.interrupts import interruption_reason
 from pier.lifecycle.outcomes import end_record
 from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan
+from pier.lifecycle.pool import WarmPool
 from pier.lifecycle.runner import execute
 from pier.lifecycle.stages import plan_run
 from pier.record import RunRecord, RunStatus, StageRecord
@@ -34,6 +35,16 @@ log = logging.getLogger(__name__)
 @dataclass
 class Services:
     settings: Settings = field(default_factory=get_settings)
+    pool: WarmPool | None = None  # set and started by a long-lived process (pier serve)
+
+    def start_pool(self) -> WarmPool | None:
+        """Start the warm pool PIER_WARM_POOL asks for (none when it is empty)."""
+        if self.settings.warm_pool and self.pool is None:
+            try:
+                self.pool = WarmPool(self.backend, self.settings).start()
+            except PierError as exc:  # no engine yet: runs create their sandboxes
+                log.warning("warm pool not started: %s", exc)
+        return self.pool
 
     @cached_property
     def store(self) -> Store:
@@ -130,6 +141,7 @@ def new_context(
         redactor=Redactor(request.env.values()),
         on_step=(lambda step: _observe(on_step, step)) if on_step else None,
         storage=services.storage,
+        pool=services.pool,
     )
 
 

@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import shlex
 import tempfile
+import threading
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pier.agents import Agent, get_agent
+from pier.agents.base import AgentLaunch
 from pier.egress.inject import live
 from pier.egress.run import open_egress
 from pier.errors import StageError
 from pier.gateway import ModelRoute, shared_gateway, without_provider_keys
-from pier.lifecycle.assets import assets_tar
-from pier.lifecycle.checking import check_stage, record_eval, verify_check_tools
+from pier.lifecycle.assets import setup_tar
+from pier.lifecycle.checking import check_stage, check_tools, record_eval, refuse_missing_check_tools
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.notices import report_limit_notes
 from pier.lifecycle.outputs import collect_outputs
@@ -31,6 +34,8 @@ from pier.sandbox.base import (
     LABEL_OWNER,
     LABEL_RUN,
     Limits,
+    Sandbox,
+    SandboxBackend,
     SandboxSpec,
 )
 from pier.sandbox.dockerfile import read_ca_bundle
@@ -94,7 +99,8 @@ def create(ctx: RunContext) -> None:
     ctx.image = ctx.backend.ensure_image(source, ctx.log, timeout=settings.create_timeout_sec)
     open_run_egress(ctx)
     spec = sandbox_spec(ctx)
-    ctx.sandbox = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
+    pooled = _claim(ctx, spec)
+    ctx.sandbox = pooled or create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
     report_limit_notes(ctx, tuple(ctx.sandbox.notes))
     cpus = ctx.sandbox.applied.cpus if ctx.sandbox.applied else plan.cpus
     ctx.record.outputs.sandbox = SandboxRecord(
@@ -105,10 +111,23 @@ def create(ctx: RunContext) -> None:
         memory=plan.memory,
         network=plan.network,
         id=ctx.sandbox.id,
+        pool=None if ctx.pool is None else ("hit" if pooled else "miss"),
     )
     ctx.log(
         f"sandbox {ctx.sandbox.id[:12]} up ({cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
     )
+
+
+def _claim(ctx: RunContext, spec: SandboxSpec) -> Sandbox | None:
+    """A ready sandbox from the warm pool when one matches the plan, else None."""
+    if ctx.pool is None:
+        return None
+    sandbox = ctx.pool.claim(spec)
+    if sandbox is None:
+        ctx.log(f"warm pool: miss (no ready sandbox of {spec.image} with these limits); creating one")
+    else:
+        ctx.log(f"warm pool: hit (claimed ready sandbox {sandbox.id[:12]})")
+    return sandbox
 
 
 def sandbox_spec(ctx: RunContext) -> SandboxSpec:
@@ -212,43 +231,95 @@ def _onoff(flag: bool) -> str:
 
 
 def setup(ctx: RunContext) -> None:
+    """Each step here is a round trip to the engine, so they are few: one archive
+    (the folders, the assets, and the agent's files when no install comes between),
+    one exec probing every tool the run needs, then the agent's install and, after
+    it, its files (credentials are never in the sandbox while an installer runs)."""
     plan, sandbox, agent = ctx.require_plan(), ctx.require_sandbox(), ctx.agent
     assert agent is not None
-    _verify_tools_and_make_dirs(ctx)
-    verify_check_tools(ctx)
-    if plan.assets:
-        with tempfile.TemporaryDirectory(dir=ctx.scratch()) as tmp:
-            tar = assets_tar(plan.assets, Path(tmp) / "assets.tar")
-            with open(tar, "rb") as stream:  # streamed: never whole in memory
-                sandbox.put_archive("/app/assets", file_chunks(stream))
-        ctx.log(f"placed {len(plan.assets)} file(s) in /app/assets")
-    agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
+    installs = type(agent).install is not Agent.install
+    launch = None if installs else _launch(ctx)
+    _place(ctx, SANDBOX_DIRS, plan.assets, _launch_files(launch))
+    _verify_tools(ctx)
+    if launch is None:
+        agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
+        launch = _launch(ctx)
+        _place(ctx, (), (), _launch_files(launch))
+    if launch.summary:
+        ctx.log(launch.summary)
+    ctx.launch = launch
+
+
+def _launch(ctx: RunContext) -> AgentLaunch:
+    """The agent's launch, with the run's way to its model through pier's gateway."""
+    plan, agent = ctx.require_plan(), ctx.agent
+    assert agent is not None
     ctx.model_route = model_route(ctx)
     launch = agent.launch(plan, ctx.model_route)
     grant = ctx.model_route.grant if ctx.model_route else None
     if grant is not None:
         ctx.redactor.add([grant.token])
-    if launch.summary:
-        ctx.log(launch.summary)
-    for path, content in {**launch.files, **launch.credential_files}.items():
-        sandbox.put_files(str(Path(path).parent), {Path(path).name: content}, mode=0o600)
-    ctx.launch = launch
+    return launch
 
 
-def _verify_tools_and_make_dirs(ctx: RunContext) -> None:
-    """One exec for both: each exec is a round trip to the engine."""
+def _launch_files(launch: AgentLaunch | None) -> dict[str, bytes]:
+    return {**launch.files, **launch.credential_files} if launch else {}
+
+
+def _place(ctx: RunContext, dirs: tuple[str, ...], assets: tuple[Path, ...], files: dict[str, bytes]) -> None:
+    """One archive into the sandbox's root."""
+    if not (dirs or assets or files):
+        return
+    with tempfile.TemporaryDirectory(dir=ctx.scratch()) as tmp:
+        tar = setup_tar(Path(tmp) / "setup.tar", dirs, assets, files, file_mode=0o600)
+        with open(tar, "rb") as stream:  # streamed: never whole in memory
+            ctx.require_sandbox().put_archive("/", file_chunks(stream))
+    if assets:
+        ctx.log(f"placed {len(assets)} file(s) in /app/assets")
+
+
+def _verify_tools(ctx: RunContext) -> None:
+    """One exec for the tools every sandbox needs and those the checks need; none
+    when a sandbox of the same image (on the same backend) was found to have them
+    all in the last TOOLS_SEEN_SEC: a fresh sandbox holds exactly its image's files."""
     sandbox = ctx.require_sandbox()
-    probe = " ".join(f"command -v {tool} >/dev/null || echo {tool};" for tool in REQUIRED_TOOLS)
-    script = f"{probe} mkdir -p {' '.join(SANDBOX_DIRS)}"
+    tools = [*REQUIRED_TOOLS, *(t for t in check_tools(ctx) if t not in REQUIRED_TOOLS)]
+    if set(tools) <= _tools_seen(ctx):
+        return
+    script = " ".join(f"command -v {tool} >/dev/null || echo {tool};" for tool in tools)
     result = sandbox.exec(["/bin/sh", "-c", script], workdir="/")
     missing = result.output.split()
-    if result.exit_code != 0 or missing:
-        what = ", ".join(missing) or result.output.strip()[-200:]
+    basic = [tool for tool in missing if tool in REQUIRED_TOOLS]
+    if result.exit_code != 0 or basic or not set(missing) <= set(tools):
+        what = ", ".join(basic) or result.output.strip()[-200:]
         raise StageError(
             "setup",
             f"the image {ctx.image} lacks what every sandbox needs ({what}): "
             "use an image with bash and the core utilities (Debian or Ubuntu based)",
         )
+    refuse_missing_check_tools(ctx, missing)
+    _remember_tools(ctx, set(tools) - set(missing))
+
+
+# backend -> image -> (tools its sandboxes have, when that was seen)
+_TOOLS_SEEN: weakref.WeakKeyDictionary[SandboxBackend, dict[str, tuple[frozenset[str], float]]] = (
+    weakref.WeakKeyDictionary()
+)
+_TOOLS_SEEN_LOCK = threading.Lock()
+TOOLS_SEEN_SEC = 60.0  # as long as the Docker backend trusts an image lookup
+
+
+def _tools_seen(ctx: RunContext) -> frozenset[str]:
+    with _TOOLS_SEEN_LOCK:
+        seen = _TOOLS_SEEN.get(ctx.backend, {}).get(ctx.image or "")
+    if seen is None or time.monotonic() - seen[1] > TOOLS_SEEN_SEC:
+        return frozenset()
+    return seen[0]
+
+
+def _remember_tools(ctx: RunContext, present: set[str]) -> None:
+    with _TOOLS_SEEN_LOCK:
+        _TOOLS_SEEN.setdefault(ctx.backend, {})[ctx.image or ""] = (frozenset(present), time.monotonic())
 
 
 def run_agent(ctx: RunContext) -> None:

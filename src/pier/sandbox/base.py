@@ -140,10 +140,21 @@ class Sandbox(ABC):
         """Extract a tar stream into dest_dir (created if missing)."""
 
     def put_files(self, dest_dir: str, files: Mapping[str, bytes], mode: int = 0o644) -> None:
-        """Write files (relative name -> content) under dest_dir."""
+        """Write files (relative name -> content) under dest_dir, creating the
+        missing folders, in one archive."""
+        folder = dest_dir.rstrip("/")
+        self.put_tree({f"{folder}/{name}": content for name, content in files.items()}, mode=mode)
+
+    def put_tree(self, files: Mapping[str, bytes], mode: int = 0o644, dirs: Sequence[str] = ()) -> None:
+        """Write files (absolute sandbox path -> content) and make the empty folders
+        `dirs`, wherever they are, in one archive extracted at the root: one round
+        trip to the engine, and the root always exists, so no folder need be made
+        first. Missing parent folders are created 0755 (as `mkdir -p` would); the
+        tar carries no entry for them, so existing ones (/tmp, /etc) keep their mode."""
         from pier.sandbox.tarutil import tar_of_files
 
-        self.put_archive(dest_dir, tar_of_files(files, mode=mode))
+        entries = {path.lstrip("/"): content for path, content in files.items()}
+        self.put_archive("/", tar_of_files(entries, mode=mode, dirs=[d.strip("/") for d in dirs]))
 
     def put_path(self, host_path: Path, dest_dir: str) -> None:
         """Copy a host file or folder tree into dest_dir."""
@@ -152,14 +163,10 @@ class Sandbox(ABC):
         self.put_archive(dest_dir, tar_of_path(host_path))
 
     def put_spec_files(self, files: Mapping[str, bytes]) -> None:
-        """Place a spec's files (absolute sandbox path -> content), one archive per
-        folder. Backends call it at the end of create."""
-        by_dir: dict[str, dict[str, bytes]] = {}
-        for path, content in files.items():
-            folder, _, name = path.rpartition("/")
-            by_dir.setdefault(folder or "/", {})[name] = content
-        for folder, named in by_dir.items():
-            self.put_files(folder, named)
+        """Place a spec's files (absolute sandbox path -> content), all in one
+        archive. Backends call it at the end of create."""
+        if files:
+            self.put_tree(files)
 
     @abstractmethod
     def get_archive(self, path: str) -> Iterator[bytes]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import tarfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, BinaryIO, cast
 
@@ -44,10 +44,16 @@ def file_chunks(stream: BinaryIO, size: int = CHUNK) -> Iterator[bytes]:
         yield chunk
 
 
-def tar_of_files(files: Mapping[str, bytes], mode: int = 0o644) -> bytes:
+def tar_of_files(files: Mapping[str, bytes], mode: int = 0o644, dirs: Sequence[str] = ()) -> bytes:
+    """A tar of files (relative name -> content), after an entry (0755) per folder
+    of `dirs`: folders to make even when no file goes in them."""
     buf = io.BytesIO()
     now = time.time()
     with tarfile.open(fileobj=buf, mode="w") as tar:
+        for folder in dirs:
+            entry = tarfile.TarInfo(folder.strip("/"))
+            entry.type, entry.mode, entry.mtime = tarfile.DIRTYPE, 0o755, now
+            tar.addfile(entry)
         for name, content in files.items():
             info = tarfile.TarInfo(name.lstrip("/"))
             info.size = len(content)
@@ -55,6 +61,20 @@ def tar_of_files(files: Mapping[str, bytes], mode: int = 0o644) -> bytes:
             info.mtime = now
             tar.addfile(info, io.BytesIO(content))
     return buf.getvalue()
+
+
+def tar_members(files: Mapping[str, bytes], mode: int = 0o644) -> bytes:
+    """Tar members (relative name -> content) without the end-of-archive blocks, to
+    go in front of another tar stream: the engine reads both as one archive."""
+    out = io.BytesIO()
+    now = time.time()
+    for name, content in files.items():
+        info = tarfile.TarInfo(name.lstrip("/"))
+        info.size, info.mode, info.mtime = len(content), mode, now
+        out.write(info.tobuf(format=tarfile.DEFAULT_FORMAT, encoding="utf-8", errors="surrogateescape"))
+        out.write(content)
+        out.write(b"\0" * (-len(content) % tarfile.BLOCKSIZE))
+    return out.getvalue()
 
 
 def tar_of_path(path: Path) -> bytes:

@@ -142,3 +142,65 @@ def test_stop_interrupts_running_keeps_pending_and_drops_late_saves(hooks):
     assert hooks.saved == [] and hooks.finished == []  # what interrupt recorded stays
     with pytest.raises(RuntimeError, match="stopped"):
         executor.submit(Job("late"))
+
+
+def test_record_saves_of_different_runs_do_not_wait_on_each_other(hooks):
+    """Two runs' saves are in flight at once: each save waits (a barrier) until the
+    other has started, which a lock shared by every run's saves would never allow."""
+    barrier = threading.Barrier(2, timeout=10)
+    broken: list[BaseException] = []
+
+    def save(record):
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError as exc:
+            broken.append(exc)
+        hooks.saved.append(record.trajectory_id)
+
+    original = hooks.context
+
+    def context(job):
+        ctx = original(job)
+        ctx.save_record = save
+        return ctx
+
+    hooks.context = context
+    executor = InProcessExecutor(hooks, max_workers=2)
+    executor.start()
+    for name in ("a", "b"):
+        executor.submit(Job(name))
+        hooks.release.setdefault(name, threading.Event()).set()
+    wait_for(lambda: len(hooks.finished) == 2, timeout=15)
+    executor.stop()
+    assert broken == [] and sorted(hooks.saved) == ["a", "b"]
+
+
+def test_a_save_in_flight_finishes_before_stop_returns(hooks):
+    """stop() waits for a save under way, and drops those that come after."""
+    in_save, release = threading.Event(), threading.Event()
+
+    def slow_save(record):
+        in_save.set()
+        release.wait(10)
+        hooks.saved.append(record.trajectory_id)
+
+    original = hooks.context
+
+    def context(job):
+        ctx = original(job)
+        ctx.save_record = slow_save
+        return ctx
+
+    hooks.context = context
+    executor = InProcessExecutor(hooks, max_workers=1)
+    executor.start()
+    executor.submit(Job("slow"))
+    hooks.release.setdefault("slow", threading.Event()).set()
+    assert in_save.wait(10)
+    stopping = threading.Thread(target=executor.stop)
+    stopping.start()
+    stopping.join(0.3)
+    assert stopping.is_alive(), "stop() returned while a save was in flight"
+    release.set()
+    stopping.join(10)
+    assert not stopping.is_alive() and hooks.saved == ["slow"]

@@ -380,3 +380,51 @@ def test_docker_declares_disk_quota_only_where_the_driver_has_quotas():
         "cpu_limit",
         "pids_limit",
     )
+
+
+class RecordingApi:
+    """Just enough of docker.APIClient for DockerSandbox's archive calls."""
+
+    def __init__(self):
+        self.puts: list[tuple[str, bytes]] = []
+
+    def put_archive(self, container, path, data):
+        self.puts.append((path, data if isinstance(data, bytes) else b"".join(data)))
+        return True
+
+
+def names_in(data: bytes) -> list[str]:
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        return tar.getnames()
+
+
+def test_create_time_files_ride_in_front_of_the_first_archive_to_the_root():
+    from pier.sandbox.docker.sandbox import DockerSandbox
+    from pier.sandbox.tarutil import tar_of_files
+
+    api = RecordingApi()
+    sandbox = DockerSandbox(api, "c" * 64, "unix://test")  # type: ignore[arg-type]
+    sandbox.defer_files({"/etc/pier/ca-bundle.crt": b"CA"})
+    assert api.puts == [], "nothing is sent at create"
+    sandbox.put_archive("/", iter([tar_of_files({"run/pier/script.sh": b"echo"})]))
+    assert [path for path, _ in api.puts] == ["/"], "one round trip for both"
+    assert names_in(api.puts[0][1]) == ["etc/pier/ca-bundle.crt", "run/pier/script.sh"]
+    sandbox.put_archive("/", tar_of_files({"app/x": b"x"}))
+    assert names_in(api.puts[1][1]) == ["app/x"], "sent once only"
+
+
+def test_create_time_files_are_in_place_before_anything_could_read_them(monkeypatch):
+    from pier.sandbox.docker import sandbox as module
+
+    api = RecordingApi()
+    box = module.DockerSandbox(api, "c" * 64, "unix://test")  # type: ignore[arg-type]
+    box.defer_files({"/etc/pier/ca-bundle.crt": b"CA"})
+    order: list[str] = []
+    monkeypatch.setattr(
+        module, "run_exec", lambda *a, **k: order.append(f"exec after {len(api.puts)} put(s)")
+    )
+    box.exec("true")
+    assert order == ["exec after 1 put(s)"] and names_in(api.puts[0][1]) == ["etc/pier/ca-bundle.crt"]

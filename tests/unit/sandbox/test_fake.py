@@ -71,3 +71,32 @@ def test_the_sweeper_reaps_fake_sandboxes_of_dead_owners():
     swept = sweep(backend, lambda run_id: "running")
     assert [s.id for s in swept] == [orphan.id]
     assert [s.id for s in backend.list_sandboxes()] == [alive.id]
+
+
+def test_put_files_is_one_archive_at_the_root_naming_whole_paths(monkeypatch):
+    """A folder that does not exist yet costs no extra round trip (a failed put,
+    then a mkdir exec): the archive goes to /, which always exists, and the
+    engine makes the missing folders."""
+    import io
+    import tarfile
+
+    from pier.sandbox.base import Limits, SandboxSpec
+    from pier.sandbox.fake import FAKE_IMAGE, FakeBackend, FakeEngine, FakeSandbox
+
+    sent: list[tuple[str, list[str]]] = []
+    original = FakeSandbox.put_archive
+
+    def record(self, dest_dir, tar_bytes):
+        with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tar:
+            sent.append((dest_dir, tar.getnames()))
+        return original(self, dest_dir, tar_bytes)
+
+    monkeypatch.setattr(FakeSandbox, "put_archive", record)
+    backend = FakeBackend(engine=FakeEngine())
+    sandbox = backend.create(SandboxSpec(image=FAKE_IMAGE, limits=Limits(), labels={}))
+    try:
+        sandbox.put_files("/etc/pier", {"ca.crt": b"x", "sub/b.txt": b"y"})
+        assert sent == [("/", ["etc/pier/ca.crt", "etc/pier/sub/b.txt"])]
+        assert sandbox.host_path("/etc/pier/sub/b.txt").read_bytes() == b"y"
+    finally:
+        sandbox.delete()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import re
+import tarfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 
@@ -14,6 +17,7 @@ from pier.sandbox.base import ExecResult, LineSink, Sandbox
 from pier.sandbox.docker.client import docker_errors
 from pier.sandbox.docker.containers import container_state, remove_container
 from pier.sandbox.docker.execs import run_exec
+from pier.sandbox.tarutil import tar_members
 
 # cgroup v1 memory.oom_control and v2 memory.events both count "oom_kill N".
 OOM_FILES = "/sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events"
@@ -21,10 +25,35 @@ _OOM_KILL = re.compile(r"^oom_kill (\d+)$", re.MULTILINE)
 
 
 class DockerSandbox(Sandbox):
+    """A container. The files create places (the CA bundle, a spec's files) wait as
+    tar members until something could see them: they ride in front of the first
+    archive sent to / (set up's), or go alone before the first exec or read. One
+    archive round trip per run instead of two; nothing in the sandbox runs or is
+    read before they are in place."""
+
     def __init__(self, api: docker.APIClient, container_id: str, engine_url: str):
         self.id = container_id
         self._api = api
         self._url = engine_url
+        self._pending = b""  # tar members not yet sent
+        self._pending_lock = threading.Lock()
+
+    def defer_files(self, files: Mapping[str, bytes]) -> None:
+        """Place files (absolute path -> content) with the next archive or before the
+        next exec or read, whichever comes first."""
+        with self._pending_lock:
+            self._pending += tar_members({path.lstrip("/"): data for path, data in files.items()})
+
+    def _take_pending(self) -> bytes:
+        with self._pending_lock:
+            pending, self._pending = self._pending, b""
+        return pending
+
+    def _flush(self) -> None:
+        pending = self._take_pending()
+        if pending:
+            with self._errors("copying files into /"):
+                self._api.put_archive(self.id, "/", pending + b"\0" * (2 * tarfile.BLOCKSIZE))
 
     def __repr__(self) -> str:
         return f"DockerSandbox({self.id[:12]})"
@@ -42,6 +71,7 @@ class DockerSandbox(Sandbox):
         on_line: LineSink | None = None,
         clean_env: bool = False,
     ) -> ExecResult:
+        self._flush()
         with self._errors("running a command"):
             return run_exec(
                 self._api,
@@ -55,6 +85,16 @@ class DockerSandbox(Sandbox):
             )
 
     def put_archive(self, dest_dir: str, tar_bytes: bytes | Iterator[bytes]) -> None:
+        root = dest_dir.rstrip("/") == ""  # always exists: one round trip, bytes or stream
+        if root:
+            pending = self._take_pending()
+            if pending:  # create's files go in front, in the same archive
+                tail = [tar_bytes] if isinstance(tar_bytes, bytes) else tar_bytes
+                tar_bytes = itertools.chain([pending], tail)
+            with self._errors("copying files into /"):
+                self._api.put_archive(self.id, "/", tar_bytes)
+            return
+        self._flush()
         if isinstance(tar_bytes, bytes) and self._put_if_folder_exists(dest_dir, tar_bytes):
             return
         # The folder is missing, or the tar is a stream, which cannot be sent twice.
@@ -78,6 +118,7 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"cannot create {path} in the sandbox: {result.output.strip()}")
 
     def get_archive(self, path: str) -> Iterator[bytes]:
+        self._flush()
         with self._errors(f"reading {path}"):
             try:
                 stream, _stat = self._api.get_archive(self.id, path)
