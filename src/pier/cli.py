@@ -26,6 +26,7 @@ from pier.lifecycle.sandbox_env import wanted_names
 from pier.lifecycle.service import RunRequest, Services, preflight, run
 from pier.record import RunRecord, RunStatus
 from pier.runbook import load
+from pier.settings import get_settings
 from pier.tasks import ResolvedStep, resolve, step_override, task_from_runbook
 
 app = typer.Typer(help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True)
@@ -143,7 +144,7 @@ def build_request(
     collection: str,
 ) -> RunRequest:
     runbook = load(path)
-    task = task_from_runbook(runbook)
+    task = task_from_runbook(runbook, get_settings().default_snapshot)
     try:
         step = step_override(
             task.run_step(),

@@ -13,8 +13,8 @@ from rich.console import Console
 from pier.cli_routines import routine_app
 from pier.errors import InputError, PierError
 from pier.lifecycle.service import Services
+from pier.names import check_collection_name
 from pier.runbook import load
-from pier.storage.local import check_collection_name
 
 collection_app = typer.Typer(
     help="Collections: namespaces of tasks, runs, secrets and tokens.", no_args_is_help=True
@@ -74,14 +74,15 @@ def task_push(
     name: Annotated[str | None, typer.Option(help="the task's name; default the runbook's folder")] = None,
 ) -> None:
     """Store a runbook as a task (created or replaced), checked first."""
+    from pier.lifecycle.plan import checked_task
+    from pier.names import check_task_name
     from pier.tasks import task_from_runbook
-    from pier.tasks.validate import checked_task, task_name
 
     services = Services()
     try:
         loaded = load(runbook)
-        task = checked_task(task_from_runbook(loaded))
-        label = task_name(name or Path(loaded.path or runbook).resolve().parent.name)
+        task = checked_task(task_from_runbook(loaded, services.settings.default_snapshot))
+        label = check_task_name(name or Path(loaded.path or runbook).resolve().parent.name)
         services.store.get_collection(collection)
         services.store.put_task(collection, label, task.model_dump(mode="json"))
     except InputError as exc:

@@ -13,6 +13,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 # (an intercepting proxy) usually says so through one of the variables below.
 STANDARD_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 _CA_ENV_HINTS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
+# The snapshot a runbook that names none runs in (PIER_DEFAULT_SNAPSHOT overrides it).
+DEFAULT_SNAPSHOT = "python312-uv"
 
 
 def _default_home() -> Path:
@@ -53,7 +55,7 @@ class Settings(BaseSettings):
         description="extra CA certificates for image builds and sandboxes",
     )
 
-    default_snapshot: str = "python312-uv"
+    default_snapshot: str = DEFAULT_SNAPSHOT
     default_cpus: float = Field(4.0, gt=0)
     default_memory: str = "8G"
     default_timeout_sec: int = Field(1800, ge=1)

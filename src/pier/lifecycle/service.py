@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from pier.lifecycle.context import LogSink, RunContext
-from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan
+from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan, plan_run
 from pier.lifecycle.runner import execute
-from pier.lifecycle.stages import plan_run
+from pier.names import check_collection_name, check_name
 from pier.record import RunRecord, StageRecord
 from pier.redact import Redactor
 from pier.sandbox import get_backend
 from pier.sandbox.base import SandboxBackend
 from pier.settings import Settings, get_settings
-from pier.storage.local import LocalStorage, check_collection_name, check_name
+from pier.storage.local import LocalStorage
 from pier.store import Store
 from pier.tasks.model import Task
 

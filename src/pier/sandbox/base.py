@@ -200,3 +200,9 @@ class SandboxBackend(ABC):
     @abstractmethod
     def ping(self) -> None:
         """Raise SandboxError saying how to start the engine if it does not answer."""
+
+    def tls_env(self) -> Mapping[str, str]:
+        """The environment that points TLS clients at the CA bundle this backend
+        installs in its sandboxes (a fresh shell, such as the checks', needs it
+        set again); empty when it installs none."""
+        return {}

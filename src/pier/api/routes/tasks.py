@@ -19,9 +19,11 @@ from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.tasks import TaskCreate, TaskDeleted, TaskPublic, TaskUpdate
 from pier.api.state import get_state
 from pier.errors import NotFoundError
+from pier.lifecycle.plan import task_from_json, task_from_text
+from pier.names import check_task_name
+from pier.settings import Settings
 from pier.store import StoredTask
 from pier.tasks.model import Task, unknown_activity
-from pier.tasks.validate import task_from_json, task_from_text, task_name
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"], responses=ERROR_RESPONSES)
 
@@ -50,11 +52,13 @@ def _public(stored: StoredTask) -> TaskPublic:
     )
 
 
-def workflow_task(workflow: dict[str, Any] | str, name: str, field: str = "workflow") -> Task:
+def workflow_task(
+    workflow: dict[str, Any] | str, name: str, settings: Settings, field: str = "workflow"
+) -> Task:
     """A task from a runbook's text or a workflow JSON; 422 naming the field."""
     if isinstance(workflow, str):
         refuse_nul(workflow, field or "body")
-        return task_from_text(workflow, name)
+        return task_from_text(workflow, settings.default_snapshot, name)
     refuse_nul(workflow, field or "body")
     unknown = unknown_activity(workflow)
     if unknown:
@@ -103,8 +107,8 @@ def _update(data: dict[str, Any]) -> TaskUpdate | None:
 async def create_task(collection: CollectionDep, body: TaskCreate, request: Request) -> TaskPublic:
     """`workflow` is a task JSON or a runbook's text; 409 when the name is taken."""
     state = get_state(request)
-    name = task_name(body.name)
-    definition = workflow_task(body.workflow, name)
+    name = check_task_name(body.name)
+    definition = workflow_task(body.workflow, name, state.settings)
     try:
         await run_in_threadpool(state.store.get_task, collection, name)
     except NotFoundError:
@@ -123,11 +127,11 @@ async def put_task(collection: CollectionDep, task: str, request: Request) -> Ta
     (text/markdown) creates or replaces the task; `{workflow, description}`
     changes what it names and keeps the rest. Checked before it is stored."""
     state = get_state(request)
-    name = task_name(task)
+    name = check_task_name(task)
     data = await _json_or_text(request)
     update = _update(data) if isinstance(data, dict) else None
     if update is None:
-        definition = workflow_task(data, name, field="")
+        definition = workflow_task(data, name, state.settings, field="")
         stored = await run_in_threadpool(
             state.store.put_task, collection, name, definition.model_dump(mode="json")
         )
@@ -136,7 +140,7 @@ async def put_task(collection: CollectionDep, task: str, request: Request) -> Ta
         current = await run_in_threadpool(state.store.get_task, collection, name)
         definition = Task.model_validate(current.definition)
     else:
-        definition = workflow_task(update.workflow, name)
+        definition = workflow_task(update.workflow, name, state.settings)
     stored = await run_in_threadpool(
         state.store.put_task, collection, name, definition.model_dump(mode="json"), update.description
     )

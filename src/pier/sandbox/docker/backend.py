@@ -83,6 +83,9 @@ class DockerBackend(SandboxBackend):
     def _ca_bytes(self) -> bytes | None:
         return read_ca_bundle(self._settings.ca_bundle)
 
+    def tls_env(self) -> dict[str, str]:
+        return ca_env() if self._ca_bytes else {}
+
     def ping(self) -> None:
         try:
             self.api.ping()
@@ -99,7 +102,7 @@ class DockerBackend(SandboxBackend):
 
     def create(self, spec: SandboxSpec) -> DockerSandbox:
         refuse_unsupported(spec, self.capabilities, self.name)
-        extra_env = ca_env() if self._ca_bytes else None
+        extra_env = self.tls_env() or None
         plan = plan_container(spec, self.facts, owner=owner_label(), extra_env=extra_env)
         with docker_errors(f"creating a sandbox from {spec.image}", self._url):
             container_id, plan = self._create(plan)
