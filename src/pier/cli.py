@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pier.cli_checks import show_checks
+from pier.cli_options import parse_vars
 from pier.cli_progress import Progress
 from pier.cli_sandbox import register as register_sandbox_commands
 from pier.cli_serve import register as register_api_commands
@@ -39,16 +40,6 @@ err = Console(stderr=True)
 def fail(message: str, code: int = 2) -> typer.Exit:
     err.print(f"[red]error:[/red] {message}", highlight=False)
     return typer.Exit(code)
-
-
-def parse_vars(pairs: list[str]) -> dict[str, str]:
-    result = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            raise InputError(f"--var {pair!r} must look like NAME=VALUE")
-        result[name.strip()] = value
-    return result
 
 
 def secret_env(step: ResolvedStep, environ: Mapping[str, str]) -> dict[str, str]:

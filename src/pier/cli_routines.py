@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pier.cli_options import parse_vars
 from pier.errors import InputError, PierError
 from pier.lifecycle.service import Services
 from pier.routines import Routines
@@ -56,8 +57,6 @@ def _when(moment: datetime | None) -> str:
 
 
 def _init_params(init_params: str | None, var: list[str]) -> dict[str, Any]:
-    from pier.cli import parse_vars
-
     params: dict[str, Any] = {}
     if init_params:
         try:

@@ -9,6 +9,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pier.limits import check_memory
+
 # Where Debian/Ubuntu keep the system trust store; a host that trusts other CAs
 # (an intercepting proxy) usually says so through one of the variables below.
 STANDARD_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
@@ -113,9 +115,7 @@ class Settings(BaseSettings):
     @field_validator("default_memory", "max_memory")
     @classmethod
     def _memory_size(cls, value: str) -> str:
-        from pier.limits import check_memory  # sizes are read one way everywhere
-
-        return check_memory(value)
+        return check_memory(value)  # sizes are read one way everywhere
 
     @property
     def db_url(self) -> str:
