@@ -7,12 +7,12 @@ import hmac
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from pier.api.errors import ApiError
-from pier.api.state import ApiState, get_state
+from pier.api.state import StateDep
 from pier.api.tokens import hash_token
 
 bearer = HTTPBearer(auto_error=False, description="a collection token, or the admin token")
@@ -37,12 +37,11 @@ class Caller:
 
 
 async def authenticate(
-    request: Request,
+    state: StateDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Caller:
     if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
         raise ApiError(401, "missing bearer token: send `Authorization: Bearer <token>`")
-    state: ApiState = get_state(request)
     token = credentials.credentials
     admin = state.settings.admin_token
     if admin is not None and hmac.compare_digest(token.encode(), admin.get_secret_value().encode()):
@@ -67,13 +66,13 @@ async def require_admin(caller: Annotated[Caller, Depends(authenticate)]) -> Cal
 
 
 async def collection_access(
-    collection: str, request: Request, caller: Annotated[Caller, Depends(authenticate)]
+    collection: str, state: StateDep, caller: Annotated[Caller, Depends(authenticate)]
 ) -> str:
     """The path's collection, once the caller may use it (403) and it exists (404;
     a collection token's collection always does)."""
     caller.check(collection)
     if caller.admin:
-        await run_in_threadpool(get_state(request).store.get_collection, collection)
+        await run_in_threadpool(state.store.get_collection, collection)
     return collection
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
@@ -39,3 +40,7 @@ class ApiState:
 
 def get_state(request: Request) -> ApiState:
     return request.app.state.pier
+
+
+# What a route (or a dependency) takes to reach the server's shared state.
+StateDep = Annotated[ApiState, Depends(get_state)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from fastapi import APIRouter, Request, status
+from fastapi import APIRouter, status
 
 from pier.api.auth import AdminDep, CallerDep, CollectionDep
 from pier.api.errors import ApiError
@@ -20,7 +20,7 @@ from pier.api.schemas.collections import (
     TokenIssued,
 )
 from pier.api.schemas.common import ERROR_RESPONSES
-from pier.api.state import get_state
+from pier.api.state import StateDep
 from pier.api.tokens import issue_token
 from pier.errors import NotFoundError
 
@@ -29,9 +29,9 @@ _ENV_NAME = re.compile(ENV_NAME_PATTERN)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create a collection (admin)")
-def create_collection(body: CollectionCreate, _admin: AdminDep, request: Request) -> TokenIssued:
+def create_collection(body: CollectionCreate, _admin: AdminDep, state: StateDep) -> TokenIssued:
     """Creates the collection and its first token, shown once."""
-    store = get_state(request).store
+    store = state.store
     try:
         store.get_collection(body.name)
     except NotFoundError:
@@ -43,38 +43,37 @@ def create_collection(body: CollectionCreate, _admin: AdminDep, request: Request
 
 
 @router.get("", summary="The collections this token may see")
-def list_collections(caller: CallerDep, request: Request) -> list[CollectionPublic]:
+def list_collections(caller: CallerDep, state: StateDep) -> list[CollectionPublic]:
     """The admin sees every collection, a collection token its own."""
-    store = get_state(request).store
+    store = state.store
     found = store.list_collections() if caller.admin else [store.get_collection(caller.collection or "")]
     return [CollectionPublic(name=c.name, created_at=c.created_at) for c in found]
 
 
 @router.get("/{collection}", summary="One collection")
-def get_collection(collection: CollectionDep, request: Request) -> CollectionPublic:
-    found = get_state(request).store.get_collection(collection)
+def get_collection(collection: CollectionDep, state: StateDep) -> CollectionPublic:
+    found = state.store.get_collection(collection)
     return CollectionPublic(name=found.name, created_at=found.created_at)
 
 
 @router.post("/{collection}/tokens", status_code=status.HTTP_201_CREATED, summary="A new token (admin)")
-def new_token(collection: CollectionDep, _admin: AdminDep, request: Request) -> TokenIssued:
-    return TokenIssued(collection=collection, token=issue_token(get_state(request).store, collection, "api"))
+def new_token(collection: CollectionDep, _admin: AdminDep, state: StateDep) -> TokenIssued:
+    return TokenIssued(collection=collection, token=issue_token(state.store, collection, "api"))
 
 
 @router.get("/{collection}/environment", summary="The environment's variable names")
-def get_environment(collection: CollectionDep, request: Request) -> EnvironmentPublic:
+def get_environment(collection: CollectionDep, state: StateDep) -> EnvironmentPublic:
     """Names only: values are write-only."""
-    names = get_state(request).store.list_env_names(collection)
+    names = state.store.list_env_names(collection)
     return EnvironmentPublic(collection=collection, environment_variables=names)
 
 
 @router.patch("/{collection}/environment", summary="Set or delete variables")
 def patch_environment(
-    collection: CollectionDep, body: EnvironmentPatch, request: Request
+    collection: CollectionDep, body: EnvironmentPatch, state: StateDep
 ) -> EnvironmentPublic:
     """Merges: a value sets the variable (encrypted at rest), null deletes it,
     a variable not named is kept. Runs get the ones their runbook declares."""
-    state = get_state(request)
     for name, value in body.environment_variables.items():
         _check_variable(name, value)
     for name, value in body.environment_variables.items():

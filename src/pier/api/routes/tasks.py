@@ -17,7 +17,7 @@ from pier.api.errors import ApiError
 from pier.api.forms import invalid, refuse_nul
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.tasks import TaskCreate, TaskDeleted, TaskPublic, TaskUpdate
-from pier.api.state import get_state
+from pier.api.state import StateDep
 from pier.errors import NotFoundError
 from pier.lifecycle.plan import task_from_json, task_from_text
 from pier.names import check_task_name
@@ -104,9 +104,8 @@ def _update(data: dict[str, Any]) -> TaskUpdate | None:
 
 
 @router.post("/{collection}", status_code=status.HTTP_201_CREATED, summary="Create a task")
-async def create_task(collection: CollectionDep, body: TaskCreate, request: Request) -> TaskPublic:
+async def create_task(collection: CollectionDep, body: TaskCreate, state: StateDep) -> TaskPublic:
     """`workflow` is a task JSON or a runbook's text; 409 when the name is taken."""
-    state = get_state(request)
     name = check_task_name(body.name)
     definition = workflow_task(body.workflow, name, state.settings)
     try:
@@ -122,11 +121,10 @@ async def create_task(collection: CollectionDep, body: TaskCreate, request: Requ
 
 
 @router.put("/{collection}/{task}", openapi_extra=TASK_BODY, summary="Create, replace or update a task")
-async def put_task(collection: CollectionDep, task: str, request: Request) -> TaskPublic:
+async def put_task(collection: CollectionDep, task: str, request: Request, state: StateDep) -> TaskPublic:
     """A task JSON ({init_params, steps, step_configs}) or a runbook's text
     (text/markdown) creates or replaces the task; `{workflow, description}`
     changes what it names and keeps the rest. Checked before it is stored."""
-    state = get_state(request)
     name = check_task_name(task)
     data = await _json_or_text(request)
     update = _update(data) if isinstance(data, dict) else None
@@ -148,16 +146,16 @@ async def put_task(collection: CollectionDep, task: str, request: Request) -> Ta
 
 
 @router.get("/{collection}/{task}", summary="A task")
-def get_task(collection: CollectionDep, task: str, request: Request) -> TaskPublic:
-    return _public(get_state(request).store.get_task(collection, task))
+def get_task(collection: CollectionDep, task: str, state: StateDep) -> TaskPublic:
+    return _public(state.store.get_task(collection, task))
 
 
 @router.delete("/{collection}/{task}", summary="Delete a task (its runs stay)")
-def delete_task(collection: CollectionDep, task: str, request: Request) -> TaskDeleted:
-    get_state(request).store.delete_task(collection, task)
+def delete_task(collection: CollectionDep, task: str, state: StateDep) -> TaskDeleted:
+    state.store.delete_task(collection, task)
     return TaskDeleted(collection=collection, name=task)
 
 
 @router.get("/{collection}", summary="The collection's tasks")
-def list_tasks(collection: CollectionDep, request: Request) -> list[TaskPublic]:
-    return [_public(t) for t in get_state(request).store.list_tasks(collection)]
+def list_tasks(collection: CollectionDep, state: StateDep) -> list[TaskPublic]:
+    return [_public(t) for t in state.store.list_tasks(collection)]
