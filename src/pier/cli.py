@@ -256,24 +256,24 @@ def local_time(moment: datetime) -> str:
 
 @app.command("logs")
 def logs_command(
-    run_id: Annotated[str, typer.Argument(help="the run's trajectory id")],
+    trajectory_id: Annotated[str, typer.Argument(help="the run's trajectory id")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
 ) -> None:
     """A run's log, from the start."""
     store = Services().store
     try:
-        store.get_run(run_id)
+        store.get_run(trajectory_id)
     except NotFoundError as exc:
         raise fail(str(exc), code=1) from None
     seq = 0
     while True:
-        for event in store.events(run_id, after_seq=seq):
+        for event in store.events(trajectory_id, after_seq=seq):
             print(f"[{event.stage or '-'}] {event.line}", flush=True)
             seq = event.seq
         if not follow:
             return
-        status = store.get_run(run_id).status
-        if RunStatus(status).terminal and not store.events(run_id, after_seq=seq, limit=1):
+        status = store.get_run(trajectory_id).status
+        if RunStatus(status).terminal and not store.events(trajectory_id, after_seq=seq, limit=1):
             return
         time.sleep(0.3)
 
@@ -289,7 +289,7 @@ def sweep_command() -> None:
     except PierError as exc:
         raise fail(str(exc), code=1) from None
     for item in removed:
-        out.print(f"removed {item.id[:12]} (run {item.run_id}): {item.reason}", highlight=False)
+        out.print(f"removed {item.id[:12]} (run {item.trajectory_id}): {item.reason}", highlight=False)
     out.print(f"{len(removed)} sandbox(es) removed")
 
 

@@ -35,6 +35,17 @@ def check_collection_name(name: str) -> str:
     return name
 
 
+def workflow_id(collection: str, task: str, trajectory_id: str) -> str:
+    """The platform's id of a run, derived here and nowhere else: its trajectory id
+    is pier's own (a run's folder, its log, its sandbox's `pier.run` label)."""
+    return f"{collection}-{task}--{trajectory_id}"
+
+
+def trajectory_id_of(workflow_id: str) -> str:
+    """The trajectory id a workflow id ends with; a bare trajectory id is its own."""
+    return workflow_id.rsplit("--", 1)[-1]
+
+
 MAX_TASK_NAME = 128
 
 

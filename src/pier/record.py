@@ -20,6 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from pier import names
+
 STAGES = (
     "prepare",
     "create",
@@ -183,7 +185,7 @@ class Trajectory(BaseModel):
     @property
     def workflow_id(self) -> str:
         """The platform's run id: <collection>-<task>--<trajectory_id>."""
-        return f"{self.collection}-{self.name}--{self.trajectory_id}"
+        return names.workflow_id(self.collection, self.name, self.trajectory_id)
 
     # pier's own view of a runbook run
 

@@ -52,7 +52,7 @@ def sweep_once(backend: Callable[[], SandboxBackend], store: Store, settings: Se
         log.warning("sweep skipped: %s", exc)
         return 0
     for item in swept:
-        log.info("swept sandbox %s of run %s: %s", item.id[:12], item.run_id, item.reason)
+        log.info("swept sandbox %s of run %s: %s", item.id[:12], item.trajectory_id, item.reason)
     return len(swept)
 
 

@@ -129,8 +129,8 @@ def test_sweep_removes_what_no_live_run_needs_and_says_why():
     statuses = {"live": "running", "done": "completed", "x": "running"}
     swept = sweep(backend, statuses.get, now=NOW, grace_sec=GRACE)
     assert backend.removed == ["d" * 64, "e" * 64]
-    assert (swept[0].run_id, swept[0].reason) == ("done", "its run is completed")
-    assert swept[1].run_id == "x" and "owner process" in swept[1].reason
+    assert (swept[0].trajectory_id, swept[0].reason) == ("done", "its run is completed")
+    assert swept[1].trajectory_id == "x" and "owner process" in swept[1].reason
 
 
 def test_sweep_keeps_what_it_cannot_judge():

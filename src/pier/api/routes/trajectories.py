@@ -29,6 +29,7 @@ from pier.api.schemas.trajectories import (
 from pier.api.state import StateDep
 from pier.api.stats import task_stats
 from pier.errors import NotFoundError
+from pier.names import trajectory_id_of
 from pier.record import Label, Trajectory
 from pier.store.runs import LabelFilter
 
@@ -154,7 +155,7 @@ def workflow_logs(
     """`workflow_id` is `<collection>-<task>--<trajectory_id>` (a bare
     trajectory id works too); lines after `after`, at most `limit`."""
     store = state.store
-    trajectory_id = workflow_id.rsplit("--", 1)[-1]
+    trajectory_id = trajectory_id_of(workflow_id)
     record = store.get_run(trajectory_id)
     if not caller.may_use(record.collection):
         raise NotFoundError(f"run {trajectory_id!r} not found: check the workflow id")
