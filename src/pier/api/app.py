@@ -74,8 +74,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redirect_slashes=False,
     )
     errors.install(app)
+    app.add_middleware(NoNul)  # inside BodyLimit: it reads JSON bodies whole
     app.add_middleware(BodyLimit, limit=settings.max_upload_bytes)
-    app.add_middleware(NoNul)
     app.add_middleware(NoTrailingSlash)
     for module in (health, collections, tasks, runs, trajectories, files, events, catalog, routines):
         app.include_router(module.router)
