@@ -12,9 +12,11 @@ from pier.sandbox.base import (
     LABEL_DEADLINE,
     LABEL_OWNER,
     LABEL_RUN,
-    SandboxBackend,
+    Limits,
     SandboxInfo,
+    SandboxSpec,
 )
+from pier.sandbox.fake import FAKE_IMAGE, FakeBackend, FakeEngine
 from pier.sandbox.sweeper import owner_alive, owner_label, sweep, sweep_reason
 
 NOW = 1_800_000_000.0
@@ -33,20 +35,17 @@ def info(running: bool = True, **labels: str) -> SandboxInfo:
     return SandboxInfo(id="c" * 64, labels={k: v for k, v in base.items() if v}, running=running)
 
 
-class FakeBackend(SandboxBackend):
-    name = "fake"
+def backend_holding(*labels: dict[str, str]) -> FakeBackend:
+    """The shared fake backend (its own engine) with a sandbox per label set."""
+    backend = FakeBackend(engine=FakeEngine())
+    for extra in labels:
+        backend.create(SandboxSpec(image=FAKE_IMAGE, limits=Limits(), labels={**info().labels, **extra}))
+    return backend
 
-    def __init__(self, sandboxes: list[SandboxInfo]):
-        self.sandboxes = sandboxes
-        self.removed: list[str] = []
 
-    def list_sandboxes(self) -> list[SandboxInfo]:
-        return list(self.sandboxes)
-
-    def remove(self, sandbox_id: str) -> None:
-        self.removed.append(sandbox_id)
-
-    ensure_image = image_exists = create = attach = ping = None  # type: ignore[assignment]
+def ids_of(backend: FakeBackend) -> dict[str, str]:
+    """{trajectory id: sandbox id} of the sandboxes still in the backend."""
+    return {s.labels[LABEL_RUN]: s.id for s in backend.list_sandboxes()}
 
 
 def test_owner_label_names_this_host_and_process():
@@ -119,24 +118,21 @@ def test_a_stopped_sandbox_is_swept_after_the_grace():
 
 
 def test_sweep_removes_what_no_live_run_needs_and_says_why():
-    keep = info(**{LABEL_RUN: "live"})
-    done = SandboxInfo(id="d" * 64, labels={**info().labels, LABEL_RUN: "done"}, running=True)
-    orphan = SandboxInfo(
-        id="e" * 64, labels={**info().labels, LABEL_RUN: "x", LABEL_OWNER: owner_label(dead_pid())},
-        running=True,
-    )  # fmt: skip
-    backend = FakeBackend([keep, done, orphan])
+    backend = backend_holding(
+        {LABEL_RUN: "live"}, {LABEL_RUN: "done"}, {LABEL_RUN: "x", LABEL_OWNER: owner_label(dead_pid())}
+    )
+    ids = ids_of(backend)
     statuses = {"live": "running", "done": "completed", "x": "running"}
-    swept = sweep(backend, statuses.get, now=NOW, grace_sec=GRACE)
-    assert backend.removed == ["d" * 64, "e" * 64]
-    assert (swept[0].trajectory_id, swept[0].reason) == ("done", "its run is completed")
-    assert swept[1].trajectory_id == "x" and "owner process" in swept[1].reason
+    swept = sorted(sweep(backend, statuses.get, now=NOW, grace_sec=GRACE), key=lambda s: s.trajectory_id)
+    assert ids_of(backend) == {"live": ids["live"]}
+    assert [(s.id, s.trajectory_id) for s in swept] == [(ids["done"], "done"), (ids["x"], "x")]
+    assert swept[0].reason == "its run is completed" and "owner process" in swept[1].reason
 
 
 def test_sweep_keeps_what_it_cannot_judge():
-    def broken_store(run_id: str) -> str | None:
+    def broken_store(trajectory_id: str) -> str | None:
         raise RuntimeError("database is down")
 
-    backend = FakeBackend([info(**{LABEL_CREATED: "1"})])
+    backend = backend_holding({LABEL_CREATED: "1"})
     assert sweep(backend, broken_store, now=NOW) == []
-    assert backend.removed == []
+    assert list(ids_of(backend)) == ["run-1"]
