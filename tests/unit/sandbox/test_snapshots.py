@@ -20,7 +20,7 @@ def test_builtins_exist_and_render_on_the_snapshot_base(make_settings):
         assert snapshot.dockerfile.rstrip().endswith("WORKDIR /app")
 
 
-def test_python312_uv_has_what_spec_2_lists(settings):
+def test_python312_uv_has_compilers_browsers_node_and_uv(settings):
     text = SnapshotCatalog(settings).get("python312-uv").dockerfile
     for needle in (
         "build-essential",
