@@ -68,3 +68,13 @@ def test_nothing_cites_a_document_outside_the_repository():
     cited = [f"{p.relative_to(ROOT)}:{n}" for p in files for n, line in enumerate(p.read_text().splitlines(), 1)
              if CITATION.search(line)]  # fmt: skip
     assert cited == []
+
+
+# Who may read the global settings: the entry points, and the lifecycle's
+# Services (what the CLI and the API share); everything else is handed them.
+READS_SETTINGS = ("pier/cli", "pier/api/", "pier/lifecycle/service.py", "pier/settings.py")
+
+
+def test_only_entry_points_read_the_global_settings():
+    readers = [str(p.relative_to(SRC.parent)) for p in SRC.rglob("*.py") if "get_settings" in p.read_text()]
+    assert [r for r in readers if not r.startswith(READS_SETTINGS)] == []

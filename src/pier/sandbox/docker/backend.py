@@ -42,7 +42,7 @@ from pier.sandbox.docker.containers import (
 from pier.sandbox.docker.sandbox import DockerSandbox
 from pier.sandbox.dockerfile import CA_PATH, ca_env, read_ca_bundle
 from pier.sandbox.sweeper import owner_label
-from pier.settings import Settings, get_settings
+from pier.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +52,8 @@ class DockerBackend(SandboxBackend):
 
     name = "docker"
 
-    def __init__(self, settings: Settings | None = None, api: docker.APIClient | None = None):
-        self._settings = settings or get_settings()
+    def __init__(self, settings: Settings, api: docker.APIClient | None = None):
+        self._settings = settings
         self._url = engine_url(self._settings)
         if api is not None:
             self.__dict__["api"] = api
