@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pier.agents.base import Agent, AgentLaunch
+from pier.egress.run import EgressRun
+from pier.gateway.routing import ModelRoute
 from pier.lifecycle.plan import RunInputs, RunPlan
 from pier.record import RunRecord, StageRecord
 from pier.redact import Redactor
@@ -41,6 +43,8 @@ class RunContext:
     agent_output: str = ""
     stage: str = "prepare"
     on_step: Callable[[StageRecord], None] | None = None  # a stage started or ended
+    model_route: ModelRoute | None = None  # the run's way to its model through pier's gateway
+    egress: EgressRun | None = None  # the run's allow-listed way out, when it has one
 
     def log(self, line: str, stage: str | None = None) -> None:
         self.emit(stage or self.stage, self.redactor.text(line))

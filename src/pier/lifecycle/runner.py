@@ -40,7 +40,9 @@ def execute(ctx: RunContext) -> RunRecord:
         for name, stage in STAGES:
             _step(ctx, name, stage)
     finally:
+        stages.close_model_route(ctx)
         _delete_sandbox(ctx)
+        stages.close_run_egress(ctx)
         _finish(ctx, time.monotonic() - started)
     return record
 
