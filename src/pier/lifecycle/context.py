@@ -21,6 +21,13 @@ from pier.tasks.model import Task
 LogSink = Callable[[str, str], None]
 
 
+def scratch_dir(settings: Settings, trajectory_id: str) -> Path:
+    """Where a run keeps its temporary files (the assets tar, check sources cloned
+    on the host): one folder per run under PIER_HOME, so that what a killed run
+    left is found and removed by whoever ends it (lifecycle/orphans.py)."""
+    return settings.home / "tmp" / trajectory_id
+
+
 @dataclass
 class RunContext:
     task: Task
@@ -48,6 +55,12 @@ class RunContext:
 
     def log(self, line: str, stage: str | None = None) -> None:
         self.emit(stage or self.stage, self.redactor.text(line))
+
+    def scratch(self) -> Path:
+        """This run's scratch folder, made on first use; execute removes it at the end."""
+        folder = scratch_dir(self.settings, self.record.trajectory_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
     def require_plan(self) -> RunPlan:
         assert self.plan is not None, "prepare has not run"

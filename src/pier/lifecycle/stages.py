@@ -173,7 +173,7 @@ def setup(ctx: RunContext) -> None:
     _verify_tools_and_make_dirs(ctx)
     verify_check_tools(ctx)
     if plan.assets:
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory(dir=ctx.scratch()) as tmp:
             tar = assets_tar(plan.assets, Path(tmp) / "assets.tar")
             with open(tar, "rb") as stream:  # streamed: never whole in memory
                 sandbox.put_archive("/app/assets", file_chunks(stream))

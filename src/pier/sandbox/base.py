@@ -211,8 +211,9 @@ class SandboxBackend(ABC):
         """Remove a sandbox by id. Idempotent; never raises."""
 
     @abstractmethod
-    def ping(self) -> None:
-        """Raise SandboxError saying how to start the engine if it does not answer."""
+    def ping(self, timeout: float | None = None) -> None:
+        """Raise SandboxError saying how to start the engine if it does not answer
+        (within `timeout` seconds when given: a health check must answer quickly)."""
 
     def tls_env(self) -> Mapping[str, str]:
         """The environment that points TLS clients at the CA bundle this backend

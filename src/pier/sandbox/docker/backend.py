@@ -100,9 +100,12 @@ class DockerBackend(SandboxBackend):
     def tls_env(self) -> dict[str, str]:
         return ca_env() if self._ca_bytes else {}
 
-    def ping(self) -> None:
+    def ping(self, timeout: float | None = None) -> None:
         try:
-            self.api.ping()
+            if timeout is None:
+                self.api.ping()
+            else:  # the SDK's ping takes no timeout; the client is a requests session
+                self.api.get(f"{self.api.base_url}/_ping", timeout=timeout).raise_for_status()
         except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
             raise no_engine_error(self._url, exc) from exc
 
