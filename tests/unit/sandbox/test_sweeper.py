@@ -95,11 +95,13 @@ def test_a_zombie_owner_is_gone(zombie_owner_label):
 def test_a_sandbox_whose_owner_is_a_zombie_is_swept(zombie_owner_label):
     sandbox = info(**{LABEL_OWNER: zombie_owner_label})
     assert sweep_reason(sandbox, "running", NOW, GRACE) == f"its owner process ({zombie_owner_label}) is gone"
-    backend = FakeBackend([sandbox])
-    assert [s.reason for s in sweep(backend, {"run-1": "running"}.get, now=NOW)] == [
-        f"its owner process ({zombie_owner_label}) is gone"
+    backend = backend_holding({LABEL_OWNER: zombie_owner_label})
+    ids = ids_of(backend)
+    swept = sweep(backend, {"run-1": "running"}.get, now=NOW)
+    assert [(s.id, s.reason) for s in swept] == [
+        (ids["run-1"], f"its owner process ({zombie_owner_label}) is gone")
     ]
-    assert backend.removed == [sandbox.id]
+    assert ids_of(backend) == {}
 
 
 @pytest.mark.parametrize("status", ["completed", "failed", "cancelled"])
