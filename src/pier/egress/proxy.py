@@ -42,7 +42,7 @@ HALF_CLOSE_GRACE_S = 60
 
 @dataclass
 class EgressGrant:
-    run_id: str
+    trajectory_id: str
     allow: AllowList
     expires_at: float  # monotonic
     token: str = field(default_factory=lambda: TOKEN_PREFIX + secrets.token_urlsafe(24))
@@ -84,8 +84,8 @@ class EgressProxy:
             self._loop.call_soon_threadsafe(self._server.close)
             self._loop.call_soon_threadsafe(self._loop.stop)
 
-    def open(self, run_id: str, allow: AllowList, ttl_s: float) -> EgressGrant:
-        grant = EgressGrant(run_id, allow, time.monotonic() + ttl_s)
+    def open(self, trajectory_id: str, allow: AllowList, ttl_s: float) -> EgressGrant:
+        grant = EgressGrant(trajectory_id, allow, time.monotonic() + ttl_s)
         with self._lock:
             self._grants[grant.token] = grant
         return grant

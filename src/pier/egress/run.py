@@ -37,12 +37,12 @@ class EgressRun:
 
 
 def open_egress(
-    backend: SandboxBackend, network: str, run_id: str, entries: tuple[str, ...], ttl_s: float
+    backend: SandboxBackend, network: str, trajectory_id: str, entries: tuple[str, ...], ttl_s: float
 ) -> EgressRun:
     """The run's egress: the internal network (made if missing), the proxy on this
     machine's address there, a grant for the run's allow-list. Raises SandboxError."""
     internal = backend.ensure_internal_network(network)
     proxy = shared_proxy(internal.address)
-    grant = proxy.open(run_id, allow_list(entries), ttl_s)
+    grant = proxy.open(trajectory_id, allow_list(entries), ttl_s)
     warning = allow_only(internal.subnet, internal.address, [proxy.port])
     return EgressRun(network, internal.address, internal.subnet, proxy, grant, warning=warning)
