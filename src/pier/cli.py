@@ -28,7 +28,7 @@ from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt
 from pier.lifecycle.orphans import end_orphaned_runs, owner_gone
 from pier.lifecycle.sandbox_env import wanted_names
 from pier.lifecycle.service import RunRequest, Services, preflight, run
-from pier.record import RunRecord
+from pier.record import Trajectory
 from pier.runbook import load
 from pier.settings import get_settings
 from pier.tasks import ResolvedStep, resolve, step_override, task_from_runbook
@@ -84,7 +84,7 @@ def run_command(
     level = library.level
     library.setLevel(logging.ERROR)
     progress = None if as_json else Progress(err)
-    record: RunRecord | None = None
+    record: Trajectory | None = None
     code = None
     try:
         with stop_signals_interrupt():  # Ctrl-C, kill, a closed terminal: the run is cancelled
@@ -110,7 +110,7 @@ def run_command(
     raise typer.Exit(code if code is not None else 0 if record and record.success else 1)
 
 
-def _stored(services: Services, trajectory_id: str) -> RunRecord | None:
+def _stored(services: Services, trajectory_id: str) -> Trajectory | None:
     """The run as stored, or None when it was interrupted before it was stored."""
     try:
         return services.store.get_run(trajectory_id)
@@ -209,7 +209,7 @@ def _slug(name: str) -> str:
     return cleaned or "runbook"
 
 
-def show_summary(record: RunRecord, folder: Path) -> None:
+def show_summary(record: Trajectory, folder: Path) -> None:
     colour = "green" if record.success else "red"
     out.print(
         f"[{colour}]{record.status.value}[/{colour}] run {record.trajectory_id} "
@@ -226,7 +226,7 @@ def show_summary(record: RunRecord, folder: Path) -> None:
 SUMMARY_FILES = 10  # result files listed by name; the rest are counted
 
 
-def show_results(record: RunRecord) -> None:
+def show_results(record: Trajectory) -> None:
     """The first result files (primary outputs first), then how many more and their
     size: a run that made 2,000 files must not bury its outcome under them."""
     outputs = record.outputs
@@ -272,7 +272,7 @@ def runs_command(
 RUNS_COLUMNS = ("run", "collection/task", "status", "success", "created", "duration")
 
 
-def _run_row(r: RunRecord) -> list[str]:
+def _run_row(r: Trajectory) -> list[str]:
     return [
         r.trajectory_id,
         f"{r.collection}/{r.task}",

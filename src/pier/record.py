@@ -287,7 +287,3 @@ class Trajectory(BaseModel):
     def stored(self) -> dict[str, Any]:
         """The JSON the store keeps: labels and the derived id are not in it."""
         return {**self.model_dump(mode="json", exclude={"labels", "workflow_id"}), "owner": self.owner}
-
-
-# pier's code calls the run record by its old name; they are one model.
-RunRecord = Trajectory

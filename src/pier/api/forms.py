@@ -23,7 +23,7 @@ from pier.api.files import save_uploads
 from pier.api.limits import unstorable_field
 from pier.api.schemas.runs import RunCreate
 from pier.api.state import ApiState
-from pier.record import RunRecord
+from pier.record import Trajectory
 from pier.storage.local import UPLOADS
 
 MAX_FILES = 1000
@@ -116,7 +116,7 @@ def _params(body: RunCreate, uploaded: list[str]) -> RunParams:
     )
 
 
-async def accept_run(request: Request, state: ApiState, collection: str, task: str) -> RunRecord:
+async def accept_run(request: Request, state: ApiState, collection: str, task: str) -> Trajectory:
     fields, files = await read_run_body(request)
     body = _validated(fields)
     return await run_in_threadpool(_accept, state, collection, task, body, files)
@@ -124,7 +124,7 @@ async def accept_run(request: Request, state: ApiState, collection: str, task: s
 
 def _accept(
     state: ApiState, collection: str, task: str, body: RunCreate, files: list[UploadFile]
-) -> RunRecord:
+) -> Trajectory:
     """In a worker thread: the store and file copies block."""
     if not files:
         return state.dispatcher.accept(collection, task, _params(body, []))

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pier.errors import NotFoundError
-from pier.record import RunRecord
+from pier.record import Trajectory
 from pier.store import Store
 
 
-def run_of(store: Store, collection: str, task: str | None, trajectory_id: str) -> RunRecord:
+def run_of(store: Store, collection: str, task: str | None, trajectory_id: str) -> Trajectory:
     """The run, if it belongs to collection (and task, when given). A run of
     another collection is 'not found', so ids reveal nothing across collections."""
     record = store.get_run(trajectory_id)

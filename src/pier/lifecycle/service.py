@@ -17,7 +17,7 @@ from pier.lifecycle.outcomes import end_record
 from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan, plan_run
 from pier.lifecycle.runner import execute
 from pier.names import check_collection_name, check_name
-from pier.record import RunRecord, RunStatus, StageRecord
+from pier.record import RunStatus, StageRecord, Trajectory
 from pier.redact import Redactor
 from pier.sandbox import get_backend
 from pier.sandbox.base import SandboxBackend
@@ -93,7 +93,7 @@ def new_context(
     services: Services,
     request: RunRequest,
     observer: Observer | None = None,
-    record: RunRecord | None = None,
+    record: Trajectory | None = None,
 ) -> RunContext:
     """A context for a new run; `record` is the run's pending record when it was
     stored earlier (the API accepts a run before it starts)."""
@@ -101,7 +101,7 @@ def new_context(
     store = services.store
     if record is None:
         # This process runs it from now on: if it dies, whoever notices ends the run.
-        record = RunRecord.new(
+        record = Trajectory.new(
             request.trajectory_id, request.collection, request.task_name, owner=owner_label()
         )
         store.create_run(record)
@@ -131,7 +131,7 @@ def new_context(
     )
 
 
-def _backend_or_end(services: Services, record: RunRecord) -> SandboxBackend:
+def _backend_or_end(services: Services, record: Trajectory) -> SandboxBackend:
     """The engine, or the new run ends failed saying why (e.g. no engine answers):
     a run that cannot start must never stay pending."""
     try:
@@ -157,5 +157,5 @@ def _observe(callback: Callable[..., None], *args: object) -> None:
         log.debug("run observer failed: %s", exc)
 
 
-def run(services: Services, request: RunRequest, observer: Observer | None = None) -> RunRecord:
+def run(services: Services, request: RunRequest, observer: Observer | None = None) -> Trajectory:
     return execute(new_context(services, request, observer))

@@ -13,7 +13,7 @@ from pier.lifecycle.context import RunContext
 from pier.lifecycle.notices import limit_of
 from pier.lifecycle.plan import RunInputs
 from pier.lifecycle.stages import create, prepare
-from pier.record import RunRecord
+from pier.record import Trajectory
 from pier.runbook import parse
 from pier.sandbox.base import Capabilities, SandboxSpec
 from pier.sandbox.fake import FakeBackend, FakeEngine, FakeSandbox
@@ -44,14 +44,14 @@ class SmallEngine(FakeBackend):
         return sandbox
 
 
-def create_a_run(home: Path, front: str = "", **settings: object) -> tuple[RunRecord, list[str]]:
+def create_a_run(home: Path, front: str = "", **settings: object) -> tuple[Trajectory, list[str]]:
     text = f"---\nagent: script\nimage: local/img:1\nsnapshot: ''\n{front}---\n```bash\ntrue\n```\n"
     lines: list[str] = []
     ctx = RunContext(
         task=task_from_runbook(parse(text)),
         run_params={},
         inputs=RunInputs("t1", "local", "t"),
-        record=RunRecord.new("t1", "local", "t"),
+        record=Trajectory.new("t1", "local", "t"),
         settings=Settings(home=home, **settings),
         backend=SmallEngine(),
         output_dir=home / "out",
@@ -63,7 +63,7 @@ def create_a_run(home: Path, front: str = "", **settings: object) -> tuple[RunRe
     return ctx.record, lines
 
 
-def engine_warnings(record: RunRecord) -> list[str]:
+def engine_warnings(record: Trajectory) -> list[str]:
     return [w for w in record.outputs.warnings if "lowered" in w or "not enforced" in w]
 
 

@@ -5,14 +5,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pier.errors import InputError, NotFoundError
-from pier.record import Label, ResultFile, RunRecord, RunStatus
+from pier.record import Label, ResultFile, RunStatus, Trajectory
 from pier.store import Store
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 
 
-def _run(tid: str, collection: str = "c", task: str = "t", minutes: int = 0, **kw) -> RunRecord:
-    return RunRecord.new(tid, collection, task, created=T0 + timedelta(minutes=minutes), **kw)
+def _run(tid: str, collection: str = "c", task: str = "t", minutes: int = 0, **kw) -> Trajectory:
+    return Trajectory.new(tid, collection, task, created=T0 + timedelta(minutes=minutes), **kw)
 
 
 def test_create_then_get_round_trips_the_whole_record(store: Store) -> None:

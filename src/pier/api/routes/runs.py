@@ -20,7 +20,7 @@ from pier.api.schemas.runs import (
     multipart_schema,
 )
 from pier.api.state import ApiState, StateDep
-from pier.record import RunRecord, RunStatus
+from pier.record import RunStatus, Trajectory
 
 router = APIRouter(prefix="/api/v1", tags=["runs"], responses=ERROR_RESPONSES)
 
@@ -55,7 +55,7 @@ async def run_sync(
     return WorkflowResponse.of(ended, f"run {ended.status.value}")
 
 
-async def wait_for_end(state: ApiState, trajectory_id: str) -> RunRecord:
+async def wait_for_end(state: ApiState, trajectory_id: str) -> Trajectory:
     wake = state.bus.subscribe(trajectory_id)
     try:
         while True:
