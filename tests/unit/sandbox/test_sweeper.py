@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -13,11 +17,9 @@ from pier.sandbox.base import (
     LABEL_DEADLINE,
     LABEL_OWNER,
     LABEL_RUN,
-    Limits,
+    SandboxBackend,
     SandboxInfo,
-    SandboxSpec,
 )
-from pier.sandbox.fake import FAKE_IMAGE, FakeBackend, FakeEngine
 from pier.sandbox.sweeper import owner_alive, owner_label, sweep, sweep_reason
 
 NOW = 1_800_000_000.0
@@ -36,17 +38,20 @@ def info(running: bool = True, **labels: str) -> SandboxInfo:
     return SandboxInfo(id="c" * 64, labels={k: v for k, v in base.items() if v}, running=running)
 
 
-def backend_holding(*labels: dict[str, str]) -> FakeBackend:
-    """The shared fake backend (its own engine) with a sandbox per label set."""
-    backend = FakeBackend(engine=FakeEngine())
-    for extra in labels:
-        backend.create(SandboxSpec(image=FAKE_IMAGE, limits=Limits(), labels={**info().labels, **extra}))
-    return backend
+class FakeBackend(SandboxBackend):
+    name = "fake"
 
+    def __init__(self, sandboxes: list[SandboxInfo]):
+        self.sandboxes = sandboxes
+        self.removed: list[str] = []
 
-def ids_of(backend: FakeBackend) -> dict[str, str]:
-    """{trajectory id: sandbox id} of the sandboxes still in the backend."""
-    return {s.labels[LABEL_RUN]: s.id for s in backend.list_sandboxes()}
+    def list_sandboxes(self) -> list[SandboxInfo]:
+        return list(self.sandboxes)
+
+    def remove(self, sandbox_id: str) -> None:
+        self.removed.append(sandbox_id)
+
+    ensure_image = image_exists = create = attach = ping = None  # type: ignore[assignment]
 
 
 def test_owner_label_names_this_host_and_process():
@@ -95,13 +100,11 @@ def test_a_zombie_owner_is_gone(zombie_owner_label):
 def test_a_sandbox_whose_owner_is_a_zombie_is_swept(zombie_owner_label):
     sandbox = info(**{LABEL_OWNER: zombie_owner_label})
     assert sweep_reason(sandbox, "running", NOW, GRACE) == f"its owner process ({zombie_owner_label}) is gone"
-    backend = backend_holding({LABEL_OWNER: zombie_owner_label})
-    ids = ids_of(backend)
-    swept = sweep(backend, {"run-1": "running"}.get, now=NOW)
-    assert [(s.id, s.reason) for s in swept] == [
-        (ids["run-1"], f"its owner process ({zombie_owner_label}) is gone")
+    backend = FakeBackend([sandbox])
+    assert [s.reason for s in sweep(backend, {"run-1": "running"}.get, now=NOW)] == [
+        f"its owner process ({zombie_owner_label}) is gone"
     ]
-    assert ids_of(backend) == {}
+    assert backend.removed == [sandbox.id]
 
 
 @pytest.mark.parametrize("status", ["completed", "failed", "cancelled"])
@@ -155,21 +158,126 @@ def test_a_stopped_sandbox_is_swept_after_the_grace():
 
 
 def test_sweep_removes_what_no_live_run_needs_and_says_why():
-    backend = backend_holding(
-        {LABEL_RUN: "live"}, {LABEL_RUN: "done"}, {LABEL_RUN: "x", LABEL_OWNER: owner_label(dead_pid())}
-    )
-    ids = ids_of(backend)
+    keep = info(**{LABEL_RUN: "live"})
+    done = SandboxInfo(id="d" * 64, labels={**info().labels, LABEL_RUN: "done"}, running=True)
+    orphan = SandboxInfo(
+        id="e" * 64, labels={**info().labels, LABEL_RUN: "x", LABEL_OWNER: owner_label(dead_pid())},
+        running=True,
+    )  # fmt: skip
+    backend = FakeBackend([keep, done, orphan])
     statuses = {"live": "running", "done": "completed", "x": "running"}
-    swept = sorted(sweep(backend, statuses.get, now=NOW, grace_sec=GRACE), key=lambda s: s.trajectory_id)
-    assert ids_of(backend) == {"live": ids["live"]}
-    assert [(s.id, s.trajectory_id) for s in swept] == [(ids["done"], "done"), (ids["x"], "x")]
-    assert swept[0].reason == "its run is completed" and "owner process" in swept[1].reason
+    swept = sweep(backend, statuses.get, now=NOW, grace_sec=GRACE)
+    assert backend.removed == ["d" * 64, "e" * 64]
+    assert (swept[0].trajectory_id, swept[0].reason) == ("done", "its run is completed")
+    assert swept[1].trajectory_id == "x" and "owner process" in swept[1].reason
 
 
 def test_sweep_keeps_what_it_cannot_judge():
-    def broken_store(trajectory_id: str) -> str | None:
+    def broken_store(run_id: str) -> str | None:
         raise RuntimeError("database is down")
 
-    backend = backend_holding({LABEL_CREATED: "1"})
+    backend = FakeBackend([info(**{LABEL_CREATED: "1"})])
     assert sweep(backend, broken_store, now=NOW) == []
-    assert list(ids_of(backend)) == ["run-1"]
+    assert backend.removed == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="start times come from /proc")
+def test_the_owner_label_survives_exec_into_a_program_with_parentheses_in_its_name(tmp_path):
+    """/proc/<pid>/stat names the program in parentheses, and a name may hold
+    ") " and spaces itself: the start time is still read from the right field.
+    A process keeps its start time across exec, so its label must not change."""
+    odd = tmp_path / "x) 1 2 3 4"
+    odd.write_bytes(Path(shutil.which("sleep")).read_bytes())
+    odd.chmod(0o755)
+    program = "import os, sys; sys.stdin.readline(); os.execv(sys.argv[1], [sys.argv[1], '60'])"
+    proc = subprocess.Popen([sys.executable, "-c", program, str(odd)], stdin=subprocess.PIPE)
+    try:
+        before = owner_label(proc.pid)
+        proc.stdin.write(b"\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while Path(f"/proc/{proc.pid}/comm").read_text().strip() != odd.name:
+            assert time.monotonic() < deadline, "the process never ran the oddly named program"
+            time.sleep(0.05)
+        assert owner_label(proc.pid) == before
+        assert owner_alive(before) is True
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_label_without_a_start_time_falls_back_to_the_pid():
+    host = socket.gethostname()
+    assert owner_alive(f"{host}:{os.getpid()}:?") is True
+    assert owner_alive(f"{host}:{dead_pid()}:?") is False
+
+
+def test_the_grace_and_the_deadline_are_strict_bounds():
+    remote = {LABEL_OWNER: "elsewhere.example:1:1"}
+    exactly_grace = info(**remote, **{LABEL_CREATED: str(int(NOW - GRACE))})
+    assert sweep_reason(exactly_grace, None, NOW, GRACE) is None
+    at_deadline = info(**{LABEL_DEADLINE: str(int(NOW))})
+    assert sweep_reason(at_deadline, "running", NOW, GRACE) is None
+
+
+def test_a_sandbox_without_owner_or_created_labels_is_judged_by_the_store():
+    bare = info(**{LABEL_OWNER: "", LABEL_CREATED: ""})
+    assert sweep_reason(bare, None, NOW, GRACE) == "its run is unknown to the store"
+    assert sweep_reason(bare, "running", NOW, GRACE) is None
+
+
+def test_sweep_defaults_to_now_and_a_five_minute_grace():
+    now = time.time()
+    remote = {LABEL_OWNER: "elsewhere.example:1:1"}
+    older = info(**remote, **{LABEL_RUN: "gone", LABEL_CREATED: str(now - 300.5)})
+    younger = SandboxInfo(
+        id="y" * 64, labels={**older.labels, LABEL_CREATED: str(int(now - 240))}, running=True
+    )
+    backend = FakeBackend([older, younger])
+    assert [s.id for s in sweep(backend, lambda _run: None)] == [older.id]
+
+
+def test_sweep_judges_at_the_time_it_is_given():
+    later = time.time() + 10 * 86400
+    due = info(**{LABEL_DEADLINE: str(int(later - 3600))})
+    backend = FakeBackend([due])
+    assert [s.id for s in sweep(backend, lambda _run: "running", now=later, grace_sec=GRACE)] == [due.id]
+    assert sweep(FakeBackend([due]), lambda _run: "running", grace_sec=GRACE) == []
+
+
+def test_a_sandbox_with_no_run_label_needs_no_store_lookup():
+    asked: list = []
+
+    def lookup(run_id):
+        asked.append(run_id)
+        if run_id is None:
+            raise AssertionError("looked up a run with no id")
+        return None
+
+    remote = {LABEL_OWNER: "elsewhere.example:1:1", LABEL_CREATED: str(int(NOW - GRACE - 1))}
+    backend = FakeBackend([info(**remote, **{LABEL_RUN: ""})])
+    swept = sweep(backend, lookup, now=NOW, grace_sec=GRACE)
+    assert asked == [] and [(s.trajectory_id, s.reason) for s in swept] == [
+        (None, f"its run is unknown to the store ({GRACE + 1}s old)")
+    ]
+
+
+def test_one_run_the_store_cannot_judge_does_not_stop_the_sweep(caplog):
+    def flaky(run_id: str) -> str | None:
+        if run_id == "first":
+            raise RuntimeError("database hiccup")
+        return "completed"
+
+    first = info(**{LABEL_RUN: "first"})
+    second = SandboxInfo(id="f" * 64, labels={**info().labels, LABEL_RUN: "second"}, running=True)
+    backend = FakeBackend([first, second])
+    with caplog.at_level(logging.INFO, logger="pier.sandbox.sweeper"):
+        swept = sweep(backend, flaky, now=NOW, grace_sec=GRACE)
+    assert backend.removed == ["f" * 64]
+    assert [(s.id, s.trajectory_id, s.reason) for s in swept] == [
+        ("f" * 64, "second", "its run is completed")
+    ]
+    assert caplog.messages == [
+        "sweep: status of run first unavailable (database hiccup); keeping it",
+        f"sweep: removing sandbox {'f' * 12} of run second: its run is completed",
+    ]
