@@ -15,10 +15,10 @@ from rich.console import Console
 from rich.table import Table
 
 from pier.cli_options import parse_vars
+from pier.db import StoredRoutine
 from pier.errors import InputError, PierError
 from pier.lifecycle.service import Services
 from pier.routines import Routines
-from pier.store import StoredRoutine
 
 routine_app = typer.Typer(
     help="Routines: a task run on a cron schedule by `pier serve`.", no_args_is_help=True

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import pytest
 
+from pier.db import Store
 from pier.lifecycle.context import scratch_dir
 from pier.record import RunStatus, StageStatus, Trajectory
 from pier.sandbox.base import LABEL_RUN
 from pier.settings import Settings
-from pier.store import Store
 
 pytestmark = pytest.mark.integration
 

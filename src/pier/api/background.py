@@ -9,13 +9,13 @@ from collections.abc import Callable
 from typing import cast
 
 from pier.api.uploads import expire_uploads
+from pier.db import Store
 from pier.errors import NotFoundError, PierError
 from pier.lifecycle.orphans import end_orphaned_runs
 from pier.sandbox.base import LABEL_RUN, SandboxBackend, SandboxInfo
 from pier.sandbox.sweeper import sweep
 from pier.settings import Settings
 from pier.storage.local import LocalStorage
-from pier.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from pier.db import Store
 from pier.errors import NotFoundError
 from pier.record import Trajectory
-from pier.store import Store
 
 
 def run_of(store: Store, collection: str, task: str | None, trajectory_id: str) -> Trajectory:

@@ -10,9 +10,9 @@ import uuid
 
 from pier.api.dispatcher import Dispatcher, RunParams
 from pier.api.outcomes import failed_to_start
+from pier.db import StoredRoutine
 from pier.errors import NotFoundError, PierError
 from pier.record import Trajectory, utcnow
-from pier.store import StoredRoutine
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from fastapi import Depends, Request
 from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
 from pier.api.tokens import KnownTokens
+from pier.db import Store
 from pier.lifecycle.service import Services
 from pier.settings import Settings
 from pier.storage.local import LocalStorage
-from pier.store import Store
 from pier.vault import Vault
 
 

@@ -11,8 +11,8 @@ import re
 import shutil
 import time
 
+from pier.db import Store
 from pier.storage.local import UPLOADS, LocalStorage
-from pier.store import Store
 
 log = logging.getLogger(__name__)
 

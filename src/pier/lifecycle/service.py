@@ -10,6 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from pier.db import Store
 from pier.errors import PierError
 from pier.lifecycle.context import LogSink, RunContext
 from pier.lifecycle.interrupts import interruption_reason
@@ -24,7 +25,6 @@ from pier.sandbox.base import SandboxBackend
 from pier.sandbox.sweeper import owner_label
 from pier.settings import Settings, get_settings
 from pier.storage.local import LocalStorage
-from pier.store import Store
 from pier.tasks.model import Task
 
 log = logging.getLogger(__name__)

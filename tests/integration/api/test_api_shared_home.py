@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from tests.support.api_server import Server
 
+from pier.db import Store
 from pier.record import RunStatus, StageStatus, Trajectory
 from pier.sandbox.base import LABEL_RUN
-from pier.store import Store
 
 pytestmark = pytest.mark.integration
 

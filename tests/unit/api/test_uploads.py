@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 
 from pier.api.uploads import expire_uploads, expired_message, uploads_in_use
+from pier.db import Store
 from pier.record import Trajectory
 from pier.settings import Settings
 from pier.storage.local import LocalStorage
-from pier.store import Store
 
 HOUR = 3600.0
 TTL = 24 * HOUR

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from pier.db import Store, StoredRoutine
+from pier.db.routines import RoutineExists
 from pier.record import Trajectory
 from pier.routines import RoutineError, Routines
 from pier.routines.scheduler import Scheduler
-from pier.store import Store, StoredRoutine
-from pier.store.routines import RoutineExists
 
 TASK = {"init_params": {"instruction": "say hi", "agent": "script"}}
 

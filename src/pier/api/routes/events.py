@@ -22,8 +22,8 @@ from pier.api.auth import CallerDep
 from pier.api.errors import ApiError
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.state import ApiState, StateDep
+from pier.db.schemas import Event
 from pier.errors import NotFoundError
-from pier.store.schemas import Event
 
 router = APIRouter(prefix="/api/v1", tags=["runs"], responses=ERROR_RESPONSES)
 

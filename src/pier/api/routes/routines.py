@@ -18,8 +18,8 @@ from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.routines import RoutineCreate, RoutinePublic, RoutineRuns, RoutineUpdate
 from pier.api.schemas.runs import WorkflowResponse
 from pier.api.state import ApiState, StateDep
+from pier.db.routines import RoutineExists
 from pier.routines import RoutineError, Routines
-from pier.store.routines import RoutineExists
 
 router = APIRouter(prefix="/api/v1/routines", tags=["routines"], responses=ERROR_RESPONSES)
 ONE = "/{collection}/{task}/{name}"

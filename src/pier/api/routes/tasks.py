@@ -18,11 +18,11 @@ from pier.api.forms import invalid, refuse_nul
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.tasks import TaskCreate, TaskDeleted, TaskPublic, TaskUpdate
 from pier.api.state import StateDep
+from pier.db import StoredTask
 from pier.errors import NotFoundError
 from pier.lifecycle.plan import task_from_json, task_from_text
 from pier.names import check_task_name
 from pier.settings import Settings
-from pier.store import StoredTask
 from pier.tasks.model import Task, unknown_activity
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"], responses=ERROR_RESPONSES)

@@ -28,10 +28,10 @@ from pier.api.schemas.trajectories import (
 )
 from pier.api.state import StateDep
 from pier.api.stats import task_stats
+from pier.db.runs import LabelFilter
 from pier.errors import NotFoundError
 from pier.names import trajectory_id_of
 from pier.record import Label, Trajectory
-from pier.store.runs import LabelFilter
 
 router = APIRouter(prefix="/api/v1", tags=["trajectories"], responses=ERROR_RESPONSES)
 

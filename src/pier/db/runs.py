@@ -10,10 +10,10 @@ from sqlalchemy import Select, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from pier.db.base import StoreBase
+from pier.db.models import RunLabelRow, RunRow
 from pier.errors import InputError, NotFoundError
 from pier.record import Label, RunStatus, Trajectory, utcnow
-from pier.store.base import StoreBase
-from pier.store.models import RunLabelRow, RunRow
 
 # A label filter: (key, value), or (key, None) for "has this key".
 LabelFilter = tuple[str, str | None]

@@ -4,9 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from pier.db import Store
 from pier.errors import InputError, NotFoundError
 from pier.record import Label, ResultFile, RunStatus, Trajectory
-from pier.store import Store
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -56,7 +56,7 @@ def test_save_run_inserts_then_updates(store: Store) -> None:
 def test_save_run_bumps_updated_at(store: Store) -> None:
     from sqlalchemy import select
 
-    from pier.store.models import RunRow
+    from pier.db.models import RunRow
 
     def updated_at() -> datetime:
         with store.engine.connect() as connection:

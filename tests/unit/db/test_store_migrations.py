@@ -10,11 +10,11 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
+from pier.db import Store
+from pier.db.engine import VERSION_TABLE, alembic_config
+from pier.db.models import Base
 from pier.errors import InputError
 from pier.record import Trajectory
-from pier.store import Store
-from pier.store.engine import VERSION_TABLE, alembic_config
-from pier.store.models import Base
 
 TABLES = {
     "runs",
@@ -58,7 +58,7 @@ def test_models_match_migrations(store: Store) -> None:
 
 
 def test_open_from_several_processes_at_once(store_url: str) -> None:
-    code = "import sys; from pier.store import Store; Store.open(sys.argv[1]).close()"
+    code = "import sys; from pier.db import Store; Store.open(sys.argv[1]).close()"
     procs = [
         subprocess.Popen([sys.executable, "-c", code, store_url], stderr=subprocess.PIPE) for _ in range(4)
     ]

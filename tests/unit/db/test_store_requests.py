@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from pier.db import Store
 from pier.errors import InputError
 from pier.record import Trajectory
-from pier.store import Store
 
 
 def test_enqueue_keeps_record_and_request_together(store: Store) -> None:

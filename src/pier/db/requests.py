@@ -9,11 +9,11 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
+from pier.db.base import StoreBase
+from pier.db.models import RunRequestRow, RunRow
+from pier.db.runs import run_columns
 from pier.errors import InputError
 from pier.record import Trajectory
-from pier.store.base import StoreBase
-from pier.store.models import RunRequestRow, RunRow
-from pier.store.runs import run_columns
 
 
 class RequestStore(StoreBase):

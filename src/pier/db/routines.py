@@ -16,11 +16,11 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, delete, select, update
 from sqlalchemy.exc import IntegrityError
 
+from pier.db.base import StoreBase
+from pier.db.models import RoutineRow, RunRow
+from pier.db.schemas import StoredRoutine
 from pier.errors import InputError, NotFoundError
 from pier.record import Trajectory, utcnow
-from pier.store.base import StoreBase
-from pier.store.models import RoutineRow, RunRow
-from pier.store.schemas import StoredRoutine
 
 
 class RoutineExists(InputError):
