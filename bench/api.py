@@ -161,7 +161,7 @@ def store_url(db_url: str | None) -> Iterator[str | None]:
     if db_url is None:
         yield None
         return
-    from pier.store.engine import scratch_schema
+    from pier.db.engine import scratch_schema
 
     yield from scratch_schema(db_url, prefix="pier_bench")
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
     from pier.lifecycle.service import RunRequest, Services
-    from pier.record import RunRecord
+    from pier.record import Trajectory
     from pier.tasks import ResolvedStep
 
 # Start-up: this module is imported by every `pier` call, `pier --help` included,
@@ -39,16 +39,6 @@ app.add_typer(snapshot_app, name="snapshot")
 def fail(message: str, code: int = 2) -> typer.Exit:
     err.print(f"[red]error:[/red] {message}", highlight=False)
     return typer.Exit(code)
-
-
-def parse_vars(pairs: list[str]) -> dict[str, str]:
-    result = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            raise InputError(f"--var {pair!r} must look like NAME=VALUE")
-        result[name.strip()] = value
-    return result
 
 
 def secret_env(step: ResolvedStep, environ: Mapping[str, str]) -> dict[str, str]:
@@ -98,7 +88,7 @@ def run_command(
     level = library.level
     library.setLevel(logging.ERROR)
     progress = None if as_json else Progress(err)
-    record: RunRecord | None = None
+    record: Trajectory | None = None
     code = None
     try:
         with stop_signals_interrupt():  # Ctrl-C, kill, a closed terminal: the run is cancelled
@@ -122,7 +112,7 @@ def run_command(
     raise typer.Exit(code if code is not None else 0 if record and record.success else 1)
 
 
-def _stored(services: Services, trajectory_id: str) -> RunRecord | None:
+def _stored(services: Services, trajectory_id: str) -> Trajectory | None:
     """The run as stored, or None when it was interrupted before it was stored."""
     try:
         return services.store.get_run(trajectory_id)
@@ -185,12 +175,14 @@ def build_request(
 ) -> RunRequest:
     from pydantic import ValidationError
 
+    from pier.cli_options import parse_vars
     from pier.lifecycle.service import RunRequest
     from pier.runbook import load
+    from pier.settings import get_settings
     from pier.tasks import resolve, step_override, task_from_runbook
 
     runbook = load(path)
-    task = task_from_runbook(runbook)
+    task = task_from_runbook(runbook, get_settings().default_snapshot)
     try:
         step = step_override(
             task.run_step(),
@@ -229,7 +221,7 @@ def _slug(name: str) -> str:
     return cleaned or "runbook"
 
 
-def show_summary(record: RunRecord, folder: str) -> None:
+def show_summary(record: Trajectory, folder: str) -> None:
     from pier.cli_checks import show_checks
 
     colour = "green" if record.success else "red"
@@ -248,7 +240,7 @@ def show_summary(record: RunRecord, folder: str) -> None:
 SUMMARY_FILES = 10  # result files listed by name; the rest are counted
 
 
-def show_results(record: RunRecord) -> None:
+def show_results(record: Trajectory) -> None:
     """The first result files (primary outputs first), then how many more and their
     size: a run that made 2,000 files must not bury its outcome under them."""
     outputs = record.outputs
@@ -300,7 +292,7 @@ def runs_command(
 RUNS_COLUMNS = ("run", "collection/task", "status", "success", "created", "duration")
 
 
-def _run_row(r: RunRecord) -> list[str]:
+def _run_row(r: Trajectory) -> list[str]:
     return [
         r.trajectory_id,
         f"{r.collection}/{r.task}",
@@ -321,7 +313,7 @@ def local_time(moment: datetime) -> str:
 
 @app.command("logs")
 def logs_command(
-    run_id: Annotated[str, typer.Argument(help="the run's trajectory id")],
+    trajectory_id: Annotated[str, typer.Argument(help="the run's trajectory id")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
 ) -> None:
     """A run's log, from the start."""
@@ -332,18 +324,18 @@ def logs_command(
     end_orphans(services)
     store = services.store
     try:
-        store.get_run(run_id)
+        store.get_run(trajectory_id)
     except NotFoundError as exc:
         raise fail(str(exc), code=1) from None
     seq = 0
     while True:
-        for event in store.events(run_id, after_seq=seq):
+        for event in store.events(trajectory_id, after_seq=seq):
             print(f"[{event.stage or '-'}] {event.line}", flush=True)
             seq = event.seq
         if not follow:
             return
-        record = store.get_run(run_id)
-        if record.status.terminal and not store.events(run_id, after_seq=seq, limit=1):
+        record = store.get_run(trajectory_id)
+        if record.status.terminal and not store.events(trajectory_id, after_seq=seq, limit=1):
             return
         if not record.status.terminal and owner_gone(record):
             # Nobody will finish it: end it now, saying why (the line is printed next).
@@ -365,7 +357,7 @@ def sweep_command() -> None:
     except PierError as exc:
         raise fail(str(exc), code=1) from None
     for item in removed:
-        out.print(f"removed {item.id[:12]} (run {item.run_id}): {item.reason}", highlight=False)
+        out.print(f"removed {item.id[:12]} (run {item.trajectory_id}): {item.reason}", highlight=False)
     out.print(f"{len(removed)} sandbox(es) removed")
 
 

@@ -9,13 +9,13 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from pier.record import CheckResult, RunRecord
+from pier.record import CheckResult, Trajectory
 
 DETAIL_CHARS = 80
 FAILED_TAIL_LINES = 8
 
 
-def show_checks(record: RunRecord, console: Console) -> None:
+def show_checks(record: Trajectory, console: Console) -> None:
     checks = record.outputs.checks
     if checks:
         console.print(checks_table(checks, console.width))

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from pier.cli_console import err, out
+from pier.cli_options import parse_vars
 from pier.errors import InputError, PierError
 
 if TYPE_CHECKING:
+    from pier.db import StoredRoutine
     from pier.routines import Routines
-    from pier.store import StoredRoutine
 
 routine_app = typer.Typer(
     help="Routines: a task run on a cron schedule by `pier serve`.", no_args_is_help=True
@@ -57,8 +58,6 @@ def _when(moment: datetime | None) -> str:
 
 
 def _init_params(init_params: str | None, var: list[str]) -> dict[str, Any]:
-    from pier.cli import parse_vars
-
     params: dict[str, Any] = {}
     if init_params:
         try:

@@ -44,7 +44,7 @@ def collection_create(name: Annotated[str, typer.Argument(help="the collection's
     """Create a collection (or reuse it) and print a new token for it, once."""
     from pier.api.tokens import issue_token
     from pier.lifecycle.service import Services
-    from pier.storage.local import check_collection_name
+    from pier.names import check_collection_name
 
     try:
         check_collection_name(name)
@@ -73,16 +73,17 @@ def task_push(
     name: Annotated[str | None, typer.Option(help="the task's name; default the runbook's folder")] = None,
 ) -> None:
     """Store a runbook as a task (created or replaced), checked first."""
+    from pier.lifecycle.plan import checked_task
     from pier.lifecycle.service import Services
+    from pier.names import check_task_name
     from pier.runbook import load
     from pier.tasks import task_from_runbook
-    from pier.tasks.validate import checked_task, task_name
 
     services = Services()
     try:
         loaded = load(runbook)
-        task = checked_task(task_from_runbook(loaded))
-        label = task_name(name or Path(loaded.path or runbook).resolve().parent.name)
+        task = checked_task(task_from_runbook(loaded, services.settings.default_snapshot))
+        label = check_task_name(name or Path(loaded.path or runbook).resolve().parent.name)
         services.store.get_collection(collection)
         services.store.put_task(collection, label, task.model_dump(mode="json"))
     except InputError as exc:

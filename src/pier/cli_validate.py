@@ -42,7 +42,7 @@ def validate_one(path: Path) -> Report:
     report = Report(path)
     try:
         runbook = load(path)
-        task = task_from_runbook(runbook)
+        task = task_from_runbook(runbook, get_settings().default_snapshot)
         step = resolve(task)
         plan = _preflight(task, step, path, report)
     except PierError as exc:

@@ -16,12 +16,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from pier.errors import InputError
-
-if TYPE_CHECKING:
-    from pier.settings import Settings
 
 MIN_MEMORY = "32M"
 MIN_CPUS = 0.01  # the engine's own step: Docker refuses less
@@ -101,7 +98,19 @@ class RunLimits(NamedTuple):
     timeout_sec: int
 
 
-def run_limits(cpus: Any, memory: Any, timeout_sec: Any, settings: Settings) -> RunLimits:
+class OperatorLimits(Protocol):
+    """The settings run_limits reads (pier.settings.Settings has them); declared
+    here so that limits sits below settings, which checks sizes with it."""
+
+    default_cpus: float
+    max_cpus: float
+    default_memory: str
+    max_memory: str
+    default_timeout_sec: int
+    max_timeout_sec: int
+
+
+def run_limits(cpus: Any, memory: Any, timeout_sec: Any, settings: OperatorLimits) -> RunLimits:
     """The limits a run gets: what it asked for, checked and held to the operator's
     maxima (asking for more is refused, not lowered: the run would not get what its
     author planned for). None takes the default, lowered to the maximum when an

@@ -20,6 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from pier import names
+
 STAGES = (
     "prepare",
     "create",
@@ -188,7 +190,7 @@ class Trajectory(BaseModel):
     @property
     def workflow_id(self) -> str:
         """The platform's run id: <collection>-<task>--<trajectory_id>."""
-        return f"{self.collection}-{self.name}--{self.trajectory_id}"
+        return names.workflow_id(self.collection, self.name, self.trajectory_id)
 
     # pier's own view of a runbook run
 
@@ -286,7 +288,3 @@ class Trajectory(BaseModel):
     def stored(self) -> dict[str, Any]:
         """The JSON the store keeps: labels and the derived id are not in it."""
         return {**self.model_dump(mode="json", exclude={"labels", "workflow_id"}), "owner": self.owner}
-
-
-# pier's code calls the run record by its old name; they are one model.
-RunRecord = Trajectory

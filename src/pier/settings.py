@@ -9,10 +9,14 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pier.limits import check_memory
+
 # Where Debian/Ubuntu keep the system trust store; a host that trusts other CAs
 # (an intercepting proxy) usually says so through one of the variables below.
 STANDARD_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 _CA_ENV_HINTS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
+# The snapshot a runbook that names none runs in (PIER_DEFAULT_SNAPSHOT overrides it).
+DEFAULT_SNAPSHOT = "python312-uv"
 
 
 def _default_home() -> Path:
@@ -84,7 +88,7 @@ class Settings(BaseSettings):
         description="extra CA certificates for image builds and sandboxes",
     )
 
-    default_snapshot: str = "python312-uv"
+    default_snapshot: str = DEFAULT_SNAPSHOT
     default_cpus: float = Field(4.0, gt=0)
     default_memory: str = "8G"
     default_timeout_sec: int = Field(1800, ge=1)
@@ -188,9 +192,7 @@ class Settings(BaseSettings):
     @field_validator("default_memory", "max_memory")
     @classmethod
     def _memory_size(cls, value: str) -> str:
-        from pier.limits import check_memory  # sizes are read one way everywhere
-
-        return check_memory(value)
+        return check_memory(value)  # sizes are read one way everywhere
 
     @property
     def db_url(self) -> str:

@@ -18,7 +18,7 @@ from pier.gateway.usage import is_generation
 from pier.lifecycle import runner
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.service import RunRequest, Services, run
-from pier.record import RunRecord
+from pier.record import Trajectory
 from pier.runbook import parse
 from pier.settings import get_settings
 from pier.tasks import task_from_runbook
@@ -80,7 +80,7 @@ def runbook_text(case: Case) -> str:
     return "---\n" + "\n".join(lines) + f"\n---\n# Answer\n\n{QUESTION}\n"
 
 
-def start(text: str, image: str, env: dict[str, str]) -> RunRecord:
+def start(text: str, image: str, env: dict[str, str]) -> Trajectory:
     task = task_from_runbook(parse(text))
     params = {"snapshot": "", "image": image}
     request = RunRequest(collection="agents", task_name="answer", task=task, run_params=params, env=env)
@@ -161,7 +161,7 @@ def files_holding(secret: str) -> str:
     )
 
 
-def stored_text(record: RunRecord) -> str:
+def stored_text(record: Trajectory) -> str:
     """Everything pier keeps about a run: the record, its log, its stored files."""
     events = Services(get_settings()).store.events(record.trajectory_id)
     parts = [record.model_dump_json(), *(e.line for e in events)]

@@ -18,7 +18,7 @@ import pytest
 from tests.support.runs import run_folder
 
 from pier.lifecycle.service import RunRequest, Services, run
-from pier.record import CheckResult, RunRecord
+from pier.record import CheckResult, Trajectory
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_RUN, Limits, SandboxSpec
 from pier.settings import get_settings
@@ -46,7 +46,7 @@ def start(
     env: dict | None = None,
     source_dir: Path = Path("/"),
     **step: object,
-) -> RunRecord:
+) -> Trajectory:
     task = task_from_runbook(parse(text))
     if step:
         task = task.model_copy(update={"step_configs": {"run": step_override(task.run_step(), **step)}})
@@ -61,7 +61,7 @@ def start(
     return run(Services(get_settings()), request)
 
 
-def by_name(record: RunRecord) -> dict[str, CheckResult]:
+def by_name(record: Trajectory) -> dict[str, CheckResult]:
     return {check.name: check for check in record.outputs.checks}
 
 

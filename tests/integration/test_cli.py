@@ -40,17 +40,17 @@ def test_logs_follow_streams_a_live_run_until_it_ends(base_image, tmp_path: Path
         [sys.executable, "-m", "pier.cli", "run", str(runbook), "--image", base_image, "--json"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    run_id = None
+    trajectory_id = None
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:  # the run appears in `pier runs` while it is going
         records = [json.loads(line) for line in pier("runs", "--json").stdout.splitlines()]
         running = [r for r in records if r["status"] == "running"]
         if running:
-            run_id = running[0]["trajectory_id"]
+            trajectory_id = running[0]["trajectory_id"]
             break
         time.sleep(0.2)
-    assert run_id, "the run never showed as running in `pier runs`"
-    follow = pier("logs", run_id, "--follow", timeout=180)  # returns when the run ends
+    assert trajectory_id, "the run never showed as running in `pier runs`"
+    follow = pier("logs", trajectory_id, "--follow", timeout=180)  # returns when the run ends
     stdout, _ = run.communicate(timeout=180)
     assert follow.returncode == 0
     lines = follow.stdout.splitlines()
@@ -58,7 +58,7 @@ def test_logs_follow_streams_a_live_run_until_it_ends(base_image, tmp_path: Path
     assert [t.split()[-1] for t in ticks] == ["1", "2", "3", "4", "5"]
     assert lines[-1].endswith(f"run completed in {json.loads(stdout)['duration_seconds']:.1f}s")
     table = pier("runs").stdout
-    assert run_id in table and "completed" in table
+    assert trajectory_id in table and "completed" in table
 
 
 def test_logs_of_unknown_run_fails_clearly():

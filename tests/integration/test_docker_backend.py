@@ -65,8 +65,8 @@ def test_a_sandbox_runs_commands_as_root_in_app(make_sandbox, docker_backend):
     sandbox = make_sandbox(memory="256m")
     result = sandbox.exec('echo "$(id -u) $(pwd) $(hostname)"; echo oops >&2; exit 3')
     assert result.exit_code == 3 and not result.ok and not result.timed_out
-    run_id = inspect(docker_backend, sandbox)["Config"]["Labels"][LABEL_RUN]
-    assert result.output == f"0 /app pier-{run_id}\noops\n"
+    trajectory_id = inspect(docker_backend, sandbox)["Config"]["Labels"][LABEL_RUN]
+    assert result.output == f"0 /app pier-{trajectory_id}\noops\n"
     assert sandbox.exec(["cat", "/proc/1/cmdline"]).output.startswith("/sbin/docker-init")
 
 
@@ -144,7 +144,7 @@ def test_sweep_removes_sandboxes_of_dead_owners_and_past_deadlines(make_sandbox,
     overdue = make_sandbox({LABEL_DEADLINE: str(int(time.time()) - 5)}, memory="64m")
     alive = make_sandbox(memory="64m")
 
-    swept = {s.id: s.reason for s in sweep(docker_backend, lambda run_id: "running")}
+    swept = {s.id: s.reason for s in sweep(docker_backend, lambda trajectory_id: "running")}
     assert "owner process" in swept[orphan.id] and "past its deadline" in swept[overdue.id]
     assert alive.id not in swept
     remaining = {s.id for s in docker_backend.list_sandboxes()}

@@ -14,7 +14,7 @@ import pytest
 from tests.support.runs import run_folder
 
 from pier.lifecycle.service import RunRequest, Services, run
-from pier.record import RunRecord
+from pier.record import Trajectory
 from pier.runbook import parse
 from pier.settings import get_settings
 from pier.tasks import task_from_runbook
@@ -64,7 +64,7 @@ def host_service(docker_backend) -> Iterator[str]:
     server.server_close()
 
 
-def start(front: dict, body: str, image: str) -> RunRecord:
+def start(front: dict, body: str, image: str) -> Trajectory:
     lines = [f"{key}: {json.dumps(value)}" for key, value in front.items()]
     text = "---\n" + "\n".join(lines) + "\n---\n# Egress\n" + body
     request = RunRequest(collection="egress", task_name="egress", task=task_from_runbook(parse(text)),
@@ -72,7 +72,7 @@ def start(front: dict, body: str, image: str) -> RunRecord:
     return run(Services(get_settings()), request)
 
 
-def outputs(record: RunRecord) -> dict[str, str]:
+def outputs(record: Trajectory) -> dict[str, str]:
     results = run_folder(record) / "results"
     return {f.stem: f.read_text() for f in results.glob("*.txt")}
 

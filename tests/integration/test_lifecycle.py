@@ -16,7 +16,7 @@ import pytest
 from tests.support.runs import run_folder
 
 from pier.lifecycle.service import RunRequest, Services, run
-from pier.record import RunRecord, Trajectory
+from pier.record import Trajectory
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_RUN
 from pier.settings import get_settings
@@ -33,7 +33,7 @@ def runbook(script: str, **front: object) -> str:
     return "---\n" + "\n".join(lines) + f"\n---\n# test\n\n```bash\n{script}\n```\n"
 
 
-def start(text: str, params: dict | None = None, env: dict | None = None, **step: object) -> RunRecord:
+def start(text: str, params: dict | None = None, env: dict | None = None, **step: object) -> Trajectory:
     task = task_from_runbook(parse(text))
     if step:
         task = task.model_copy(update={"step_configs": {"run": step_override(task.run_step(), **step)}})
@@ -142,7 +142,7 @@ def test_concurrent_runs_cannot_see_each_other(base_image):
         "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' > {{results_dir}}/procs.txt\n"
         "kill %1"
     )
-    records: dict[str, RunRecord] = {}
+    records: dict[str, Trajectory] = {}
 
     def go(me: str) -> None:
         records[me] = start(runbook(script), {**on_image(base_image), "vars": {"me": me}})

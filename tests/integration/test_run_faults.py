@@ -27,11 +27,11 @@ from pathlib import Path
 
 import pytest
 
+from pier.db import Store
 from pier.lifecycle.context import scratch_dir
-from pier.record import RunRecord, RunStatus, StageStatus
+from pier.record import RunStatus, StageStatus, Trajectory
 from pier.sandbox.base import LABEL_RUN
 from pier.settings import Settings
-from pier.store import Store
 
 pytestmark = pytest.mark.integration
 
@@ -74,13 +74,13 @@ class Home:
     def pier(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*CLI, *args], env=self.env(), capture_output=True, text=True, timeout=timeout)
 
-    def only_run(self) -> RunRecord | None:
+    def only_run(self) -> Trajectory | None:
         with self.store() as store:
             records, _ = store.list_runs(limit=2)
         assert len(records) <= 1, "this home holds one run"
         return records[0] if records else None
 
-    def wait(self, proc: subprocess.Popen, done: Callable[[RunRecord], bool], what: str) -> RunRecord:
+    def wait(self, proc: subprocess.Popen, done: Callable[[Trajectory], bool], what: str) -> Trajectory:
         """Poll the store until the run satisfies done (the pier process must live on)."""
         deadline = time.monotonic() + WAIT_SEC
         while True:
@@ -93,7 +93,7 @@ class Home:
             time.sleep(0.05)
 
 
-def in_stage(stage: str) -> Callable[[RunRecord], bool]:
+def in_stage(stage: str) -> Callable[[Trajectory], bool]:
     return lambda r: r.status == RunStatus.running and r.stage(stage).status == StageStatus.running
 
 
@@ -114,7 +114,7 @@ class Held:
     stage: str
     folder: Path
     args: tuple[str, ...]
-    there: Callable[[Home, RunRecord], bool]
+    there: Callable[[Home, Trajectory], bool]
 
 
 def hold(stage: str, tmp_path: Path, image: str) -> Held:
@@ -135,7 +135,7 @@ def hold(stage: str, tmp_path: Path, image: str) -> Held:
             out.write(os.urandom(1 << 20) * 160)
         (folder / "RUNBOOK.md").write_text(runbook("sleep 600"))
 
-        def tar_written(home: Home, r: RunRecord) -> bool:
+        def tar_written(home: Home, r: Trajectory) -> bool:
             scratch = scratch_dir(Settings(home=home.path), r.trajectory_id)
             return in_stage("setup")(r) and any(p.is_file() for p in scratch.rglob("*"))
 
@@ -158,14 +158,14 @@ STAGES = ("create", "setup", "run_agent", "check")
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGHUP}
 
 
-def held_run(home: Home, tmp_path: Path, stage: str) -> tuple[subprocess.Popen, RunRecord]:
+def held_run(home: Home, tmp_path: Path, stage: str) -> tuple[subprocess.Popen, Trajectory]:
     held = hold(stage, tmp_path, home.image)
     proc = home.start(held.folder, *held.args)
     record = home.wait(proc, lambda r: held.there(home, r), f"stage {stage}")
     return proc, record
 
 
-def assert_nothing_left(home: Home, record: RunRecord, backend) -> None:
+def assert_nothing_left(home: Home, record: Trajectory, backend) -> None:
     assert not sandboxes_of(backend, record.trajectory_id), "the run's sandbox is still there"
     scratch = scratch_dir(Settings(home=home.path), record.trajectory_id)
     assert not scratch.exists(), f"scratch files left: {[str(p) for p in scratch.rglob('*')]}"
@@ -199,7 +199,7 @@ def test_after_sigkill_the_next_command_ends_the_run_and_cleans_up(home, tmp_pat
     finally:
         proc.wait()
     assert runs.returncode == 0, runs.stderr
-    ended = RunRecord.model_validate_json(runs.stdout.splitlines()[0])
+    ended = Trajectory.model_validate_json(runs.stdout.splitlines()[0])
     assert (ended.trajectory_id, ended.status, ended.success) == (
         record.trajectory_id,
         RunStatus.failed,

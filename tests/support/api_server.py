@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx
 
+from pier.db.engine import scratch_schema
 from pier.record import RunStatus
 from pier.sandbox.base import LABEL_COLLECTION
-from pier.store.engine import scratch_schema
 from tests.support.s3 import s3_scratch_url
 from tests.support.services import postgres_url
 

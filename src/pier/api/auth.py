@@ -12,7 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from pier.api.errors import ApiError
-from pier.api.state import ApiState, get_state
+from pier.api.state import ApiState, StateDep
 from pier.api.tokens import hash_token
 
 bearer = HTTPBearer(auto_error=False, description="a collection token, or the admin token")
@@ -70,12 +70,13 @@ def request_token(request: Request, credentials: HTTPAuthorizationCredentials | 
 
 async def authenticate(
     request: Request,
+    state: StateDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Caller:
     token = request_token(request, credentials)
     if token is None:
         raise ApiError(401, "missing bearer token: send `Authorization: Bearer <token>`")
-    caller = await caller_for_token(get_state(request), token)
+    caller = await caller_for_token(state, token)
     if caller is None:
         raise ApiError(
             401,
@@ -91,13 +92,13 @@ async def require_admin(caller: Annotated[Caller, Depends(authenticate)]) -> Cal
 
 
 async def collection_access(
-    collection: str, request: Request, caller: Annotated[Caller, Depends(authenticate)]
+    collection: str, state: StateDep, caller: Annotated[Caller, Depends(authenticate)]
 ) -> str:
     """The path's collection, once the caller may use it (403) and it exists (404;
     a collection token's collection always does)."""
     caller.check(collection)
     if caller.admin:
-        await run_in_threadpool(get_state(request).store.get_collection, collection)
+        await run_in_threadpool(state.store.get_collection, collection)
     return collection
 
 

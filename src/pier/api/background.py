@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import cast
 
 from pier.api.uploads import expire_uploads
+from pier.db import Store
 from pier.errors import NotFoundError, PierError
 from pier.lifecycle.orphans import end_orphaned_runs
 from pier.record import RunStatus
@@ -20,7 +21,6 @@ from pier.sandbox.base import LABEL_RUN, SandboxBackend, SandboxInfo
 from pier.sandbox.sweeper import sweep
 from pier.settings import Settings
 from pier.storage.base import RunStorage
-from pier.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def sweep_once(backend: Callable[[], SandboxBackend], store: Store, settings: Se
         log.warning("sweep skipped: %s", exc)
         return 0
     for item in swept:
-        log.info("swept sandbox %s of run %s: %s", item.id[:12], item.run_id, item.reason)
+        log.info("swept sandbox %s of run %s: %s", item.id[:12], item.trajectory_id, item.reason)
     return len(swept)
 
 

@@ -28,7 +28,7 @@ from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.runner import cancel as cancel_run
 from pier.lifecycle.sandbox_env import sandbox_env
 from pier.lifecycle.service import Observer, RunRequest, Services, new_context, preflight
-from pier.record import RunRecord, RunStatus
+from pier.record import RunStatus, Trajectory
 from pier.redact import Redactor
 from pier.tasks.model import Task
 from pier.tasks.resolve import resolve
@@ -139,7 +139,7 @@ class Dispatcher:
 
     def accept(
         self, collection: str, task_name: str, params: RunParams, routine_id: int | None = None
-    ) -> RunRecord:
+    ) -> Trajectory:
         """Check, store and queue a run; InputError (422) when it cannot run.
         `routine_id` names the routine that starts it, if one does."""
         task = Task.model_validate(self.store.get_task(collection, task_name).definition)
@@ -150,7 +150,7 @@ class Dispatcher:
         )  # fmt: skip
         trajectory_id = uuid.uuid4().hex
         payload, env = self._checked(payload, trajectory_id)
-        record = RunRecord.new(
+        record = Trajectory.new(
             trajectory_id,
             collection,
             task_name,
@@ -195,7 +195,7 @@ class Dispatcher:
         """Where a run's inputs are copied from object storage (a local store needs no copy)."""
         return scratch_dir(self.services.settings, trajectory_id) / "inputs"
 
-    def cancel(self, record: RunRecord) -> RunStatus:
+    def cancel(self, record: Trajectory) -> RunStatus:
         """Cancel a run; its status as the caller should see it now."""
         if record.status.terminal:
             return record.status
@@ -260,7 +260,7 @@ class Dispatcher:
         )
         return new_context(self.services, request, observer, record=self.store.get_run(tid))
 
-    def ended(self, job: Job, record: RunRecord | None, error: BaseException | None) -> None:
+    def ended(self, job: Job, record: Trajectory | None, error: BaseException | None) -> None:
         if record is None:
             message = (
                 str(error)
@@ -279,7 +279,7 @@ class Dispatcher:
 
     # the end of a run, and of the server
 
-    def finished(self, trajectory_id: str, payload: Payload | None, record: RunRecord | None = None) -> None:
+    def finished(self, trajectory_id: str, payload: Payload | None, record: Trajectory | None = None) -> None:
         """Send the webhook, forget the kept request, wake followers."""
         if payload is None:
             kept = self.store.run_request(trajectory_id)

@@ -14,8 +14,8 @@ from typing import BinaryIO
 
 from pier.errors import InputError, NotFoundError
 from pier.lifecycle.assets import AssetLimits, check_assets
+from pier.names import check_collection_name
 from pier.storage.base import RunStorage, StoredFile, clean_key, upload_prefix
-from pier.storage.local import check_collection_name
 
 MAX_FILE_NAME = 255  # what Linux file systems take
 

@@ -22,7 +22,7 @@ from pier.api.files import save_uploads
 from pier.api.limits import unstorable_field
 from pier.api.schemas.runs import RunCreate
 from pier.api.state import ApiState
-from pier.record import RunRecord
+from pier.record import Trajectory
 from pier.storage.base import upload_prefix
 
 MAX_FILES = 1000
@@ -115,14 +115,14 @@ def _params(body: RunCreate, uploaded: list[str]) -> RunParams:
     )
 
 
-async def accept_run(request: Request, state: ApiState, collection: str, task: str) -> RunRecord:
+async def accept_run(request: Request, state: ApiState, collection: str, task: str) -> Trajectory:
     fields, files = await read_run_body(request)
     return await accept_fields(state, collection, task, fields, files)
 
 
 async def accept_fields(
     state: ApiState, collection: str, task: str, fields: dict[str, Any], files: list[UploadFile]
-) -> RunRecord:
+) -> Trajectory:
     """A run from a body already read (the API's, or the web UI's form): the
     same checks and 422s either way."""
     body = _validated(fields)
@@ -131,7 +131,7 @@ async def accept_fields(
 
 def _accept(
     state: ApiState, collection: str, task: str, body: RunCreate, files: list[UploadFile]
-) -> RunRecord:
+) -> Trajectory:
     """In a worker thread: the store and file copies block."""
     if not files:
         return state.dispatcher.accept(collection, task, _params(body, []))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 from pier.api.schemas.trajectories import IngestRequest
+from pier.db import Store
 from pier.errors import InputError, NotFoundError
 from pier.record import (
     RUN_STEP,
@@ -19,7 +20,6 @@ from pier.record import (
     utcnow,
 )
 from pier.storage.base import RunStorage
-from pier.store import Store
 
 INGEST_ACTIVITY = "ingest"
 COST_LABEL = "cost_est_usd"

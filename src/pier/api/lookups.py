@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from pier.db import Store
 from pier.errors import NotFoundError
-from pier.record import RunRecord
-from pier.store import Store
+from pier.record import Trajectory
 
 
-def run_of(store: Store, collection: str, task: str | None, trajectory_id: str) -> RunRecord:
+def run_of(store: Store, collection: str, task: str | None, trajectory_id: str) -> Trajectory:
     """The run, if it belongs to collection (and task, when given). A run of
     another collection is 'not found', so ids reveal nothing across collections."""
     record = store.get_run(trajectory_id)

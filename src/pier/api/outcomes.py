@@ -5,23 +5,23 @@ SERVER_STOPPED live in lifecycle/outcomes.py, which the runner uses too."""
 from __future__ import annotations
 
 from pier.lifecycle.outcomes import SERVER_STOPPED, end_record
-from pier.record import RunRecord, RunStatus
+from pier.record import RunStatus, Trajectory
 
 CANCELLED_WAITING = "the run was cancelled before it started"
 CANCELLED = "the run was cancelled"
 
 
-def interrupted(record: RunRecord) -> RunRecord:
+def interrupted(record: Trajectory) -> Trajectory:
     return end_record(record, RunStatus.failed, SERVER_STOPPED)
 
 
-def cancelled_waiting(record: RunRecord) -> RunRecord:
+def cancelled_waiting(record: Trajectory) -> Trajectory:
     return end_record(record, RunStatus.cancelled, CANCELLED_WAITING)
 
 
-def cancelled(record: RunRecord) -> RunRecord:
+def cancelled(record: Trajectory) -> Trajectory:
     return end_record(record, RunStatus.cancelled, CANCELLED)
 
 
-def failed_to_start(record: RunRecord, message: str) -> RunRecord:
+def failed_to_start(record: Trajectory, message: str) -> Trajectory:
     return end_record(record, RunStatus.failed, message)

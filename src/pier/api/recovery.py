@@ -25,7 +25,7 @@ from pier.api.outcomes import failed_to_start
 from pier.errors import NotFoundError
 from pier.executors.inprocess import Job
 from pier.lifecycle.orphans import end_orphaned_runs
-from pier.record import RunRecord, RunStatus
+from pier.record import RunStatus, Trajectory
 from pier.sandbox.sweeper import owner_alive
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def recover(dispatcher: Dispatcher) -> None:
     finish_ended(dispatcher)
 
 
-def abandoned_at_start(record: RunRecord) -> bool:
+def abandoned_at_start(record: Trajectory) -> bool:
     """Whether a starting server ends this unfinished run: its owner is gone, or
     it is running and its owner cannot be judged (see the module's docstring)."""
     alive = owner_alive(record.owner) if record.owner else None

@@ -10,14 +10,14 @@ import uuid
 
 from pier.api.dispatcher import Dispatcher, RunParams
 from pier.api.outcomes import failed_to_start
+from pier.db import StoredRoutine
 from pier.errors import NotFoundError, PierError
-from pier.record import RunRecord, utcnow
-from pier.store import StoredRoutine
+from pier.record import Trajectory, utcnow
 
 log = logging.getLogger(__name__)
 
 
-def start_run(dispatcher: Dispatcher, routine: StoredRoutine) -> RunRecord:
+def start_run(dispatcher: Dispatcher, routine: StoredRoutine) -> Trajectory:
     """Accept one run of the routine's task with its init_params; InputError or
     NotFoundError (the caller's to answer) when it cannot run."""
     params = RunParams(dict(routine.init_params))
@@ -26,14 +26,14 @@ def start_run(dispatcher: Dispatcher, routine: StoredRoutine) -> RunRecord:
     return record
 
 
-def fire(dispatcher: Dispatcher, routine: StoredRoutine) -> RunRecord:
+def fire(dispatcher: Dispatcher, routine: StoredRoutine) -> Trajectory:
     """A tick: start the run, or, when it cannot start (the task was deleted, a
     required secret is missing), store it failed saying why, so the routine's
     runs show every tick."""
     try:
         record = start_run(dispatcher, routine)
     except PierError as exc:
-        record = RunRecord.new(
+        record = Trajectory.new(
             uuid.uuid4().hex, routine.collection, routine.task,
             init_params=dict(routine.init_params), triggered_by_routine_id=routine.id,
         )  # fmt: skip
@@ -45,7 +45,7 @@ def fire(dispatcher: Dispatcher, routine: StoredRoutine) -> RunRecord:
     return record
 
 
-def _note(dispatcher: Dispatcher, routine: StoredRoutine, record: RunRecord) -> None:
+def _note(dispatcher: Dispatcher, routine: StoredRoutine, record: Trajectory) -> None:
     with contextlib.suppress(NotFoundError):  # deleted meanwhile: its run stands on its own
         dispatcher.store.update_routine(
             routine.id, last_run_at=utcnow(), last_trajectory_id=record.trajectory_id

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
 from pier.api.tokens import KnownTokens
+from pier.db import Store
 from pier.lifecycle.service import Services
 from pier.settings import Settings
 from pier.storage.base import RunStorage
-from pier.store import Store
 from pier.vault import Vault
 
 
@@ -39,3 +40,7 @@ class ApiState:
 
 def get_state(request: Request) -> ApiState:
     return request.app.state.pier
+
+
+# What a route (or a dependency) takes to reach the server's shared state.
+StateDep = Annotated[ApiState, Depends(get_state)]

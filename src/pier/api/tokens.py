@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from pier.store import Store
+from pier.db import Store
 
 TOKEN_PREFIX = "pier_"
 

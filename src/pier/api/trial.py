@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from pier.db import Store
 from pier.errors import InputError
 from pier.settings import Settings
-from pier.store import Store
 
 NO_TRIAL = (
     "this server has no trial keys: its operator can set PIER_TRIAL_KEYS (JSON, variable -> key) and "

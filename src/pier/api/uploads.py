@@ -10,8 +10,8 @@ import logging
 import re
 import time
 
+from pier.db import Store
 from pier.storage.base import UPLOADS, RunStorage, upload_prefix
-from pier.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -27,11 +27,13 @@ ALPN = ["http/1.1"]  # pier reads intercepted requests with h11: HTTP/1.1 only
 class RunCA:
     """Issues one leaf certificate per host the proxy intercepts, on demand."""
 
-    def __init__(self, run_id: str, hosts: Iterable[str], lifetime: datetime.timedelta):
+    def __init__(self, trajectory_id: str, hosts: Iterable[str], lifetime: datetime.timedelta):
         self._key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         self._not_after = now + lifetime
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"pier run {run_id[:32]} secrets CA")])
+        name = x509.Name(
+            [x509.NameAttribute(NameOID.COMMON_NAME, f"pier run {trajectory_id[:32]} secrets CA")]
+        )
         public = self._key.public_key()
         self.cert = (
             x509.CertificateBuilder()

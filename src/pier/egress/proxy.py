@@ -54,7 +54,7 @@ HALF_CLOSE_GRACE_S = 60
 
 @dataclass
 class EgressGrant:
-    run_id: str
+    trajectory_id: str
     allow: AllowList
     expires_at: float  # monotonic
     token: str = field(default_factory=lambda: TOKEN_PREFIX + secrets.token_urlsafe(24))
@@ -109,7 +109,7 @@ class EgressProxy:
 
     def open(
         self,
-        run_id: str,
+        trajectory_id: str,
         allow: AllowList,
         ttl_s: float,
         injections: tuple[LiveInjection, ...] = (),
@@ -117,11 +117,11 @@ class EgressProxy:
     ) -> EgressGrant:
         """A run's grant. With injections, the run gets its own CA too, limited to
         their hosts and expiring with the grant."""
-        grant = EgressGrant(run_id, allow, time.monotonic() + ttl_s, injections=injections,
+        grant = EgressGrant(trajectory_id, allow, time.monotonic() + ttl_s, injections=injections,
                             upstream_ca=upstream_ca)  # fmt: skip
         if injections:
             hosts = [rule.pattern for i in injections for rule in i.hosts.rules]
-            grant.ca = RunCA(run_id, dict.fromkeys(hosts), datetime.timedelta(seconds=ttl_s))
+            grant.ca = RunCA(trajectory_id, dict.fromkeys(hosts), datetime.timedelta(seconds=ttl_s))
         with self._lock:
             self._grants[grant.token] = grant
         return grant

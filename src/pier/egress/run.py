@@ -54,7 +54,7 @@ class EgressRun:
 def open_egress(
     backend: SandboxBackend,
     network: str,
-    run_id: str,
+    trajectory_id: str,
     entries: tuple[str, ...],
     ttl_s: float,
     injections: tuple[LiveInjection, ...] = (),
@@ -65,6 +65,6 @@ def open_egress(
     puts in). Raises SandboxError."""
     internal = backend.ensure_internal_network(network)
     proxy = shared_proxy(internal.address)
-    grant = proxy.open(run_id, allow_list(entries), ttl_s, injections, upstream_ca)
+    grant = proxy.open(trajectory_id, allow_list(entries), ttl_s, injections, upstream_ca)
     warning = allow_only(internal.subnet, internal.address, [proxy.port])
     return EgressRun(network, internal.address, internal.subnet, proxy, grant, warning=warning)

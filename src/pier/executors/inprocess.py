@@ -24,7 +24,7 @@ from pier.errors import PierError
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.runner import cancel as cancel_run
 from pier.lifecycle.runner import execute
-from pier.record import RunRecord
+from pier.record import Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class RunHooks(Protocol):
     def context(self, job: Job) -> RunContext:
         """The run's context, ready for execute. May raise: the run then ends unrun."""
 
-    def ended(self, job: Job, record: RunRecord | None, error: BaseException | None) -> None:
+    def ended(self, job: Job, record: Trajectory | None, error: BaseException | None) -> None:
         """The run is over; record is None when it never got going, and error says why."""
 
     def cancelled_before_start(self, job: Job) -> None:
@@ -174,7 +174,7 @@ class InProcessExecutor:
             self._run(job)
 
     def _run(self, job: Job) -> None:
-        record: RunRecord | None = None
+        record: Trajectory | None = None
         error: BaseException | None = None
         try:
             ctx = self._hooks.context(job)
@@ -201,7 +201,7 @@ class InProcessExecutor:
             if not stopped:
                 self._ended(job, record, error)
 
-    def _ended(self, job: Job, record: RunRecord | None, error: BaseException | None) -> None:
+    def _ended(self, job: Job, record: Trajectory | None, error: BaseException | None) -> None:
         try:
             self._hooks.ended(job, record, error)
         except Exception:  # a worker must survive its hooks: the next run is waiting
@@ -210,7 +210,7 @@ class InProcessExecutor:
     def _guard_saves(self, ctx: RunContext) -> None:
         save = ctx.save_record
 
-        def guarded(record: RunRecord) -> None:
+        def guarded(record: Trajectory) -> None:
             with self._save_lock.shared():  # stop() flips the flag holding it exclusively
                 if self._stopped:
                     return

@@ -77,7 +77,7 @@ class Spent:
 class Grant:
     """One run's right to reach one provider through the gateway."""
 
-    run_id: str
+    trajectory_id: str
     provider: str
     key: str  # the real provider key: never leaves the host
     upstream: str  # the provider's base URL, e.g. https://api.anthropic.com

@@ -101,7 +101,7 @@ async def _proxy(request: Request, grant: Grant, client: httpx.AsyncClient) -> R
     try:
         upstream = await client.send(upstream_request(request, grant, body, client), stream=True)
     except httpx.HTTPError as exc:
-        log.warning("gateway: %s unreachable for run %s: %s", grant.provider, grant.run_id, exc)
+        log.warning("gateway: %s unreachable for run %s: %s", grant.provider, grant.trajectory_id, exc)
         return error(502, "upstream_unreachable", f"pier gateway could not reach {grant.provider}: {exc}")
     headers = {k: v for k, v in upstream.headers.items() if k not in DROP_RESPONSE}
     counting = is_generation(request.url.path) and upstream.status_code < 400

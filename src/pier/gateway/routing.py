@@ -18,7 +18,7 @@ class ModelRoute:
     launch). Holds the grant it opened so the run can read usage and close it."""
 
     gateway: Gateway
-    run_id: str
+    trajectory_id: str
     budget: Budget
     ttl_s: float
     grant: Grant | None = None
@@ -28,7 +28,7 @@ class ModelRoute:
         if self.grant is not None:
             self.gateway.close(self.grant)
         self.grant = self.gateway.open(
-            self.run_id, choice.name, choice.key, upstream, self.budget, self.ttl_s
+            self.trajectory_id, choice.name, choice.key, upstream, self.budget, self.ttl_s
         )
         return replace(choice, key=self.grant.token, base_url=self.gateway.base_url(self.grant))
 

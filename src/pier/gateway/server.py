@@ -93,10 +93,10 @@ class Gateway:
         self._sock.close()
 
     def open(
-        self, run_id: str, provider: str, key: str, upstream: str, budget: Budget, ttl_s: float
+        self, trajectory_id: str, provider: str, key: str, upstream: str, budget: Budget, ttl_s: float
     ) -> Grant:
         """A grant for one run: its token and where the CLI should send it."""
-        grant = Grant(run_id, provider, key, upstream.rstrip("/"), budget, time.monotonic() + ttl_s)
+        grant = Grant(trajectory_id, provider, key, upstream.rstrip("/"), budget, time.monotonic() + ttl_s)
         return self.grants.open(grant)
 
     def base_url(self, grant: Grant) -> str:

@@ -17,7 +17,6 @@ from pier.lifecycle.context import RunContext
 from pier.record import CheckResult
 from pier.sandbox import create_with_retry
 from pier.sandbox.base import Sandbox, SandboxSpec
-from pier.sandbox.dockerfile import ca_env
 
 FRESH_DIRS = {"results": "/app/results", "assets": "/app/assets"}
 TAR_CHUNK = 1 << 20
@@ -84,7 +83,7 @@ def _run(ctx: RunContext, sandbox: Sandbox) -> None:
 
     options = CheckOptions(
         network=plan.network,
-        env=ca_env() if ctx.settings.ca_bundle else {},
+        env=dict(ctx.backend.tls_env()),
         redact=ctx.redactor.text,
         log=ctx.log,
         stop=ctx.cancel.is_set,

@@ -13,7 +13,7 @@ from pier.egress.run import EgressRun
 from pier.gateway.routing import ModelRoute
 from pier.lifecycle.plan import RunInputs, RunPlan
 from pier.lifecycle.pool import WarmPool
-from pier.record import RunRecord, StageRecord
+from pier.record import StageRecord, Trajectory
 from pier.redact import Redactor
 from pier.sandbox.base import Sandbox, SandboxBackend, SandboxSource
 from pier.settings import Settings
@@ -37,12 +37,12 @@ class RunContext:
     task: Task
     run_params: dict
     inputs: RunInputs
-    record: RunRecord
+    record: Trajectory
     settings: Settings
     backend: SandboxBackend
     output_dir: Path  # the run's local scratch folder: collect, redaction and checks work here
     emit: LogSink  # store + console, already redacted by `log`
-    save_record: Callable[[RunRecord], None]
+    save_record: Callable[[Trajectory], None]
     redactor: Redactor = field(default_factory=Redactor)
     cancel: threading.Event = field(default_factory=threading.Event)
     plan: RunPlan | None = None

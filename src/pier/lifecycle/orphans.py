@@ -4,7 +4,7 @@ failed with the reason, removes its sandbox and its scratch files: the next
 `pier` command, the server's periodic sweep, or the server's start-up recovery.
 
 The owner is the "host:pid:start" label of the process that runs the run
-(`RunRecord.owner`, the sandbox's `pier.owner` label); whether it still runs
+(`Trajectory.owner`, the sandbox's `pier.owner` label); whether it still runs
 is judged by one rule, `owner_alive`, which the sandbox sweep uses too.
 """
 
@@ -14,28 +14,28 @@ import logging
 import shutil
 from collections.abc import Callable
 
+from pier.db import Store
 from pier.lifecycle.context import scratch_dir
 from pier.lifecycle.outcomes import SERVER_STOPPED, end_record
-from pier.record import RunRecord, RunStatus
+from pier.record import RunStatus, Trajectory
 from pier.sandbox.base import LABEL_RUN, SandboxBackend
 from pier.sandbox.sweeper import owner_alive
 from pier.settings import Settings
-from pier.store import Store
 
 log = logging.getLogger(__name__)
 
-Judge = Callable[[RunRecord], bool]
+Judge = Callable[[Trajectory], bool]
 UNFINISHED = (RunStatus.pending, RunStatus.running)
 
 
-def owner_gone(record: RunRecord) -> bool:
+def owner_gone(record: Trajectory) -> bool:
     """The run's owner is known to have ended (a zombie counts as ended). A run
     without an owner (accepted by the server, not started yet) or owned on
     another host is not judged here."""
     return record.owner is not None and owner_alive(record.owner) is False
 
 
-def orphan_message(store: Store, record: RunRecord) -> str:
+def orphan_message(store: Store, record: Trajectory) -> str:
     if store.run_request(record.trajectory_id) is not None:  # the API accepted it: a server ran it
         return SERVER_STOPPED
     pid = (record.owner or "").rsplit(":", 2)[-2:-1] or ["?"]
@@ -50,7 +50,7 @@ def end_orphaned_runs(
     settings: Settings,
     backend: Callable[[], SandboxBackend] | None = None,
     judge: Judge = owner_gone,
-) -> list[RunRecord]:
+) -> list[Trajectory]:
     """End every unfinished run `judge` finds orphaned (by default: its owner is
     gone) as failed with the reason, delete its scratch files and, when
     `backend` is given, its sandboxes (a later sweep removes them otherwise:
@@ -64,7 +64,7 @@ def end_orphaned_runs(
     return ended
 
 
-def end_orphan(store: Store, settings: Settings, record: RunRecord) -> RunRecord:
+def end_orphan(store: Store, settings: Settings, record: Trajectory) -> Trajectory:
     message = orphan_message(store, record)
     record = end_record(record, RunStatus.failed, message)
     store.save_run(record)

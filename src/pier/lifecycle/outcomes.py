@@ -3,12 +3,12 @@ that died, a run that never got going (the API's variants are in api/outcomes.py
 
 from __future__ import annotations
 
-from pier.record import RunRecord, RunStatus, StageStatus, utcnow
+from pier.record import RunStatus, StageStatus, Trajectory, utcnow
 
 SERVER_STOPPED = "the server stopped while this run was running; run it again"
 
 
-def end_record(record: RunRecord, status: RunStatus, message: str) -> RunRecord:
+def end_record(record: Trajectory, status: RunStatus, message: str) -> Trajectory:
     """Close the record: the step that was running fails with message, steps
     not reached are skipped, and the run ends with status and that error."""
     stage = "prepare"

@@ -1,5 +1,7 @@
-"""prepare: everything a run needs, resolved once into a frozen RunPlan. Nothing
-after this stage reads raw params."""
+"""The one place a run's plan is built: a task and a run's init_params, resolved
+once into a frozen RunPlan with its agent, or refused with InputError. prepare,
+preflight (the CLI and the API, before they accept a run) and the checks on a
+task that is stored all come here. Nothing after prepare reads raw params."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pier.agents import Agent, get_agent
 from pier.checks import Check, check_isolation, load_checks
 from pier.egress.allow import allow_list
 from pier.egress.inject import Injection, declared_injections
@@ -19,10 +22,12 @@ from pier.errors import InputError
 from pier.gateway.grants import Budget
 from pier.lifecycle.assets import AssetLimits, check_assets
 from pier.limits import run_limits
+from pier.runbook.parse import parse
 from pier.runbook.render import render, variables
 from pier.settings import Settings
-from pier.tasks.build import infer_agent
-from pier.tasks.resolve import ResolvedStep
+from pier.tasks.build import infer_agent, task_from_runbook
+from pier.tasks.model import Task
+from pier.tasks.resolve import ResolvedStep, resolve
 
 # Resolves an init_params file path (an upload path or, for the CLI, a host path).
 FileResolver = Callable[[str], Path]
@@ -83,6 +88,39 @@ class RunInputs:
     # Where relative local check sources are found (the runbook's folder). None
     # refuses local sources: a server must not read its own disk for a caller.
     source_dir: Path | None = None
+
+
+def plan_run(
+    task: Task, run_params: Mapping[str, Any], inputs: RunInputs, settings: Settings
+) -> tuple[ResolvedStep, RunPlan, Agent]:
+    """Everything prepare decides, without side effects; raises InputError on bad
+    input. The API and CLI call it too (preflight), to refuse a run before accepting it."""
+    step = resolve(task, dict(run_params))
+    plan = build_plan(step, inputs, settings)
+    agent = get_agent(plan.agent)
+    require_secrets(plan)
+    agent.preflight(plan)
+    return step, plan, agent
+
+
+def checked_task(task: Task) -> Task:
+    """task, if it can be run: its runbook parses and names an agent pier has.
+    InputError (TaskError, RunbookError) naming what is wrong, so that a bad task
+    is refused when it is stored (API PUT, `pier task push`), not when it is run."""
+    step = resolve(task, {})
+    get_agent(step.agent or infer_agent(step.model))
+    return task
+
+
+def task_from_json(data: Any) -> Task:
+    """A stored task's definition, checked; pydantic ValidationError names the bad
+    field, InputError the rest."""
+    return checked_task(Task.model_validate(data))
+
+
+def task_from_text(text: str, default_snapshot: str | None, name: str = "runbook") -> Task:
+    """A runbook's text as a checked task."""
+    return checked_task(task_from_runbook(parse(text, path=name), default_snapshot))
 
 
 def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> RunPlan:

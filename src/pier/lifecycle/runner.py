@@ -14,7 +14,7 @@ from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.interrupts import deferred_signals, interruption_reason
 from pier.lifecycle.orphans import remove_sandboxes
 from pier.lifecycle.outcomes import end_record
-from pier.record import RunRecord, RunStatus, StageRecord, StageStatus, utcnow
+from pier.record import RunStatus, StageRecord, StageStatus, Trajectory, utcnow
 from pier.sandbox.sweeper import owner_label
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ STAGES: tuple[tuple[str, Stage], ...] = (
 AFTER_FAILURE = frozenset({"cleanup_credentials", "collect", "save"})
 
 
-def execute(ctx: RunContext) -> RunRecord:
+def execute(ctx: RunContext) -> Trajectory:
     """Run every stage; whatever happens, delete the sandbox and the scratch files
     and save how the run ended. An interruption (Interrupted, KeyboardInterrupt)
     cancels the run, saying why, and is raised again once that is done."""

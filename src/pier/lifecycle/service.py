@@ -10,23 +10,22 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from pier.db import Store
 from pier.errors import PierError
 from pier.lifecycle.context import LogSink, RunContext, scratch_dir
 from pier.lifecycle.interrupts import interruption_reason
 from pier.lifecycle.outcomes import end_record
-from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan
+from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan, plan_run
 from pier.lifecycle.pool import WarmPool
 from pier.lifecycle.runner import execute
-from pier.lifecycle.stages import plan_run
-from pier.record import RunRecord, RunStatus, StageRecord
+from pier.names import check_collection_name, check_name
+from pier.record import RunStatus, StageRecord, Trajectory
 from pier.redact import Redactor
 from pier.sandbox import get_backend
 from pier.sandbox.base import SandboxBackend
 from pier.sandbox.sweeper import owner_label
 from pier.settings import Settings, get_settings
 from pier.storage import RunStorage, open_storage
-from pier.storage.local import check_collection_name, check_name
-from pier.store import Store
 from pier.tasks.model import Task
 
 log = logging.getLogger(__name__)
@@ -105,7 +104,7 @@ def new_context(
     services: Services,
     request: RunRequest,
     observer: Observer | None = None,
-    record: RunRecord | None = None,
+    record: Trajectory | None = None,
 ) -> RunContext:
     """A context for a new run; `record` is the run's pending record when it was
     stored earlier (the API accepts a run before it starts)."""
@@ -113,7 +112,7 @@ def new_context(
     store = services.store
     if record is None:
         # This process runs it from now on: if it dies, whoever notices ends the run.
-        record = RunRecord.new(
+        record = Trajectory.new(
             request.trajectory_id, request.collection, request.task_name, owner=owner_label()
         )
         store.create_run(record)
@@ -152,7 +151,7 @@ def outputs_dir(settings: Settings, trajectory_id: str) -> Path:
     return path
 
 
-def _backend_or_end(services: Services, record: RunRecord) -> SandboxBackend:
+def _backend_or_end(services: Services, record: Trajectory) -> SandboxBackend:
     """The engine, or the new run ends failed saying why (e.g. no engine answers):
     a run that cannot start must never stay pending."""
     try:
@@ -178,5 +177,5 @@ def _observe(callback: Callable[..., None], *args: object) -> None:
         log.debug("run observer failed: %s", exc)
 
 
-def run(services: Services, request: RunRequest, observer: Observer | None = None) -> RunRecord:
+def run(services: Services, request: RunRequest, observer: Observer | None = None) -> Trajectory:
     return execute(new_context(services, request, observer))

@@ -8,12 +8,11 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pier.agents import Agent, get_agent
+from pier.agents import Agent
 from pier.agents.base import AgentLaunch
 from pier.egress.inject import live
 from pier.egress.run import open_egress
@@ -24,7 +23,7 @@ from pier.lifecycle.checking import check_stage, check_tools, record_eval, refus
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.notices import report_limit_notes
 from pier.lifecycle.outputs import collect_outputs
-from pier.lifecycle.plan import RunInputs, RunPlan, build_plan, require_secrets
+from pier.lifecycle.plan import plan_run
 from pier.record import RUN_STEP, SandboxRecord
 from pier.sandbox import create_with_retry, resolve_source
 from pier.sandbox.base import (
@@ -43,25 +42,9 @@ from pier.sandbox.processes import STOP_PROCESSES_SCRIPT
 from pier.sandbox.snapshots import SnapshotCatalog
 from pier.sandbox.sweeper import owner_label
 from pier.sandbox.tarutil import file_chunks
-from pier.settings import Settings
-from pier.tasks.model import Task
-from pier.tasks.resolve import ResolvedStep, resolve
 
 SANDBOX_DIRS = ("/app/assets", "/app/results", "/app/checks", "/logs/agent", "/run/pier")
 REQUIRED_TOOLS = ("bash", "mkdir", "rm", "cat", "tee", "timeout", "kill")
-
-
-def plan_run(
-    task: Task, run_params: Mapping[str, Any], inputs: RunInputs, settings: Settings
-) -> tuple[ResolvedStep, RunPlan, Agent]:
-    """Everything prepare decides, without side effects; raises InputError on bad
-    input. The API and CLI call it too, to refuse a run before accepting it."""
-    step = resolve(task, dict(run_params))
-    plan = build_plan(step, inputs, settings)
-    agent = get_agent(plan.agent)
-    require_secrets(plan)
-    agent.preflight(plan)
-    return step, plan, agent
 
 
 def prepare(ctx: RunContext) -> None:

@@ -1,7 +1,7 @@
 """The poller inside `pier serve` that fires due routines.
 
 Every `poll_sec` it reads the routines that are due and, for each, claims the
-tick in the database before firing (see pier.store.routines): any number of
+tick in the database before firing (see pier.db.routines): any number of
 servers may share one store, and each tick starts one run. The next tick is
 the first after now, so a server that was down fires a missed tick once.
 """
@@ -13,11 +13,11 @@ import threading
 from collections.abc import Callable
 from datetime import datetime
 
+from pier.db import Store, StoredRoutine
 from pier.errors import InputError
 from pier.record import utcnow
 from pier.routines.schedule import next_tick
 from pier.routines.service import Clock
-from pier.store import Store, StoredRoutine
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from datetime import datetime
 from typing import Any
 
 from pier.checks import load_checks
+from pier.db import Store, StoredRoutine
 from pier.errors import InputError, NotFoundError
+from pier.names import check_name
 from pier.record import utcnow
 from pier.routines.schedule import RoutineError, cron_expression, next_tick, time_zone
-from pier.storage.local import check_name
-from pier.store import Store, StoredRoutine
 from pier.tasks.model import Task
 from pier.tasks.resolve import resolve
 

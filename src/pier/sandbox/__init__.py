@@ -12,7 +12,7 @@ from pier.errors import InputError
 from pier.sandbox.base import SandboxBackend
 from pier.sandbox.creation import create_with_retry
 from pier.sandbox.source import resolve_source
-from pier.settings import Settings, get_settings
+from pier.settings import Settings
 
 __all__ = ["backend_names", "create_with_retry", "get_backend", "register_backend", "resolve_source"]
 
@@ -41,11 +41,10 @@ def backend_names() -> list[str]:
     return sorted({*_BUILTIN, *_registered, *plugins})
 
 
-def get_backend(settings: Settings | None = None) -> SandboxBackend:
+def get_backend(settings: Settings) -> SandboxBackend:
     """The sandbox backend PIER_SANDBOX_BACKEND names (default docker). Does not
     connect yet: the first call that needs the engine does, or ping(). Raises
     InputError for a name no backend answers to."""
-    settings = settings or get_settings()
     return _factory(settings.sandbox_backend)(settings)
 
 

@@ -222,6 +222,12 @@ class SandboxBackend(ABC):
         """Raise SandboxError saying how to start the engine if it does not answer
         (within `timeout` seconds when given: a health check must answer quickly)."""
 
+    def tls_env(self) -> Mapping[str, str]:
+        """The environment that points TLS clients at the CA bundle this backend
+        installs in its sandboxes (a fresh shell, such as the checks', needs it
+        set again); empty when it installs none."""
+        return {}
+
     def ensure_internal_network(self, name: str) -> InternalNetwork:
         """An internal network named `name` (created if missing): its sandboxes have no
         route out and reach only this machine, at the network's address.

@@ -30,7 +30,7 @@ RunStatus = Callable[[str], "str | None"]
 @dataclass(frozen=True)
 class SweptSandbox:
     id: str
-    run_id: str | None
+    trajectory_id: str | None
     reason: str
 
 
@@ -146,15 +146,15 @@ def sweep(
     now = time.time() if now is None else now
     swept = []
     for info in backend.list_sandboxes():
-        run_id = info.labels.get(LABEL_RUN) or None
+        trajectory_id = info.labels.get(LABEL_RUN) or None
         try:
-            status = run_status(run_id) if run_id else None
+            status = run_status(trajectory_id) if trajectory_id else None
         except Exception as exc:  # the store is down: keep what we cannot judge
-            log.warning("sweep: status of run %s unavailable (%s); keeping it", run_id, exc)
+            log.warning("sweep: status of run %s unavailable (%s); keeping it", trajectory_id, exc)
             continue
         reason = sweep_reason(info, status, now, grace_sec)
         if reason:
-            log.info("sweep: removing sandbox %s of run %s: %s", info.id[:12], run_id, reason)
+            log.info("sweep: removing sandbox %s of run %s: %s", info.id[:12], trajectory_id, reason)
             backend.remove(info.id)
-            swept.append(SweptSandbox(id=info.id, run_id=run_id, reason=reason))
+            swept.append(SweptSandbox(id=info.id, trajectory_id=trajectory_id, reason=reason))
     return swept

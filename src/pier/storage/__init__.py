@@ -10,7 +10,7 @@ from urllib.parse import unquote, urlparse
 from pier.errors import InputError
 from pier.storage.base import RunStorage, StoredFile, StoredUpload, clean_key
 from pier.storage.files import content_type, describe
-from pier.storage.local import LocalStorage, Upload, check_name
+from pier.storage.local import LocalStorage, Upload
 
 __all__ = [
     "LocalStorage",
@@ -18,7 +18,6 @@ __all__ = [
     "StoredFile",
     "StoredUpload",
     "Upload",
-    "check_name",
     "clean_key",
     "content_type",
     "describe",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import shutil
 import uuid
 import zipfile
@@ -20,39 +19,14 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from pier.errors import InputError, NotFoundError
+from pier.names import check_name
 from pier.storage.base import UPLOAD_ID as _UPLOAD_ID
 from pier.storage.base import UPLOADS, RunStorage, StoredFile, StoredUpload, clean_key, not_found
-
-_FORBIDDEN = ("/", "\\", "\x00")
 
 
 class Upload(NamedTuple):
     upload_id: str
     path: Path
-
-
-def check_name(kind: str, name: str) -> str:
-    """`name` when it is one safe path component, else InputError. A leading dot
-    is refused too: it keeps '.', '..' and pier's own folders (.uploads) apart."""
-    if not name or name.startswith(".") or any(c in name for c in _FORBIDDEN):
-        raise InputError(
-            f"invalid {kind} name {name!r}: use a non-empty name without '/', '\\' or a leading '.'"
-        )
-    return name
-
-
-# The one rule for collection names, the API's and the CLI's (a name `pier run`
-# accepted and the API then refused would strand that collection's runs).
-COLLECTION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
-COLLECTION_NAME_RULE = "letters, digits, '-', '_' and '.', starting with a letter or digit, at most 128"
-_COLLECTION_NAME = re.compile(COLLECTION_NAME_PATTERN)
-
-
-def check_collection_name(name: str) -> str:
-    """`name` when it is a valid collection name, else InputError saying the rule."""
-    if not _COLLECTION_NAME.fullmatch(name):
-        raise InputError(f"invalid collection name {name!r}: use {COLLECTION_NAME_RULE}")
-    return name
 
 
 class LocalStorage(RunStorage):

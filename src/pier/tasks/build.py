@@ -1,11 +1,12 @@
-"""A runbook becomes a task: frontmatter -> init_params."""
+"""A runbook becomes a task: frontmatter -> init_params. Settings are not read
+here: the caller passes the snapshot a runbook that names none gets."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from pier.runbook.parse import Runbook
-from pier.settings import get_settings
+from pier.settings import DEFAULT_SNAPSHOT
 from pier.tasks.model import StepConfig, Task
 
 
@@ -26,9 +27,11 @@ def infer_agent(model: str | None) -> str | None:
     return None
 
 
-def task_from_runbook(runbook: Runbook) -> Task:
+def task_from_runbook(runbook: Runbook, default_snapshot: str | None = DEFAULT_SNAPSHOT) -> Task:
+    """The task a runbook describes; `default_snapshot` (the caller's
+    settings.default_snapshot) when its frontmatter names no snapshot."""
     front = runbook.frontmatter
-    snapshot = front.snapshot if front.snapshot is not None else get_settings().default_snapshot
+    snapshot = front.snapshot if front.snapshot is not None else default_snapshot
     params: dict[str, Any] = {
         "instruction": runbook.text,
         "agent": front.agent or infer_agent(front.model),

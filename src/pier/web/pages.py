@@ -22,7 +22,7 @@ from pier.api.routes import trajectories
 from pier.api.schemas.collections import EnvironmentPatch
 from pier.api.schemas.runs import StatusUpdate
 from pier.api.schemas.trajectories import LabelCreate
-from pier.api.state import get_state
+from pier.api.state import ApiState, StateDep
 from pier.api.stats import run_cost, task_stats
 from pier.api.tokens import issue_token
 from pier.errors import NotFoundError
@@ -62,7 +62,7 @@ def signin_page(request: Request, next: str | None = None) -> HTMLResponse:
 
 
 @router.post("/signin")
-async def signin(request: Request) -> Response:
+async def signin(request: Request, state: StateDep) -> Response:
     """Sign in; a form sent from another site (its Origin says so) is refused,
     so no page elsewhere can sign a browser in to a token of its choosing."""
     origin = request.headers.get("origin")
@@ -71,12 +71,12 @@ async def signin(request: Request) -> Response:
     form = await request.form()
     token = str(form.get("token") or "").strip()
     next_url = _safe_next(str(form.get("next") or ""))
-    caller = await caller_for_token(get_state(request), token) if token else None
+    caller = await caller_for_token(state, token) if token else None
     if caller is None:
         error = "That token is not valid here: use a collection's token or the admin token."
         return page(request, "signin.html", {"next": next_url, "error": error}, status_code=401)
     response = _see_other(next_url)
-    set_session(request, response, token)
+    set_session(request, response, token, state.settings.web_behind_tls)
     return response
 
 
@@ -107,13 +107,14 @@ def _status(value: str) -> RunStatus:
         raise invalid("status", f"{value!r} is not a run status: use one of {known}") from None
 
 
-def _collections(request: Request, caller: Caller) -> list[str]:
-    return [c.name for c in collection_routes.list_collections(caller, request)]
+def _collections(state: ApiState, caller: Caller) -> list[str]:
+    return [c.name for c in collection_routes.list_collections(caller, state)]
 
 
 @router.get("/runs")
 def runs_page(
     request: Request,
+    state: StateDep,
     caller: PageCaller,
     collection: str | None = None,
     task: str | None = None,
@@ -129,7 +130,7 @@ def runs_page(
     statuses = [_status(s) for s in status if s]
     until_day = _day(until, "until")
     found = trajectories.list_runs(
-        request,
+        state,
         caller,
         collection=filters["collection"],
         task=filters["task"],
@@ -150,7 +151,7 @@ def runs_page(
         "filters": filters,
         "status": statuses[0].value if statuses else "",
         "statuses": [s.value for s in RunStatus],
-        "collections": _collections(request, caller),
+        "collections": _collections(state, caller),
         "page_url": lambda n: "/runs?" + urlencode({**query, "page": n}),
     }
     if request.headers.get(PART_HEADER) == "rows":
@@ -171,18 +172,17 @@ def _row(record: Trajectory) -> dict[str, Any]:
     }
 
 
-def _visible_run(request: Request, caller: Caller, trajectory_id: str) -> Trajectory:
+def _visible_run(state: ApiState, caller: Caller, trajectory_id: str) -> Trajectory:
     """The run, if this caller may see it; another collection's run is 'not found'."""
-    record = get_state(request).store.get_run(trajectory_id)
+    record = state.store.get_run(trajectory_id)
     if not caller.may_use(record.collection):
         raise NotFoundError(f"run {trajectory_id!r} not found: check the trajectory id")
     return record
 
 
 @router.get("/runs/{trajectory_id}")
-def run_page(request: Request, caller: PageCaller, trajectory_id: str) -> HTMLResponse:
-    state = get_state(request)
-    record = _visible_run(request, caller, trajectory_id)
+def run_page(request: Request, state: StateDep, caller: PageCaller, trajectory_id: str) -> HTMLResponse:
+    record = _visible_run(state, caller, trajectory_id)
     ended = record.status.terminal
     files = views.ordered_files(record)
     primary = set(record.outputs.primary_files)
@@ -207,10 +207,11 @@ def run_page(request: Request, caller: PageCaller, trajectory_id: str) -> HTMLRe
 
 
 @router.get("/runs/{trajectory_id}/files/{path:path}")
-def file_page(request: Request, caller: PageCaller, trajectory_id: str, path: str) -> HTMLResponse:
+def file_page(
+    request: Request, state: StateDep, caller: PageCaller, trajectory_id: str, path: str
+) -> HTMLResponse:
     """One result file shown inline (the raw bytes are at its download link)."""
-    state = get_state(request)
-    record = _visible_run(request, caller, trajectory_id)
+    record = _visible_run(state, caller, trajectory_id)
     found = [f for f in record.outputs.results_files if f.path == path]
     if not found:
         raise NotFoundError(f"run {trajectory_id} has no result file {path!r}: see its files")
@@ -219,23 +220,27 @@ def file_page(request: Request, caller: PageCaller, trajectory_id: str, path: st
 
 
 @router.post("/runs/{trajectory_id}/labels")
-async def add_label(request: Request, caller: FormCaller, trajectory_id: str) -> RedirectResponse:
+async def add_label(
+    request: Request, state: StateDep, caller: FormCaller, trajectory_id: str
+) -> RedirectResponse:
     form = await request.form()
-    record = _visible_run(request, caller, trajectory_id)
+    record = _visible_run(state, caller, trajectory_id)
     body = LabelCreate.model_validate(
         {"key": str(form.get("key") or ""), "value": str(form.get("value") or "")}
     )
     await run_in_threadpool(
-        trajectories.add_label, record.collection, record.name, trajectory_id, body, request
+        trajectories.add_label, record.collection, record.name, trajectory_id, body, state
     )
     return _see_other(f"/runs/{trajectory_id}#labels")
 
 
 @router.post("/runs/{trajectory_id}/cancel")
-async def cancel(request: Request, caller: FormCaller, trajectory_id: str) -> RedirectResponse:
-    record = _visible_run(request, caller, trajectory_id)
+async def cancel(
+    request: Request, state: StateDep, caller: FormCaller, trajectory_id: str
+) -> RedirectResponse:
+    record = _visible_run(state, caller, trajectory_id)
     body = StatusUpdate({trajectory_id: "cancelled"})
-    await run_in_threadpool(run_routes.update_statuses, record.collection, record.name, body, request)
+    await run_in_threadpool(run_routes.update_statuses, record.collection, record.name, body, state)
     return _see_other(f"/runs/{trajectory_id}")
 
 
@@ -243,22 +248,27 @@ async def cancel(request: Request, caller: FormCaller, trajectory_id: str) -> Re
 
 
 @router.get("/tasks")
-def tasks_page(request: Request, caller: PageCaller) -> HTMLResponse:
-    store = get_state(request).store
-    tasks = [t for c in _collections(request, caller) for t in store.list_tasks(c)]
+def tasks_page(request: Request, state: StateDep, caller: PageCaller) -> HTMLResponse:
+    store = state.store
+    tasks = [t for c in _collections(state, caller) for t in store.list_tasks(c)]
     return page(request, "tasks.html", {"tasks": tasks})
 
 
 @router.get("/tasks/{collection}/{task}")
 async def task_page(
-    request: Request, caller: PageCaller, collection: str, task: str, rerun: str | None = None
+    request: Request,
+    state: StateDep,
+    caller: PageCaller,
+    collection: str,
+    task: str,
+    rerun: str | None = None,
 ) -> HTMLResponse:
-    await collection_access(collection, request, caller)
-    stored = get_state(request).store.get_task(collection, task)
+    await collection_access(collection, state, caller)
+    stored = state.store.get_task(collection, task)
     definition = Task.model_validate(stored.definition)
     variables = dict(definition.init_params.get("vars") or {})
     if rerun:
-        source = _visible_run(request, caller, rerun)
+        source = _visible_run(state, caller, rerun)
         variables |= source.run.inputs.get("vars") or {}
     context = {
         "task": stored,
@@ -271,15 +281,17 @@ async def task_page(
 
 
 @router.post("/tasks/{collection}/{task}/run")
-async def start_run(request: Request, caller: FormCaller, collection: str, task: str) -> RedirectResponse:
+async def start_run(
+    request: Request, state: StateDep, caller: FormCaller, collection: str, task: str
+) -> RedirectResponse:
     """The form's `var.NAME` fields become init_params.vars; its files are
     attached as the API's multipart `files` would be."""
-    await collection_access(collection, request, caller)
+    await collection_access(collection, state, caller)
     form = await request.form(max_files=MAX_FILES)
     variables = {k[4:]: v for k, v in form.multi_items() if k.startswith("var.") and isinstance(v, str)}
     files = [v for k, v in form.multi_items() if k == "files" and isinstance(v, UploadFile) and v.filename]
     fields: dict[str, Any] = {"init_params": {"vars": variables}} if variables else {}
-    record = await accept_fields(get_state(request), collection, task, fields, files)
+    record = await accept_fields(state, collection, task, fields, files)
     return _see_other(f"/runs/{record.trajectory_id}")
 
 
@@ -287,16 +299,16 @@ async def start_run(request: Request, caller: FormCaller, collection: str, task:
 
 
 @router.get("/collections")
-def collections_page(request: Request, caller: PageCaller) -> HTMLResponse:
-    return page(request, "collections.html", {"collections": _collections(request, caller)})
+def collections_page(request: Request, state: StateDep, caller: PageCaller) -> HTMLResponse:
+    return page(request, "collections.html", {"collections": _collections(state, caller)})
 
 
 @router.get("/collections/{collection}/settings")
 async def settings_page(
-    request: Request, caller: PageCaller, collection: str, new_token: str | None = None
+    request: Request, state: StateDep, caller: PageCaller, collection: str, new_token: str | None = None
 ) -> HTMLResponse:
-    await collection_access(collection, request, caller)
-    store = get_state(request).store
+    await collection_access(collection, state, caller)
+    store = state.store
     context = {
         "collection": collection,
         "env_names": store.list_env_names(collection),
@@ -307,28 +319,30 @@ async def settings_page(
 
 
 @router.post("/collections/{collection}/environment")
-async def set_env(request: Request, caller: FormCaller, collection: str) -> RedirectResponse:
+async def set_env(request: Request, state: StateDep, caller: FormCaller, collection: str) -> RedirectResponse:
     """`name` and `value` set a variable; `delete` names one to remove."""
-    await collection_access(collection, request, caller)
+    await collection_access(collection, state, caller)
     form = await request.form()
     deleted = str(form.get("delete") or "")
     change: dict[str, str | None] = (
         {deleted: None} if deleted else {str(form.get("name") or ""): str(form.get("value") or "")}
     )
     patch = EnvironmentPatch(environment_variables=change)
-    await run_in_threadpool(collection_routes.patch_environment, collection, patch, request)
+    await run_in_threadpool(collection_routes.patch_environment, collection, patch, state)
     return _see_other(f"/collections/{collection}/settings#environment")
 
 
 @router.post("/collections/{collection}/tokens")
-async def create_token(request: Request, caller: FormCaller, collection: str) -> HTMLResponse:
+async def create_token(
+    request: Request, state: StateDep, caller: FormCaller, collection: str
+) -> HTMLResponse:
     """A new token, shown on the answer page only (never in a URL)."""
-    await collection_access(collection, request, caller)
+    await collection_access(collection, state, caller)
     form = await request.form()
     await require_admin(caller)
     label = str(form.get("label") or "web")[:200]
-    token = await run_in_threadpool(issue_token, get_state(request).store, collection, label)
-    store = get_state(request).store
+    token = await run_in_threadpool(issue_token, state.store, collection, label)
+    store = state.store
     context = {
         "collection": collection,
         "env_names": store.list_env_names(collection),
@@ -341,13 +355,14 @@ async def create_token(request: Request, caller: FormCaller, collection: str) ->
 @router.post("/collections/{collection}/tokens/{token_id}/revoke")
 async def revoke_token(
     request: Request,
+    state: StateDep,
     caller: FormCaller,
     collection: str,
     token_id: Annotated[int, FastPath(ge=1, le=collection_routes.MAX_ID)],
 ) -> RedirectResponse:
-    await collection_access(collection, request, caller)
+    await collection_access(collection, state, caller)
     await require_admin(caller)
-    await run_in_threadpool(collection_routes.revoke_token, collection, token_id, caller, request)
+    await run_in_threadpool(collection_routes.revoke_token, collection, token_id, caller, state)
     return _see_other(f"/collections/{collection}/settings#tokens")
 
 
@@ -355,11 +370,13 @@ async def revoke_token(
 
 
 @router.get("/overview")
-def overview_page(request: Request, caller: PageCaller, collection: str | None = None) -> HTMLResponse:
+def overview_page(
+    request: Request, state: StateDep, caller: PageCaller, collection: str | None = None
+) -> HTMLResponse:
     """Per task with runs (its latest OVERVIEW_RUNS in each collection), then
     the stored tasks that have none yet."""
-    store = get_state(request).store
-    names = _collections(request, caller)
+    store = state.store
+    names = _collections(state, caller)
     shown = [collection] if collection in names else names
     sections: list[dict[str, Any]] = []
     for name in shown:

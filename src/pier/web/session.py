@@ -14,7 +14,7 @@ from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from pier.api.auth import SESSION_COOKIE, Caller, caller_for_token
-from pier.api.state import get_state
+from pier.api.state import StateDep
 
 CSRF_FIELD = "csrf"
 SESSION_MAX_AGE = 14 * 24 * 3600
@@ -41,10 +41,10 @@ def sign_in_url(request: Request) -> str:
     return f"/signin?next={quote(target, safe='')}"
 
 
-async def page_caller(request: Request) -> Caller:
+async def page_caller(request: Request, state: StateDep) -> Caller:
     """The signed-in caller, or a redirect to the sign-in page."""
     token = request.cookies.get(SESSION_COOKIE)
-    caller = await caller_for_token(get_state(request), token) if token else None
+    caller = await caller_for_token(state, token) if token else None
     if caller is None:
         raise SignInRequired(sign_in_url(request))
     request.state.csrf = csrf_token(token or "")
@@ -61,8 +61,10 @@ async def checked_form(request: Request, caller: Annotated[Caller, Depends(page_
     return caller
 
 
-def set_session(request: Request, response: Response, token: str) -> None:
-    secure = request.url.scheme == "https" or get_state(request).settings.web_behind_tls
+def set_session(request: Request, response: Response, token: str, behind_tls: bool) -> None:
+    """`behind_tls` (PIER_WEB_BEHIND_TLS): a proxy in front speaks HTTPS, so the
+    cookie is Secure although this server sees plain HTTP."""
+    secure = request.url.scheme == "https" or behind_tls
     response.set_cookie(
         SESSION_COOKIE,
         token,

@@ -12,7 +12,7 @@ import pytest
 from cryptography.fernet import Fernet
 from tests.support.api_server import ADMIN_TOKEN, UPLOAD_LIMIT, Collection, make_collection, runbook
 
-from pier.store import Store
+from pier.db import Store
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ from datetime import timedelta
 import pytest
 from tests.support.api_server import Collection, make_collection
 
+from pier.db import Store
 from pier.record import utcnow
-from pier.store import Store
 
 pytestmark = pytest.mark.integration
 

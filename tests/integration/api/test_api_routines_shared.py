@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from tests.support.api_server import Collection, Server, make_collection
 
+from pier.db import Store
 from pier.record import utcnow
-from pier.store import Store
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ import pytest
 from tests.support.api_server import SLOTS, Collection
 
 from pier.api.webhooks import SIGNATURE_HEADER, verify
-from pier.store import Store
+from pier.db import Store
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from tests.support.api_server import Server
 
-from pier.record import RunRecord, RunStatus, StageStatus
+from pier.db import Store
+from pier.record import RunStatus, StageStatus, Trajectory
 from pier.sandbox.base import LABEL_RUN
-from pier.store import Store
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +33,7 @@ echo done > {{results_dir}}/done.txt
 """
 
 
-def wait_for(store: Store, done: Callable[[RunRecord], bool], proc: subprocess.Popen) -> RunRecord:
+def wait_for(store: Store, done: Callable[[Trajectory], bool], proc: subprocess.Popen) -> Trajectory:
     deadline = time.monotonic() + 180
     while True:
         records, _ = store.list_runs(limit=1)

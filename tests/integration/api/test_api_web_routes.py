@@ -10,8 +10,8 @@ import httpx
 import pytest
 from tests.support.api_server import Collection, make_collection
 
+from pier.db import Store
 from pier.record import Label, RunStatus, Trajectory
-from pier.store import Store
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)

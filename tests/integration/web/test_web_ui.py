@@ -15,8 +15,8 @@ import httpx
 import pytest
 from tests.support.api_server import ADMIN_TOKEN, Collection, Server, make_collection
 
+from pier.db import Store
 from pier.record import RunStatus, Trajectory
-from pier.store import Store
 
 pytestmark = pytest.mark.integration
 

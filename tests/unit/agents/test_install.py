@@ -4,7 +4,8 @@ from pier.agents import get_agent
 from pier.agents.install import InstallSpec, install_script
 from pier.agents.node import node_install_script
 from pier.agents.pins import PINS
-from pier.sandbox.base import ExecResult
+from pier.sandbox.base import ExecResult, Limits, SandboxSpec
+from pier.sandbox.fake import FAKE_IMAGE, FakeBackend, FakeEngine, FakeSandbox, Script
 
 CLI_AGENTS = ("claude-code", "codex", "opencode", "gemini-cli", "hermes")
 
@@ -50,14 +51,11 @@ def test_version_match_is_a_whole_token(tmp_path):
         )
 
 
-class FakeSandbox:
-    def __init__(self, result: ExecResult, lines: list[str]):
-        self.result, self.lines = result, lines
-
-    def exec(self, command, **kw):
-        for line in self.lines:
-            kw["on_line"](line)
-        return self.result
+def sandbox_answering(result: ExecResult) -> FakeSandbox:
+    """A sandbox of the shared fake whose every command gives `result`, its output
+    streamed line by line as a real one's is."""
+    backend = FakeBackend(engine=FakeEngine(), program=Script(otherwise=result))
+    return backend.create(SandboxSpec(image=FAKE_IMAGE, limits=Limits(), labels={}))
 
 
 def test_install_failure_names_agent_version_and_last_lines():
@@ -67,12 +65,12 @@ def test_install_failure_names_agent_version_and_last_lines():
     from pier.errors import StageError
 
     lines = [f"line {n}" for n in range(40)] + ["npm error notarget No matching version found"]
-    sandbox = FakeSandbox(ExecResult(1, "\n".join(lines), 3.0), lines)
+    sandbox = sandbox_answering(ExecResult(1, "\n".join(lines), 3.0))
     with pytest.raises(StageError) as caught:
         run_install(sandbox, get_agent("codex").install_spec, lambda _: None, timeout=600)
     message = caught.value.message
     assert "installing codex 0.171.0 (@openai/codex@0.171.0 from npm) failed (exit 1)" in message
     assert "No matching version found" in message and "line 39" in message and "line 10\n" not in message
-    timed_out = FakeSandbox(ExecResult(137, "", 600.0, timed_out=True), ["added 1 package"])
+    timed_out = sandbox_answering(ExecResult(137, "added 1 package", 600.0, timed_out=True))
     with pytest.raises(StageError, match="took over 600s and was stopped"):
         run_install(timed_out, get_agent("codex").install_spec, lambda _: None, timeout=600)

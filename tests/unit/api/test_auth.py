@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from pier.api import errors
 from pier.api.auth import AdminDep, CallerDep, CollectionDep
 from pier.api.tokens import KnownTokens, hash_token, issue_token, new_token
-from pier.store import Store
+from pier.db import Store
 
 ADMIN = "admin-" + "a" * 40
 

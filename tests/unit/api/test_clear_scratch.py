@@ -9,9 +9,9 @@ import uuid
 from pathlib import Path
 
 from pier.api.background import clear_scratch
-from pier.record import RunRecord, RunStatus, utcnow
+from pier.db import Store
+from pier.record import RunStatus, Trajectory, utcnow
 from pier.settings import Settings
-from pier.store import Store
 
 
 def scratch(root: Path, tid: str, age_sec: float = 0) -> Path:
@@ -27,7 +27,7 @@ def scratch(root: Path, tid: str, age_sec: float = 0) -> Path:
 def test_ended_and_stale_unknown_scratch_folders_go_and_live_ones_stay(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path, sweep_grace_sec=300)
     store = Store.open(f"sqlite:///{tmp_path / 'pier.db'}")
-    ended, running = RunRecord.new(uuid.uuid4().hex, "c", "t"), RunRecord.new(uuid.uuid4().hex, "c", "t")
+    ended, running = Trajectory.new(uuid.uuid4().hex, "c", "t"), Trajectory.new(uuid.uuid4().hex, "c", "t")
     for record in (ended, running):
         store.create_run(record)
     ended.finish(RunStatus.failed, utcnow(), 1.0)

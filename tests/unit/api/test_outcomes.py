@@ -3,11 +3,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from pier.api.outcomes import SERVER_STOPPED, cancelled_waiting, interrupted
-from pier.record import RunRecord, RunStatus, StageStatus, utcnow
+from pier.record import RunStatus, StageStatus, Trajectory, utcnow
 
 
 def test_interrupted_fails_the_running_stage_and_skips_the_rest():
-    record = RunRecord.new("r", "c", "t", status=RunStatus.running, started=utcnow() - timedelta(seconds=5))
+    record = Trajectory.new("r", "c", "t", status=RunStatus.running, started=utcnow() - timedelta(seconds=5))
     record.stage("prepare").status = StageStatus.completed
     record.stage("create").status = StageStatus.running
     ended = interrupted(record)
@@ -23,6 +23,6 @@ def test_interrupted_fails_the_running_stage_and_skips_the_rest():
 
 
 def test_cancelled_waiting_names_prepare():
-    ended = cancelled_waiting(RunRecord.new("r", "c", "t"))
+    ended = cancelled_waiting(Trajectory.new("r", "c", "t"))
     assert ended.status == RunStatus.cancelled and ended.failed_stage == "prepare"
     assert all(s.status == StageStatus.skipped for s in ended.stages)

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 from pier.api.stats import run_cost, task_stats
-from pier.record import Label, RunRecord, RunStatus, utcnow
+from pier.record import Label, RunStatus, Trajectory, utcnow
 
 
 def _run(tid: str, status: RunStatus, duration: float | None, cost: float | None = None, passed=True):
-    record = RunRecord.new(tid, "c", "t")
+    record = Trajectory.new(tid, "c", "t")
     if cost is not None:
         record.outputs.usage = {"cost_usd": cost}
     if status.terminal:
@@ -35,7 +35,7 @@ def test_stats_count_statuses_rate_ended_runs_and_sum_reported_costs():
 
 def test_no_ended_run_has_no_rate_and_an_ingested_cost_label_counts():
     assert task_stats("c", "t", []).success_rate is None
-    record = RunRecord.new("x", "c", "t")
+    record = Trajectory.new("x", "c", "t")
     record.labels = [Label(key="cost_est_usd", value="0.125"), Label(key="cost_est_usd", value="oops")]
     assert run_cost(record) is None, "the latest label wins, and it does not parse"
     record.labels.reverse()

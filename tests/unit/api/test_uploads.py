@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 
 from pier.api.uploads import expire_uploads, expired_message, uploads_in_use
-from pier.record import RunRecord
+from pier.db import Store
+from pier.record import Trajectory
 from pier.settings import Settings
 from pier.storage.local import LocalStorage
-from pier.store import Store
 
 HOUR = 3600.0
 TTL = 24 * HOUR
@@ -35,7 +35,7 @@ def a_store(tmp_path: Path) -> Store:
 
 
 def pending_run_naming(store: Store, collection: str, *paths: str, in_task: bool = False) -> None:
-    record = RunRecord.new(os.urandom(16).hex(), collection, "t")
+    record = Trajectory.new(os.urandom(16).hex(), collection, "t")
     params = {"file_paths": list(paths)}
     request = {
         "collection": collection,

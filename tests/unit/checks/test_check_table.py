@@ -3,11 +3,11 @@
 from rich.console import Console
 
 from pier.cli_checks import show_checks
-from pier.record import CheckResult, RunRecord
+from pier.record import CheckResult, Trajectory
 
 
 def test_table_eval_and_the_tail_of_failures():
-    record = RunRecord.new("r1", "c", "t")
+    record = Trajectory.new("r1", "c", "t")
     record.outputs.checks = [
         CheckResult(
             name="report",
@@ -46,5 +46,5 @@ def test_table_eval_and_the_tail_of_failures():
 
 def test_nothing_printed_without_checks_or_report():
     console = Console(record=True)
-    show_checks(RunRecord.new("r1", "c", "t"), console)
+    show_checks(Trajectory.new("r1", "c", "t"), console)
     assert console.export_text() == ""

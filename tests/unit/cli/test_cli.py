@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pier.cli import app, parse_vars
+from pier.cli import app
+from pier.cli_options import parse_vars
 from pier.errors import InputError
 from tests.conftest import corpus_or_skip
 

@@ -30,4 +30,4 @@ def test_help_loads_no_heavy_library_but_rich():
 
 def test_the_probe_sees_a_heavy_import():
     """The check above can fail: a module that imports SQLAlchemy is caught."""
-    assert "sqlalchemy" in loaded_after("import pier.store")
+    assert "sqlalchemy" in loaded_after("import pier.db")

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, ValidationError
 from typer.testing import CliRunner
 
 from pier import cli
-from pier.record import RunRecord, RunStatus
+from pier.record import RunStatus, Trajectory
 
 runner = CliRunner()
 
@@ -59,7 +59,7 @@ def test_library_warnings_do_not_print_between_the_progress_lines(runbook, monke
     def noisy_run(services, request, observer=None):
         # what creation.py logs on a retried create, which printed raw on stderr
         emitted.append(logging.getLogger("pier.sandbox.creation").isEnabledFor(logging.WARNING))
-        return RunRecord.new(request.trajectory_id, "local", "t", status=RunStatus.failed, success=False)
+        return Trajectory.new(request.trajectory_id, "local", "t", status=RunStatus.failed, success=False)
 
     monkeypatch.setattr("pier.lifecycle.service.run", noisy_run)
     result = runner.invoke(cli.app, ["run", str(runbook), "--json"])

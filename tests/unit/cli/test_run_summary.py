@@ -7,11 +7,11 @@ import io
 from rich.console import Console
 
 from pier import cli
-from pier.record import ResultFile, RunRecord, RunStatus
+from pier.record import ResultFile, RunStatus, Trajectory
 
 
 def summary(monkeypatch, tmp_path, files: int) -> str:
-    record = RunRecord.new("b" * 32, "local", "many", status=RunStatus.completed, success=True)
+    record = Trajectory.new("b" * 32, "local", "many", status=RunStatus.completed, success=True)
     record.outputs.results_files = [
         ResultFile(path=f"part-{n:04}.txt", content_type="text/plain", extension=".txt", size=1000)
         for n in range(files)

@@ -11,14 +11,14 @@ from typer.testing import CliRunner
 
 from pier import cli
 from pier.lifecycle.service import Services
-from pier.record import RunRecord
+from pier.record import Trajectory
 
 runner = CliRunner()
 ZONED = re.compile(r"2026-03-01 \d\d:\d\d:05[+-]\d\d:\d\d")
 
 
-def stored_run() -> RunRecord:
-    record = RunRecord.new("a" * 32, "local", "hello", created=datetime(2026, 3, 1, 12, 30, 5, tzinfo=UTC))
+def stored_run() -> Trajectory:
+    record = Trajectory.new("a" * 32, "local", "hello", created=datetime(2026, 3, 1, 12, 30, 5, tzinfo=UTC))
     Services().store.create_run(record)
     return record
 

@@ -11,7 +11,7 @@ import pytest
 
 from pier.executors import inprocess
 from pier.executors.inprocess import InProcessExecutor, Job
-from pier.record import RunRecord, RunStatus
+from pier.record import RunStatus, Trajectory
 
 
 class Hooks:
@@ -30,7 +30,7 @@ class Hooks:
     def context(self, job: Job):
         if job.trajectory_id in self.fail_context:
             raise RuntimeError("no context")
-        record = RunRecord.new(job.trajectory_id, "c", "t")
+        record = Trajectory.new(job.trajectory_id, "c", "t")
         with self.lock:
             self.release.setdefault(job.trajectory_id, threading.Event())
         return SimpleNamespace(

@@ -15,7 +15,7 @@ import pytest
 from pier.errors import StageError
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.outputs import collect_outputs
-from pier.record import RunRecord
+from pier.record import Trajectory
 from pier.redact import Redactor
 from pier.settings import Settings
 
@@ -56,7 +56,7 @@ def context(
         task=None,  # type: ignore[arg-type]
         run_params={},
         inputs=None,  # type: ignore[arg-type]
-        record=RunRecord.new("r" * 32, "local", "task"),
+        record=Trajectory.new("r" * 32, "local", "task"),
         settings=Settings(home=tmp_path / "home"),
         backend=None,  # type: ignore[arg-type]
         output_dir=tmp_path / "out",

@@ -15,7 +15,7 @@ from pier.lifecycle import runner
 from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.interrupts import Interrupted
 from pier.lifecycle.runner import execute
-from pier.record import RunRecord, RunStatus, StageStatus
+from pier.record import RunStatus, StageStatus, Trajectory
 from pier.sandbox.base import LABEL_RUN, SandboxInfo
 from pier.settings import Settings
 
@@ -45,12 +45,12 @@ class FakeBackend:
         self.removed.append(sandbox_id)
 
 
-def context(tmp_path: Path, saved: list[RunRecord]) -> RunContext:
+def context(tmp_path: Path, saved: list[Trajectory]) -> RunContext:
     return RunContext(
         task=None,  # type: ignore[arg-type] - the stand-in stages need none of these
         run_params={},
         inputs=None,  # type: ignore[arg-type]
-        record=RunRecord.new("run-1", "local", "task"),
+        record=Trajectory.new("run-1", "local", "task"),
         settings=Settings(home=tmp_path / "home"),
         backend=FakeBackend(),  # type: ignore[arg-type]
         output_dir=tmp_path / "out",
@@ -90,7 +90,7 @@ def test_an_interrupted_run_is_cancelled_with_the_reason_and_cleaned_up(tmp_path
         raise stop()
 
     stages(agent)
-    saved: list[RunRecord] = []
+    saved: list[Trajectory] = []
     ctx = context(tmp_path, saved)
     with pytest.raises(BaseException) as raised:
         execute(ctx)
@@ -108,7 +108,7 @@ def test_an_interrupted_run_is_cancelled_with_the_reason_and_cleaned_up(tmp_path
 
 def test_a_run_records_its_owner(tmp_path, stages):
     stages(lambda ctx: None)
-    saved: list[RunRecord] = []
+    saved: list[Trajectory] = []
     execute(context(tmp_path, saved))
     _host, pid, _start = saved[0].owner.rsplit(":", 2)
     assert int(pid) == os.getpid() and saved[0].status == RunStatus.running

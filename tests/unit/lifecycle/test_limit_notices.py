@@ -13,63 +13,47 @@ from pier.lifecycle.context import RunContext
 from pier.lifecycle.notices import limit_of
 from pier.lifecycle.plan import RunInputs
 from pier.lifecycle.stages import create, prepare
-from pier.record import RunRecord
+from pier.record import Trajectory
 from pier.runbook import parse
-from pier.sandbox.base import Sandbox, SandboxSpec
+from pier.sandbox.base import Capabilities, SandboxSpec
+from pier.sandbox.fake import FakeBackend, FakeEngine, FakeSandbox
 from pier.settings import Settings
 from pier.tasks import task_from_runbook
 
 ENGINE_CPUS = 2
 
 
-class SmallEngineSandbox(Sandbox):
-    """What a 2-CPU engine without disk quotas answers (as DockerBackend does)."""
+class SmallEngine(FakeBackend):
+    """The shared fake backend answering as a 2-CPU Docker engine without disk
+    quotas does: CPUs lowered to what it has, the disk limit not enforced."""
 
-    def __init__(self, spec: SandboxSpec):
-        self.id = "0123456789abcdef"
+    def __init__(self) -> None:
+        caps = Capabilities(network_off=True, memory_limit=True, cpu_limit=True, pids_limit=True)
+        super().__init__(engine=FakeEngine(), capabilities=caps)
+
+    def create(self, spec: SandboxSpec) -> FakeSandbox:
+        sandbox = super().create(spec)
         wanted = spec.limits
-        self.applied = replace(wanted, cpus=min(wanted.cpus, ENGINE_CPUS), disk=None)
+        sandbox.applied = replace(wanted, cpus=min(wanted.cpus, ENGINE_CPUS), disk=None)
         notes = []
         if wanted.cpus > ENGINE_CPUS:
             notes.append(f"cpus {wanted.cpus:g} lowered to {ENGINE_CPUS}: the Docker engine has 2 CPU(s)")
         if wanted.disk:
             notes.append(f"disk limit {wanted.disk} not enforced: this engine's storage driver has no quotas")
-        self.notes = tuple(notes)
-
-    def exec(self, *args, **kwargs):
-        raise AssertionError("create does not exec")
-
-    def put_archive(self, dest_dir, tar_bytes):
-        raise AssertionError("create does not write")
-
-    def get_archive(self, path):
-        raise AssertionError("create does not read")
-
-    def delete(self):
-        pass
-
-    def oom_killed(self):
-        return False
+        sandbox.notes = tuple(notes)
+        return sandbox
 
 
-class SmallEngine:
-    def ensure_image(self, source, log, timeout):
-        return source.image
-
-    def create(self, spec: SandboxSpec) -> Sandbox:
-        return SmallEngineSandbox(spec)
-
-
-def create_a_run(home: Path, front: str = "", **settings: object) -> tuple[RunRecord, list[str]]:
+def create_a_run(home: Path, front: str = "", **settings: object) -> tuple[Trajectory, list[str]]:
     text = f"---\nagent: script\nimage: local/img:1\nsnapshot: ''\n{front}---\n```bash\ntrue\n```\n"
     lines: list[str] = []
     ctx = RunContext(
         task=task_from_runbook(parse(text)),
         run_params={},
         inputs=RunInputs("t1", "local", "t"),
-        record=RunRecord.new("t1", "local", "t"),
+        record=Trajectory.new("t1", "local", "t"),
         settings=Settings(home=home, **settings),
-        backend=SmallEngine(),  # type: ignore[arg-type]
+        backend=SmallEngine(),
         output_dir=home / "out",
         emit=lambda stage, line: lines.append(line),
         save_record=lambda record: None,
@@ -79,7 +63,7 @@ def create_a_run(home: Path, front: str = "", **settings: object) -> tuple[RunRe
     return ctx.record, lines
 
 
-def engine_warnings(record: RunRecord) -> list[str]:
+def engine_warnings(record: Trajectory) -> list[str]:
     return [w for w in record.outputs.warnings if "lowered" in w or "not enforced" in w]
 
 

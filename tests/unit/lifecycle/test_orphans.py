@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from pier.api.recovery import abandoned_at_start
+from pier.db import Store
 from pier.lifecycle.context import scratch_dir
 from pier.lifecycle.orphans import end_orphaned_runs, owner_gone
-from pier.record import RunRecord, RunStatus, StageStatus
+from pier.record import RunStatus, StageStatus, Trajectory
 from pier.sandbox.base import LABEL_RUN, SandboxBackend, SandboxInfo
 from pier.sandbox.sweeper import owner_label
 from pier.settings import Settings
-from pier.store import Store
 
 
 def dead_label() -> str:
@@ -46,7 +46,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 def add(store: Store, tid: str, owner: str | None, status: RunStatus = RunStatus.running) -> None:
-    record = RunRecord.new(tid, "local", "task", owner=owner, status=status)
+    record = Trajectory.new(tid, "local", "task", owner=owner, status=status)
     if status == RunStatus.running:
         record.stage("prepare").status = StageStatus.completed
         record.stage("create").status = StageStatus.running
@@ -105,7 +105,7 @@ def test_runs_whose_owner_is_dead_or_a_zombie_end_failed_with_their_files(store,
 
 
 def test_a_server_run_says_the_server_stopped(store, tmp_path):
-    record = RunRecord.new("api-run", "local", "task", owner=dead_label(), status=RunStatus.running)
+    record = Trajectory.new("api-run", "local", "task", owner=dead_label(), status=RunStatus.running)
     store.enqueue_run(record, {"collection": "local"})
     store.save_run(record)
     end_orphaned_runs(store, Settings(home=tmp_path))
@@ -114,7 +114,7 @@ def test_a_server_run_says_the_server_stopped(store, tmp_path):
 
 def test_the_start_up_judgement():
     def record(owner, status=RunStatus.running):
-        return RunRecord.new("r", "c", "t", owner=owner, status=status)
+        return Trajectory.new("r", "c", "t", owner=owner, status=status)
 
     assert abandoned_at_start(record(owner_label())) is False  # a live `pier run` on the same home
     assert abandoned_at_start(record(dead_label())) is True

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pier.record import RunRecord
+from pier.db import Store, StoredRoutine
+from pier.db.routines import RoutineExists
+from pier.record import Trajectory
 from pier.routines import RoutineError, Routines
 from pier.routines.scheduler import Scheduler
-from pier.store import Store, StoredRoutine
-from pier.store.routines import RoutineExists
 
 TASK = {"init_params": {"instruction": "say hi", "agent": "script"}}
 
@@ -191,7 +191,7 @@ def test_a_routines_runs_are_the_ones_that_name_it(store, routines):
     mine = routines.create("c", "t", "mine", "* * * * *")
     other = routines.create("c", "t", "other", "* * * * *")
     for tid, routine_id in (("a", mine.id), ("b", other.id), ("c", None), ("d", mine.id)):
-        store.create_run(RunRecord.new(tid, "c", "t", triggered_by_routine_id=routine_id))
+        store.create_run(Trajectory.new(tid, "c", "t", triggered_by_routine_id=routine_id))
     assert sorted(r.trajectory_id for r in store.routine_runs(mine)) == ["a", "d"]
     assert [r.trajectory_id for r in store.routine_runs(other)] == ["b"]
     routines.delete(mine)

@@ -428,3 +428,14 @@ def test_create_time_files_are_in_place_before_anything_could_read_them(monkeypa
     )
     box.exec("true")
     assert order == ["exec after 1 put(s)"] and names_in(api.puts[0][1]) == ["etc/pier/ca-bundle.crt"]
+
+
+def test_docker_owns_the_ca_environment_of_its_sandboxes(tmp_path):
+    """The checks' clean shell gets its TLS variables from the backend that
+    installed the bundle, not from the lifecycle reading the Docker recipe."""
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    with_ca = DockerBackend(Settings(ca_bundle=bundle), api=NoCallsEngine())  # type: ignore[arg-type]
+    assert set(with_ca.tls_env().values()) == {"/etc/pier/ca-bundle.crt"}
+    assert "SSL_CERT_FILE" in with_ca.tls_env()
+    assert DockerBackend(Settings(ca_bundle=None), api=NoCallsEngine()).tls_env() == {}  # type: ignore[arg-type]

@@ -68,7 +68,7 @@ def test_the_sweeper_reaps_fake_sandboxes_of_dead_owners():
     orphan = backend.create(SandboxSpec(image=FAKE_IMAGE, limits=Limits(), labels={
         LABEL_RUN: "gone", LABEL_OWNER: owner_label(dead.pid)}))  # fmt: skip
     alive = backend.create(spec())
-    swept = sweep(backend, lambda run_id: "running")
+    swept = sweep(backend, lambda trajectory_id: "running")
     assert [s.id for s in swept] == [orphan.id]
     assert [s.id for s in backend.list_sandboxes()] == [alive.id]
 

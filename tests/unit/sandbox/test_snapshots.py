@@ -3,23 +3,9 @@ from __future__ import annotations
 import pytest
 
 from pier.errors import InputError
-from pier.sandbox.base import SandboxBackend
 from pier.sandbox.dockerfile import recipe_tag
+from pier.sandbox.fake import FakeBackend, FakeEngine
 from pier.sandbox.snapshots import BUILTIN_SNAPSHOTS, SnapshotCatalog
-
-
-class ImagesOnly(SandboxBackend):
-    """A backend that only answers image_exists."""
-
-    name = "fake"
-
-    def __init__(self, present: set[str]):
-        self.present = present
-
-    def image_exists(self, ref: str) -> bool:
-        return ref in self.present
-
-    ensure_image = create = list_sandboxes = remove = attach = ping = None  # type: ignore[assignment]
 
 
 def test_builtins_exist_and_render_on_the_snapshot_base(make_settings):
@@ -34,7 +20,7 @@ def test_builtins_exist_and_render_on_the_snapshot_base(make_settings):
         assert snapshot.dockerfile.rstrip().endswith("WORKDIR /app")
 
 
-def test_python312_uv_has_what_spec_2_lists(settings):
+def test_python312_uv_has_compilers_browsers_node_and_uv(settings):
     text = SnapshotCatalog(settings).get("python312-uv").dockerfile
     for needle in (
         "build-essential",
@@ -121,7 +107,7 @@ def test_list_reports_kind_description_and_whether_built(settings, write_snapsho
     write_snapshots("snapshots:\n  report-env: {image: acme/report:1, description: reports}\n")
     catalog = SnapshotCatalog(settings)
     built_tag = recipe_tag("python312-uv", catalog.get("python312-uv").dockerfile, None)
-    statuses = {s.name: s for s in catalog.list(ImagesOnly({built_tag}))}
+    statuses = {s.name: s for s in catalog.list(FakeBackend(engine=FakeEngine(images=[built_tag])))}
     assert set(statuses) == {"prism-playwright", "python312-uv", "report-env"}
     assert statuses["python312-uv"].built and statuses["python312-uv"].image == built_tag
     assert statuses["python312-uv"].origin == "built-in"

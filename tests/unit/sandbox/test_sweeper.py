@@ -17,9 +17,11 @@ from pier.sandbox.base import (
     LABEL_DEADLINE,
     LABEL_OWNER,
     LABEL_RUN,
-    SandboxBackend,
+    Limits,
     SandboxInfo,
+    SandboxSpec,
 )
+from pier.sandbox.fake import FAKE_IMAGE, FakeBackend, FakeEngine
 from pier.sandbox.sweeper import owner_alive, owner_label, sweep, sweep_reason
 
 NOW = 1_800_000_000.0
@@ -38,20 +40,16 @@ def info(running: bool = True, **labels: str) -> SandboxInfo:
     return SandboxInfo(id="c" * 64, labels={k: v for k, v in base.items() if v}, running=running)
 
 
-class FakeBackend(SandboxBackend):
-    name = "fake"
+def holding(*sandboxes: SandboxInfo) -> tuple[FakeBackend, list[str]]:
+    """The shared fake backend (its own engine) with one sandbox per info, carrying
+    its labels; and the ids the fake gave them, in order."""
+    backend = FakeBackend(engine=FakeEngine())
+    specs = [SandboxSpec(image=FAKE_IMAGE, limits=Limits(), labels=dict(i.labels)) for i in sandboxes]
+    return backend, [backend.create(spec).id for spec in specs]
 
-    def __init__(self, sandboxes: list[SandboxInfo]):
-        self.sandboxes = sandboxes
-        self.removed: list[str] = []
 
-    def list_sandboxes(self) -> list[SandboxInfo]:
-        return list(self.sandboxes)
-
-    def remove(self, sandbox_id: str) -> None:
-        self.removed.append(sandbox_id)
-
-    ensure_image = image_exists = create = attach = ping = None  # type: ignore[assignment]
+def left(backend: FakeBackend) -> list[str]:
+    return [s.id for s in backend.list_sandboxes()]
 
 
 def test_owner_label_names_this_host_and_process():
@@ -100,11 +98,11 @@ def test_a_zombie_owner_is_gone(zombie_owner_label):
 def test_a_sandbox_whose_owner_is_a_zombie_is_swept(zombie_owner_label):
     sandbox = info(**{LABEL_OWNER: zombie_owner_label})
     assert sweep_reason(sandbox, "running", NOW, GRACE) == f"its owner process ({zombie_owner_label}) is gone"
-    backend = FakeBackend([sandbox])
-    assert [s.reason for s in sweep(backend, {"run-1": "running"}.get, now=NOW)] == [
-        f"its owner process ({zombie_owner_label}) is gone"
+    backend, (made,) = holding(sandbox)
+    assert [(s.id, s.reason) for s in sweep(backend, {"run-1": "running"}.get, now=NOW)] == [
+        (made, f"its owner process ({zombie_owner_label}) is gone")
     ]
-    assert backend.removed == [sandbox.id]
+    assert left(backend) == []
 
 
 @pytest.mark.parametrize("status", ["completed", "failed", "cancelled"])
@@ -164,21 +162,21 @@ def test_sweep_removes_what_no_live_run_needs_and_says_why():
         id="e" * 64, labels={**info().labels, LABEL_RUN: "x", LABEL_OWNER: owner_label(dead_pid())},
         running=True,
     )  # fmt: skip
-    backend = FakeBackend([keep, done, orphan])
+    backend, (kept, ended, orphaned) = holding(keep, done, orphan)
     statuses = {"live": "running", "done": "completed", "x": "running"}
     swept = sweep(backend, statuses.get, now=NOW, grace_sec=GRACE)
-    assert backend.removed == ["d" * 64, "e" * 64]
-    assert (swept[0].run_id, swept[0].reason) == ("done", "its run is completed")
-    assert swept[1].run_id == "x" and "owner process" in swept[1].reason
+    assert [s.id for s in swept] == [ended, orphaned] and left(backend) == [kept]
+    assert (swept[0].trajectory_id, swept[0].reason) == ("done", "its run is completed")
+    assert swept[1].trajectory_id == "x" and "owner process" in swept[1].reason
 
 
 def test_sweep_keeps_what_it_cannot_judge():
     def broken_store(run_id: str) -> str | None:
         raise RuntimeError("database is down")
 
-    backend = FakeBackend([info(**{LABEL_CREATED: "1"})])
+    backend, made = holding(info(**{LABEL_CREATED: "1"}))
     assert sweep(backend, broken_store, now=NOW) == []
-    assert backend.removed == []
+    assert left(backend) == made
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="start times come from /proc")
@@ -233,16 +231,16 @@ def test_sweep_defaults_to_now_and_a_five_minute_grace():
     younger = SandboxInfo(
         id="y" * 64, labels={**older.labels, LABEL_CREATED: str(int(now - 240))}, running=True
     )
-    backend = FakeBackend([older, younger])
-    assert [s.id for s in sweep(backend, lambda _run: None)] == [older.id]
+    backend, (old, _young) = holding(older, younger)
+    assert [s.id for s in sweep(backend, lambda _run: None)] == [old]
 
 
 def test_sweep_judges_at_the_time_it_is_given():
     later = time.time() + 10 * 86400
     due = info(**{LABEL_DEADLINE: str(int(later - 3600))})
-    backend = FakeBackend([due])
-    assert [s.id for s in sweep(backend, lambda _run: "running", now=later, grace_sec=GRACE)] == [due.id]
-    assert sweep(FakeBackend([due]), lambda _run: "running", grace_sec=GRACE) == []
+    backend, made = holding(due)
+    assert [s.id for s in sweep(backend, lambda _run: "running", now=later, grace_sec=GRACE)] == made
+    assert sweep(holding(due)[0], lambda _run: "running", grace_sec=GRACE) == []
 
 
 def test_a_sandbox_with_no_run_label_needs_no_store_lookup():
@@ -255,9 +253,9 @@ def test_a_sandbox_with_no_run_label_needs_no_store_lookup():
         return None
 
     remote = {LABEL_OWNER: "elsewhere.example:1:1", LABEL_CREATED: str(int(NOW - GRACE - 1))}
-    backend = FakeBackend([info(**remote, **{LABEL_RUN: ""})])
+    backend, _ = holding(info(**remote, **{LABEL_RUN: ""}))
     swept = sweep(backend, lookup, now=NOW, grace_sec=GRACE)
-    assert asked == [] and [(s.run_id, s.reason) for s in swept] == [
+    assert asked == [] and [(s.trajectory_id, s.reason) for s in swept] == [
         (None, f"its run is unknown to the store ({GRACE + 1}s old)")
     ]
 
@@ -270,12 +268,12 @@ def test_one_run_the_store_cannot_judge_does_not_stop_the_sweep(caplog):
 
     first = info(**{LABEL_RUN: "first"})
     second = SandboxInfo(id="f" * 64, labels={**info().labels, LABEL_RUN: "second"}, running=True)
-    backend = FakeBackend([first, second])
+    backend, (kept, removed) = holding(first, second)
     with caplog.at_level(logging.INFO, logger="pier.sandbox.sweeper"):
         swept = sweep(backend, flaky, now=NOW, grace_sec=GRACE)
-    assert backend.removed == ["f" * 64]
-    assert [(s.id, s.run_id, s.reason) for s in swept] == [("f" * 64, "second", "its run is completed")]
+    assert left(backend) == [kept]
+    assert [(s.id, s.trajectory_id, s.reason) for s in swept] == [(removed, "second", "its run is completed")]
     assert caplog.messages == [
         "sweep: status of run first unavailable (database hiccup); keeping it",
-        f"sweep: removing sandbox {'f' * 12} of run second: its run is completed",
+        f"sweep: removing sandbox {removed[:12]} of run second: its run is completed",
     ]

@@ -113,3 +113,9 @@ def test_a_workflow_step_with_an_activity_pier_has_not_got_is_named():
     )
     assert field == "step_configs.a.activity"
     assert "'llm_call'" in message and "pier has: runbook" in message
+
+
+def test_the_default_snapshot_is_the_callers_not_read_from_settings(monkeypatch):
+    monkeypatch.setenv("PIER_DEFAULT_SNAPSHOT", "from-the-environment")
+    task = task_from_runbook(parse("---\nagent: script\n---\nbody"), "handed-in")
+    assert task.init_params["snapshot"] == "handed-in"

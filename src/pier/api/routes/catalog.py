@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from pydantic import BaseModel
 
 from pier.api.auth import CallerDep, CollectionDep
 from pier.api.schemas.common import ERROR_RESPONSES
-from pier.api.state import get_state
+from pier.api.state import StateDep
 from pier.api.trial import TrialStatus
 from pier.errors import NotFoundError
 from pier.tasks.model import ACTIVITIES, ACTIVITY_DESCRIPTIONS
@@ -48,11 +48,11 @@ def get_step_template(name: str, _caller: CallerDep) -> StepTemplate:
 
 
 @router.get("/trial/{collection}", tags=["trial"], summary="The collection's trial-key budget")
-def trial_status(collection: CollectionDep, request: Request) -> TrialStatus:
-    return get_state(request).dispatcher.trials.status(collection)
+def trial_status(collection: CollectionDep, state: StateDep) -> TrialStatus:
+    return state.dispatcher.trials.status(collection)
 
 
 @router.post("/trial/{collection}/activate", tags=["trial"], summary="Activate the trial keys")
-def activate_trial(collection: CollectionDep, request: Request) -> TrialStatus:
+def activate_trial(collection: CollectionDep, state: StateDep) -> TrialStatus:
     """422 saying so when the server has no trial keys."""
-    return get_state(request).dispatcher.trials.activate(collection)
+    return state.dispatcher.trials.activate(collection)

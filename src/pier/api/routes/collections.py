@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request, status
+from fastapi import APIRouter, Path, status
 
 from pier.api.auth import AdminDep, CallerDep, CollectionDep
 from pier.api.errors import ApiError
@@ -23,7 +23,7 @@ from pier.api.schemas.collections import (
     TokenRevoked,
 )
 from pier.api.schemas.common import ERROR_RESPONSES
-from pier.api.state import get_state
+from pier.api.state import StateDep
 from pier.api.tokens import issue_token
 from pier.errors import NotFoundError
 
@@ -33,9 +33,9 @@ MAX_ID = 2**31 - 1  # token ids are 32-bit integers in the store
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create a collection (admin)")
-def create_collection(body: CollectionCreate, _admin: AdminDep, request: Request) -> TokenIssued:
+def create_collection(body: CollectionCreate, _admin: AdminDep, state: StateDep) -> TokenIssued:
     """Creates the collection and its first token, shown once."""
-    store = get_state(request).store
+    store = state.store
     try:
         store.get_collection(body.name)
     except NotFoundError:
@@ -47,28 +47,28 @@ def create_collection(body: CollectionCreate, _admin: AdminDep, request: Request
 
 
 @router.get("", summary="The collections this token may see")
-def list_collections(caller: CallerDep, request: Request) -> list[CollectionPublic]:
+def list_collections(caller: CallerDep, state: StateDep) -> list[CollectionPublic]:
     """The admin sees every collection, a collection token its own."""
-    store = get_state(request).store
+    store = state.store
     found = store.list_collections() if caller.admin else [store.get_collection(caller.collection or "")]
     return [CollectionPublic(name=c.name, created_at=c.created_at) for c in found]
 
 
 @router.get("/{collection}", summary="One collection")
-def get_collection(collection: CollectionDep, request: Request) -> CollectionPublic:
-    found = get_state(request).store.get_collection(collection)
+def get_collection(collection: CollectionDep, state: StateDep) -> CollectionPublic:
+    found = state.store.get_collection(collection)
     return CollectionPublic(name=found.name, created_at=found.created_at)
 
 
 @router.post("/{collection}/tokens", status_code=status.HTTP_201_CREATED, summary="A new token (admin)")
-def new_token(collection: CollectionDep, _admin: AdminDep, request: Request) -> TokenIssued:
-    return TokenIssued(collection=collection, token=issue_token(get_state(request).store, collection, "api"))
+def new_token(collection: CollectionDep, _admin: AdminDep, state: StateDep) -> TokenIssued:
+    return TokenIssued(collection=collection, token=issue_token(state.store, collection, "api"))
 
 
 @router.get("/{collection}/tokens", summary="The collection's tokens (admin)")
-def list_tokens(collection: CollectionDep, _admin: AdminDep, request: Request) -> list[TokenPublic]:
+def list_tokens(collection: CollectionDep, _admin: AdminDep, state: StateDep) -> list[TokenPublic]:
     """Ids, labels and creation times; the tokens themselves are never kept."""
-    tokens = get_state(request).store.list_tokens(collection)
+    tokens = state.store.list_tokens(collection)
     return [TokenPublic.model_validate(t.model_dump()) for t in tokens]
 
 
@@ -77,28 +77,26 @@ def revoke_token(
     collection: CollectionDep,
     token_id: Annotated[int, Path(ge=1, le=MAX_ID, description="from the token list")],
     _admin: AdminDep,
-    request: Request,
+    state: StateDep,
 ) -> TokenRevoked:
     """The token stops working at once, here and on every later request."""
-    state = get_state(request)
     state.tokens.forget(state.store.revoke_token(collection, token_id))
     return TokenRevoked(collection=collection, id=token_id)
 
 
 @router.get("/{collection}/environment", summary="The environment's variable names")
-def get_environment(collection: CollectionDep, request: Request) -> EnvironmentPublic:
+def get_environment(collection: CollectionDep, state: StateDep) -> EnvironmentPublic:
     """Names only: values are write-only."""
-    names = get_state(request).store.list_env_names(collection)
+    names = state.store.list_env_names(collection)
     return EnvironmentPublic(collection=collection, environment_variables=names)
 
 
 @router.patch("/{collection}/environment", summary="Set or delete variables")
 def patch_environment(
-    collection: CollectionDep, body: EnvironmentPatch, request: Request
+    collection: CollectionDep, body: EnvironmentPatch, state: StateDep
 ) -> EnvironmentPublic:
     """Merges: a value sets the variable (encrypted at rest), null deletes it,
     a variable not named is kept. Runs get the ones their runbook declares."""
-    state = get_state(request)
     for name, value in body.environment_variables.items():
         _check_variable(name, value)
     for name, value in body.environment_variables.items():

@@ -14,16 +14,16 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from pier.api.auth import CallerDep
 from pier.api.errors import ApiError
 from pier.api.schemas.common import ERROR_RESPONSES
-from pier.api.state import ApiState, get_state
+from pier.api.state import ApiState, StateDep
+from pier.db.schemas import Event
 from pier.errors import NotFoundError
-from pier.store.schemas import Event
 
 router = APIRouter(prefix="/api/v1", tags=["runs"], responses=ERROR_RESPONSES)
 
@@ -53,12 +53,11 @@ def end_event(status: str) -> str:
 )
 async def run_events(
     trajectory_id: str,
-    request: Request,
+    state: StateDep,
     caller: CallerDep,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     after: Annotated[int | None, Query(alias="last_event_id", ge=0, le=MAX_SEQ)] = None,
 ) -> StreamingResponse:
-    state = get_state(request)
     record = await run_in_threadpool(state.store.get_run, trajectory_id)
     if not caller.may_use(record.collection):
         raise NotFoundError(f"run {trajectory_id!r} not found: check the trajectory id")

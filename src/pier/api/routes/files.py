@@ -17,7 +17,7 @@ from pier.api.files import resolve_api_path, save_checked_uploads
 from pier.api.forms import MAX_FILES, invalid
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.files import UploadResult, upload_schema
-from pier.api.state import get_state
+from pier.api.state import StateDep
 from pier.lifecycle.assets import AssetLimits
 from pier.storage.files import attachment, content_type
 
@@ -45,12 +45,12 @@ def _collection(caller: Caller, collection: str | None) -> str:
 @router.post("/sandbox/upload", openapi_extra=UPLOAD_BODY, summary="Upload files for later runs")
 async def upload(
     request: Request,
+    state: StateDep,
     caller: CallerDep,
     collection: Annotated[str | None, Query(description="for the admin token: whose upload")] = None,
 ) -> UploadResult:
     """Stores the `files` parts; pass the returned file_paths in a run's
     init_params.file_paths."""
-    state = get_state(request)
     name = _collection(caller, collection)
     if caller.admin:
         await run_in_threadpool(state.store.get_collection, name)
@@ -75,12 +75,11 @@ async def upload(
     response_class=FileResponse,
     responses={200: {"content": {"application/octet-stream": {}}, "description": "the file's bytes"}},
 )
-def get_file(path: str, request: Request, caller: CallerDep) -> Response:
+def get_file(path: str, state: StateDep, caller: CallerDep) -> Response:
     """`path` is `<collection>/...` as runs and uploads report it; only the
     caller's collection is searched, and nothing outside it is read. From object
     storage the bytes are streamed through, or (PIER_STORAGE_PRESIGN_SEC) the
     answer is a redirect to a short-lived URL of the object itself."""
-    state = get_state(request)
     collection = path.lstrip("/").split("/", 1)[0]
     if not caller.may_use(collection):
         collection = caller.collection or ""  # look in the caller's own: not found there

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from importlib.metadata import version
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from pier.api.schemas.common import Health, Readiness
-from pier.api.state import ApiState, get_state
+from pier.api.state import ApiState, StateDep
 from pier.errors import PierError
 
 router = APIRouter(tags=["health"])
@@ -39,8 +39,7 @@ def database_status(state: ApiState) -> str:
 
 @router.get("/health", summary="Is the server up, and do the database and the engine answer")
 @router.get("/api/v1/health", summary="Is the server up", include_in_schema=False)
-def health(request: Request) -> Health:
-    state = get_state(request)
+def health(state: StateDep) -> Health:
     executor = state.dispatcher.executor
     database, engine = database_status(state), engine_status(state)
     return Health(
@@ -64,8 +63,7 @@ def live() -> dict[str, str]:
     response_model=Readiness,
     responses={503: {"model": Readiness, "description": "the database or the engine does not answer"}},
 )
-def ready(request: Request) -> JSONResponse:
-    state = get_state(request)
+def ready(state: StateDep) -> JSONResponse:
     body = Readiness(status="ready", engine=engine_status(state), database=database_status(state))
     if body.engine != OK or body.database != OK:
         body.status = "unready"

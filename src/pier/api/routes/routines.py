@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, status
+from fastapi import APIRouter, Query, status
 
 from pier.api.auth import CollectionDep
 from pier.api.errors import ApiError
@@ -17,9 +17,9 @@ from pier.api.routines import start_run
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.routines import RoutineCreate, RoutinePublic, RoutineRuns, RoutineUpdate
 from pier.api.schemas.runs import WorkflowResponse
-from pier.api.state import get_state
+from pier.api.state import ApiState, StateDep
+from pier.db.routines import RoutineExists
 from pier.routines import RoutineError, Routines
-from pier.store.routines import RoutineExists
 
 router = APIRouter(prefix="/api/v1/routines", tags=["routines"], responses=ERROR_RESPONSES)
 ONE = "/{collection}/{task}/{name}"
@@ -48,29 +48,29 @@ def _checked() -> Iterator[None]:
         raise ApiError(409, str(exc)) from None
 
 
-def _routines(request: Request) -> Routines:
-    return Routines(get_state(request).store)
+def _routines(state: ApiState) -> Routines:
+    return Routines(state.store)
 
 
 @route("GET", "/{collection}", summary="The collection's routines")
-def list_collection_routines(collection: CollectionDep, request: Request) -> list[RoutinePublic]:
-    return [RoutinePublic.of(r) for r in get_state(request).store.list_routines(collection)]
+def list_collection_routines(collection: CollectionDep, state: StateDep) -> list[RoutinePublic]:
+    return [RoutinePublic.of(r) for r in state.store.list_routines(collection)]
 
 
 @route("GET", "/{collection}/{task}", summary="A task's routines")
-def list_task_routines(collection: CollectionDep, task: str, request: Request) -> list[RoutinePublic]:
-    return [RoutinePublic.of(r) for r in get_state(request).store.list_routines(collection, task)]
+def list_task_routines(collection: CollectionDep, task: str, state: StateDep) -> list[RoutinePublic]:
+    return [RoutinePublic.of(r) for r in state.store.list_routines(collection, task)]
 
 
 @route("POST", "/{collection}/{task}", status_code=status.HTTP_201_CREATED, summary="Create a routine")
 def create_routine(
-    collection: CollectionDep, task: str, body: RoutineCreate, request: Request
+    collection: CollectionDep, task: str, body: RoutineCreate, state: StateDep
 ) -> RoutinePublic:
     """Runs the task with `init_params` at every tick of `cron_expression` in
     `timezone`, from the next tick on."""
     refuse_nul(body.model_dump())
     with _checked():
-        routine = _routines(request).create(
+        routine = _routines(state).create(
             collection, task, body.name, body.cron_expression, body.timezone,
             body.init_params, body.enabled, body.description,
         )  # fmt: skip
@@ -78,47 +78,46 @@ def create_routine(
 
 
 @route("GET", ONE, summary="A routine")
-def get_routine(collection: CollectionDep, task: str, name: str, request: Request) -> RoutinePublic:
-    return RoutinePublic.of(_routines(request).get(collection, task, name))
+def get_routine(collection: CollectionDep, task: str, name: str, state: StateDep) -> RoutinePublic:
+    return RoutinePublic.of(_routines(state).get(collection, task, name))
 
 
 @route("PATCH", ONE, summary="Change a routine")
 def update_routine(
-    collection: CollectionDep, task: str, name: str, body: RoutineUpdate, request: Request
+    collection: CollectionDep, task: str, name: str, body: RoutineUpdate, state: StateDep
 ) -> RoutinePublic:
     """Only the fields sent change; a new schedule counts from now."""
     refuse_nul(body.model_dump())
-    routines = _routines(request)
+    routines = _routines(state)
     with _checked():
         return RoutinePublic.of(routines.update(routines.get(collection, task, name), body.changes()))
 
 
 @route("DELETE", ONE, summary="Delete a routine")
-def delete_routine(collection: CollectionDep, task: str, name: str, request: Request) -> RoutinePublic:
+def delete_routine(collection: CollectionDep, task: str, name: str, state: StateDep) -> RoutinePublic:
     """The routine as it was; the runs it started stay readable."""
-    routines = _routines(request)
+    routines = _routines(state)
     routine = routines.get(collection, task, name)
     routines.delete(routine)
     return RoutinePublic.of(routine)
 
 
 @route("POST", ONE + "/pause", summary="Pause a routine")
-def pause_routine(collection: CollectionDep, task: str, name: str, request: Request) -> RoutinePublic:
-    routines = _routines(request)
+def pause_routine(collection: CollectionDep, task: str, name: str, state: StateDep) -> RoutinePublic:
+    routines = _routines(state)
     return RoutinePublic.of(routines.pause(routines.get(collection, task, name)))
 
 
 @route("POST", ONE + "/resume", summary="Resume a routine")
-def resume_routine(collection: CollectionDep, task: str, name: str, request: Request) -> RoutinePublic:
+def resume_routine(collection: CollectionDep, task: str, name: str, state: StateDep) -> RoutinePublic:
     """It fires from the next tick after now; ticks missed while paused are not made up."""
-    routines = _routines(request)
+    routines = _routines(state)
     return RoutinePublic.of(routines.resume(routines.get(collection, task, name)))
 
 
 @route("POST", ONE + "/run-now", summary="Run a routine once now")
-def run_routine_now(collection: CollectionDep, task: str, name: str, request: Request) -> WorkflowResponse:
+def run_routine_now(collection: CollectionDep, task: str, name: str, state: StateDep) -> WorkflowResponse:
     """One run now, paused or not; the schedule is unchanged."""
-    state = get_state(request)
     record = start_run(state.dispatcher, state.store.get_routine(collection, task, name))
     return WorkflowResponse.of(record, f"routine {name!r} started run {record.trajectory_id}")
 
@@ -128,11 +127,11 @@ def list_routine_runs(
     collection: CollectionDep,
     task: str,
     name: str,
-    request: Request,
+    state: StateDep,
     limit: Annotated[int, Query(ge=1, le=MAX_RUNS)] = 20,
 ) -> RoutineRuns:
     """Newest first; each carries `triggered_by_routine_id`."""
-    store = get_state(request).store
+    store = state.store
     routine = store.get_routine(collection, task, name)
     records = store.routine_runs(routine, limit)
     return RoutineRuns(routine_id=routine.id, trajectories=records)

@@ -19,8 +19,8 @@ from pier.api.schemas.runs import (
     WorkflowResponse,
     multipart_schema,
 )
-from pier.api.state import ApiState, get_state
-from pier.record import RunRecord, RunStatus
+from pier.api.state import ApiState, StateDep
+from pier.record import RunStatus, Trajectory
 
 router = APIRouter(prefix="/api/v1", tags=["runs"], responses=ERROR_RESPONSES)
 
@@ -37,22 +37,25 @@ SYNC_POLL_SEC = 5.0  # a missed wake-up costs at most this
 
 
 @router.post("/run/{collection}/{task}", openapi_extra=RUN_BODY, summary="Start a run")
-async def start_run(collection: CollectionDep, task: str, request: Request) -> WorkflowResponse:
+async def start_run(
+    collection: CollectionDep, task: str, request: Request, state: StateDep
+) -> WorkflowResponse:
     """Accept a run and answer at once; it starts when a slot is free."""
-    record = await accept_run(request, get_state(request), collection, task)
+    record = await accept_run(request, state, collection, task)
     return WorkflowResponse.of(record, "run accepted: follow its log at /api/v1/runs/<trajectory_id>/events")
 
 
 @router.post("/run-sync/{collection}/{task}", openapi_extra=RUN_BODY, summary="Run and wait for the end")
-async def run_sync(collection: CollectionDep, task: str, request: Request) -> WorkflowResponse:
+async def run_sync(
+    collection: CollectionDep, task: str, request: Request, state: StateDep
+) -> WorkflowResponse:
     """Accept a run and answer when it has ended, with its trajectory."""
-    state = get_state(request)
     record = await accept_run(request, state, collection, task)
     ended = await wait_for_end(state, record.trajectory_id)
     return WorkflowResponse.of(ended, f"run {ended.status.value}")
 
 
-async def wait_for_end(state: ApiState, trajectory_id: str) -> RunRecord:
+async def wait_for_end(state: ApiState, trajectory_id: str) -> Trajectory:
     wake = state.bus.subscribe(trajectory_id)
     try:
         while True:
@@ -68,12 +71,11 @@ async def wait_for_end(state: ApiState, trajectory_id: str) -> RunRecord:
 
 @router.post("/trajectory/{collection}/{task}/statuses", summary="Cancel runs")
 def update_statuses(
-    collection: CollectionDep, task: str, body: StatusUpdate, request: Request
+    collection: CollectionDep, task: str, body: StatusUpdate, state: StateDep
 ) -> StatusResult:
     """`{"<trajectory_id>": "cancelled"}` cancels each run: a pending one never
     starts, a running one loses its sandbox within seconds. A run that already
     ended keeps its status, which the answer shows."""
-    state = get_state(request)
     refuse_nul(body.root)
     records = [run_of(state.store, collection, task, tid) for tid in body.root]  # all exist, or 404
     result: dict[str, RunStatus] = {}

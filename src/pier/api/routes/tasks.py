@@ -17,11 +17,13 @@ from pier.api.errors import ApiError
 from pier.api.forms import invalid, refuse_nul
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.tasks import TaskCreate, TaskDeleted, TaskPublic, TaskUpdate
-from pier.api.state import get_state
+from pier.api.state import StateDep
+from pier.db import StoredTask
 from pier.errors import NotFoundError
-from pier.store import StoredTask
+from pier.lifecycle.plan import task_from_json, task_from_text
+from pier.names import check_task_name
+from pier.settings import Settings
 from pier.tasks.model import Task, unknown_activity
-from pier.tasks.validate import task_from_json, task_from_text, task_name
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"], responses=ERROR_RESPONSES)
 
@@ -50,11 +52,13 @@ def _public(stored: StoredTask) -> TaskPublic:
     )
 
 
-def workflow_task(workflow: dict[str, Any] | str, name: str, field: str = "workflow") -> Task:
+def workflow_task(
+    workflow: dict[str, Any] | str, name: str, settings: Settings, field: str = "workflow"
+) -> Task:
     """A task from a runbook's text or a workflow JSON; 422 naming the field."""
     if isinstance(workflow, str):
         refuse_nul(workflow, field or "body")
-        return task_from_text(workflow, name)
+        return task_from_text(workflow, settings.default_snapshot, name)
     refuse_nul(workflow, field or "body")
     unknown = unknown_activity(workflow)
     if unknown:
@@ -100,11 +104,10 @@ def _update(data: dict[str, Any]) -> TaskUpdate | None:
 
 
 @router.post("/{collection}", status_code=status.HTTP_201_CREATED, summary="Create a task")
-async def create_task(collection: CollectionDep, body: TaskCreate, request: Request) -> TaskPublic:
+async def create_task(collection: CollectionDep, body: TaskCreate, state: StateDep) -> TaskPublic:
     """`workflow` is a task JSON or a runbook's text; 409 when the name is taken."""
-    state = get_state(request)
-    name = task_name(body.name)
-    definition = workflow_task(body.workflow, name)
+    name = check_task_name(body.name)
+    definition = workflow_task(body.workflow, name, state.settings)
     try:
         await run_in_threadpool(state.store.get_task, collection, name)
     except NotFoundError:
@@ -118,16 +121,15 @@ async def create_task(collection: CollectionDep, body: TaskCreate, request: Requ
 
 
 @router.put("/{collection}/{task}", openapi_extra=TASK_BODY, summary="Create, replace or update a task")
-async def put_task(collection: CollectionDep, task: str, request: Request) -> TaskPublic:
+async def put_task(collection: CollectionDep, task: str, request: Request, state: StateDep) -> TaskPublic:
     """A task JSON ({init_params, steps, step_configs}) or a runbook's text
     (text/markdown) creates or replaces the task; `{workflow, description}`
     changes what it names and keeps the rest. Checked before it is stored."""
-    state = get_state(request)
-    name = task_name(task)
+    name = check_task_name(task)
     data = await _json_or_text(request)
     update = _update(data) if isinstance(data, dict) else None
     if update is None:
-        definition = workflow_task(data, name, field="")
+        definition = workflow_task(data, name, state.settings, field="")
         stored = await run_in_threadpool(
             state.store.put_task, collection, name, definition.model_dump(mode="json")
         )
@@ -136,7 +138,7 @@ async def put_task(collection: CollectionDep, task: str, request: Request) -> Ta
         current = await run_in_threadpool(state.store.get_task, collection, name)
         definition = Task.model_validate(current.definition)
     else:
-        definition = workflow_task(update.workflow, name)
+        definition = workflow_task(update.workflow, name, state.settings)
     stored = await run_in_threadpool(
         state.store.put_task, collection, name, definition.model_dump(mode="json"), update.description
     )
@@ -144,16 +146,16 @@ async def put_task(collection: CollectionDep, task: str, request: Request) -> Ta
 
 
 @router.get("/{collection}/{task}", summary="A task")
-def get_task(collection: CollectionDep, task: str, request: Request) -> TaskPublic:
-    return _public(get_state(request).store.get_task(collection, task))
+def get_task(collection: CollectionDep, task: str, state: StateDep) -> TaskPublic:
+    return _public(state.store.get_task(collection, task))
 
 
 @router.delete("/{collection}/{task}", summary="Delete a task (its runs stay)")
-def delete_task(collection: CollectionDep, task: str, request: Request) -> TaskDeleted:
-    get_state(request).store.delete_task(collection, task)
+def delete_task(collection: CollectionDep, task: str, state: StateDep) -> TaskDeleted:
+    state.store.delete_task(collection, task)
     return TaskDeleted(collection=collection, name=task)
 
 
 @router.get("/{collection}", summary="The collection's tasks")
-def list_tasks(collection: CollectionDep, request: Request) -> list[TaskPublic]:
-    return [_public(t) for t in get_state(request).store.list_tasks(collection)]
+def list_tasks(collection: CollectionDep, state: StateDep) -> list[TaskPublic]:
+    return [_public(t) for t in state.store.list_tasks(collection)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from pier.api.auth import CallerDep, CollectionDep
@@ -25,12 +25,13 @@ from pier.api.schemas.trajectories import (
     TaskStats,
     WorkflowLogs,
 )
-from pier.api.state import get_state
+from pier.api.state import StateDep
 from pier.api.stats import task_stats
+from pier.db.runs import LabelFilter
 from pier.errors import NotFoundError
+from pier.names import trajectory_id_of
 from pier.record import Label, RunStatus, Trajectory, storage_key
 from pier.storage.archive import zip_stream
-from pier.store.runs import LabelFilter
 
 router = APIRouter(prefix="/api/v1", tags=["trajectories"], responses=ERROR_RESPONSES)
 
@@ -40,22 +41,22 @@ STATS_LIMIT = 100_000
 
 
 @router.get("/db/trajectory/{collection}/{task}/{trajectory_id}", summary="One run")
-def get_trajectory(collection: CollectionDep, task: str, trajectory_id: str, request: Request) -> Trajectory:
+def get_trajectory(collection: CollectionDep, task: str, trajectory_id: str, state: StateDep) -> Trajectory:
     """Status, `steps.run` (inputs; outputs with files, checks, usage and pier's
     stages), labels and error."""
-    return run_of(get_state(request).store, collection, task, trajectory_id)
+    return run_of(state.store, collection, task, trajectory_id)
 
 
 @router.get("/db/trajectories/{collection}/{task}", summary="A task's runs, newest first")
 def list_trajectories(
     collection: CollectionDep,
     task: str,
-    request: Request,
+    state: StateDep,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20,
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     label: Annotated[list[str], Query(description="key or key=value; repeat to require several")] = [],  # noqa: B006
 ) -> TrajectoryPage:
-    records, total = get_state(request).store.list_runs(
+    records, total = state.store.list_runs(
         collection, task, limit=limit, offset=(page - 1) * limit, labels=[_label_filter(v) for v in label]
     )
     return TrajectoryPage(
@@ -75,8 +76,7 @@ def list_trajectories(
         200: {"content": {"application/zip": {}}, "description": "results/, assets/, logs/, run.json"}
     },
 )
-def download(collection: CollectionDep, task: str, trajectory_id: str, request: Request) -> StreamingResponse:
-    state = get_state(request)
+def download(collection: CollectionDep, task: str, trajectory_id: str, state: StateDep) -> StreamingResponse:
     record = run_of(state.store, collection, task, trajectory_id)
     if not record.status.terminal:
         raise ApiError(
@@ -95,7 +95,7 @@ def download(collection: CollectionDep, task: str, trajectory_id: str, request: 
 
 @router.get("/runs", summary="Runs across the collections this token may see, newest first")
 def list_runs(
-    request: Request,
+    state: StateDep,
     caller: CallerDep,
     collection: Annotated[str | None, Query(description="only this collection")] = None,
     task: Annotated[str | None, Query(description="only this task")] = None,
@@ -115,7 +115,7 @@ def list_runs(
         caller.check(collection)
     elif not caller.admin:
         collection = caller.collection
-    records, total = get_state(request).store.list_runs(
+    records, total = state.store.list_runs(
         collection,
         task,
         limit=limit,
@@ -147,10 +147,10 @@ def _label_filter(text: str) -> LabelFilter:
 
 @router.post("/trajectory/{collection}/{task}/{trajectory_id}/labels", summary="Label a run")
 def add_label(
-    collection: CollectionDep, task: str, trajectory_id: str, body: LabelCreate, request: Request
+    collection: CollectionDep, task: str, trajectory_id: str, body: LabelCreate, state: StateDep
 ) -> LabelAdded:
     """Labels show on the trajectory and filter lists (`?label=key=value`)."""
-    store = get_state(request).store
+    store = state.store
     run_of(store, collection, task, trajectory_id)
     label = Label(key=body.key, value=body.value, author=body.author or collection)
     store.add_labels(trajectory_id, [label])
@@ -158,18 +158,17 @@ def add_label(
 
 
 @router.get("/db/stats/{collection}/{task}", summary="A task's runs in figures")
-def get_stats(collection: CollectionDep, task: str, request: Request) -> TaskStats:
+def get_stats(collection: CollectionDep, task: str, state: StateDep) -> TaskStats:
     """Counts by status, success rate (of ended runs), durations, reported cost."""
-    records, _ = get_state(request).store.list_runs(collection, task, limit=STATS_LIMIT)
+    records, _ = state.store.list_runs(collection, task, limit=STATS_LIMIT)
     return task_stats(collection, task, records)
 
 
 @router.post("/trajectories/{collection}/{task}/ingest", summary="Store a run made elsewhere")
 def ingest_trajectory(
-    collection: CollectionDep, task: str, body: IngestRequest, request: Request
+    collection: CollectionDep, task: str, body: IngestRequest, state: StateDep
 ) -> IngestResult:
     """Idempotent on `trajectory_id`: a second push replaces the first."""
-    state = get_state(request)
     record = ingest(state.store, state.storage, collection, task, body)
     return IngestResult(
         trajectory_id=record.trajectory_id,
@@ -183,15 +182,15 @@ def ingest_trajectory(
 @router.get("/workflows-logs/{workflow_id}", summary="A run's log by workflow id")
 def workflow_logs(
     workflow_id: str,
-    request: Request,
+    state: StateDep,
     caller: CallerDep,
     after: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_LOG_LINES)] = MAX_LOG_LINES,
 ) -> WorkflowLogs:
     """`workflow_id` is `<collection>-<task>--<trajectory_id>` (a bare
     trajectory id works too); lines after `after`, at most `limit`."""
-    store = get_state(request).store
-    trajectory_id = workflow_id.rsplit("--", 1)[-1]
+    store = state.store
+    trajectory_id = trajectory_id_of(workflow_id)
     record = store.get_run(trajectory_id)
     if not caller.may_use(record.collection):
         raise NotFoundError(f"run {trajectory_id!r} not found: check the workflow id")

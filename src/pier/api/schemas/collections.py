@@ -6,8 +6,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pier.storage.local import COLLECTION_NAME_PATTERN as NAME_PATTERN
-from pier.storage.local import COLLECTION_NAME_RULE
+from pier.names import COLLECTION_NAME_PATTERN as NAME_PATTERN
+from pier.names import COLLECTION_NAME_RULE
 
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 MAX_ENV_VALUE = 64 * 1024

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pier.db import StoredRoutine
 from pier.record import Trajectory
-from pier.store import StoredRoutine
 
 CRON = "five fields: minute hour day-of-month month day-of-week, e.g. '0 9 * * 1-5'; or @daily, @hourly, ..."
 ZONE = "IANA time zone the cron expression is read in, e.g. Europe/Berlin"

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pier.db.schemas import Event
 from pier.record import Label, RunStatus
-from pier.store.schemas import Event
 
 KEY_PATTERN = r"^\S(.{0,253}\S)?$"
 

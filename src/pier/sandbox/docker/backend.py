@@ -46,7 +46,7 @@ from pier.sandbox.docker.networks import ensure_internal_network
 from pier.sandbox.docker.sandbox import DockerSandbox
 from pier.sandbox.dockerfile import CA_PATH, ca_env, read_ca_bundle
 from pier.sandbox.sweeper import owner_label
-from pier.settings import Settings, get_settings
+from pier.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,8 @@ class DockerBackend(SandboxBackend):
 
     name = "docker"
 
-    def __init__(self, settings: Settings | None = None, api: docker.APIClient | None = None):
-        self._settings = settings or get_settings()
+    def __init__(self, settings: Settings, api: docker.APIClient | None = None):
+        self._settings = settings
         self._url = engine_url(self._settings)
         if api is not None:
             self.__dict__["api"] = api
@@ -103,6 +103,9 @@ class DockerBackend(SandboxBackend):
     def _ca_bytes(self) -> bytes | None:
         return read_ca_bundle(self._settings.ca_bundle)
 
+    def tls_env(self) -> dict[str, str]:
+        return ca_env() if self._ca_bytes else {}
+
     def ping(self, timeout: float | None = None) -> None:
         try:
             if timeout is None:
@@ -132,7 +135,7 @@ class DockerBackend(SandboxBackend):
 
     def create(self, spec: SandboxSpec) -> DockerSandbox:
         refuse_unsupported(spec, self.capabilities, self.name)
-        extra_env = ca_env() if self._ca_bytes else None
+        extra_env = self.tls_env() or None
         plan = plan_container(
             spec, self.facts, owner=owner_label(), extra_env=extra_env, hardening=self.hardening
         )

@@ -27,9 +27,9 @@ KEEPALIVE = ["sleep", "infinity"]
 WORKDIR = "/app"
 
 
-def hostname_for(run_id: str | None) -> str:
+def hostname_for(trajectory_id: str | None) -> str:
     """A valid hostname (RFC 1123 label) that names the run."""
-    slug = re.sub(r"[^a-z0-9-]+", "-", (run_id or "").lower()).strip("-")
+    slug = re.sub(r"[^a-z0-9-]+", "-", (trajectory_id or "").lower()).strip("-")
     return f"pier-{slug}"[:63].rstrip("-") if slug else "pier-sandbox"
 
 

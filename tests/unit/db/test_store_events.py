@@ -5,7 +5,7 @@ import sys
 import threading
 from datetime import UTC, datetime, timedelta
 
-from pier.store import Store
+from pier.db import Store
 
 
 def test_append_event_numbers_lines_from_one(store: Store) -> None:
@@ -101,7 +101,7 @@ def test_concurrent_batches_stay_contiguous(store: Store) -> None:
 def test_concurrent_appends_from_several_processes(store: Store, store_url: str) -> None:
     code = (
         "import sys\n"
-        "from pier.store import Store\n"
+        "from pier.db import Store\n"
         "s = Store.open(sys.argv[1])\n"
         "for i in range(20): s.append_event('r1', sys.argv[2])\n"
     )

@@ -136,7 +136,7 @@ def upgrade_to_head(engine: Engine) -> None:
         connection.execution_options(**{SQLITE_BEGIN: "IMMEDIATE"})
         with connection.begin():
             if connection.dialect.name == "postgresql":
-                key = advisory_key("pier.store.migrate")
+                key = advisory_key("pier.db.migrate")
                 connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
             command.upgrade(alembic_config(connection), "head")
 

@@ -10,11 +10,11 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, delete, select
 from sqlalchemy.exc import IntegrityError
 
+from pier.db.base import StoreBase
+from pier.db.models import CollectionEnvRow, CollectionRow, TaskRow, TokenRow
+from pier.db.schemas import Collection, StoredTask, TokenInfo
 from pier.errors import InputError, NotFoundError
 from pier.record import utcnow
-from pier.store.base import StoreBase
-from pier.store.models import CollectionEnvRow, CollectionRow, TaskRow, TokenRow
-from pier.store.schemas import Collection, StoredTask, TokenInfo
 
 
 def _collection(row: CollectionRow) -> Collection:

@@ -10,11 +10,11 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
+from pier.db import Store
+from pier.db.engine import VERSION_TABLE, alembic_config
+from pier.db.models import Base
 from pier.errors import InputError
-from pier.record import RunRecord
-from pier.store import Store
-from pier.store.engine import VERSION_TABLE, alembic_config
-from pier.store.models import Base
+from pier.record import Trajectory
 
 TABLES = {
     "runs",
@@ -42,7 +42,7 @@ def test_open_creates_every_table_at_head(store: Store) -> None:
 
 def test_open_twice_is_idempotent_and_keeps_data(store_url: str) -> None:
     with Store.open(store_url) as first:
-        first.create_run(RunRecord.new("t1", "c", "task"))
+        first.create_run(Trajectory.new("t1", "c", "task"))
     with Store.open(store_url) as second:
         assert second.get_run("t1").trajectory_id == "t1"
         head = ScriptDirectory.from_config(alembic_config()).get_current_head()
@@ -58,7 +58,7 @@ def test_models_match_migrations(store: Store) -> None:
 
 
 def test_open_from_several_processes_at_once(store_url: str) -> None:
-    code = "import sys; from pier.store import Store; Store.open(sys.argv[1]).close()"
+    code = "import sys; from pier.db import Store; Store.open(sys.argv[1]).close()"
     procs = [
         subprocess.Popen([sys.executable, "-c", code, store_url], stderr=subprocess.PIPE) for _ in range(4)
     ]

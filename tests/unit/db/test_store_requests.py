@@ -2,13 +2,13 @@ from __future__ import annotations
 
 import pytest
 
+from pier.db import Store
 from pier.errors import InputError
-from pier.record import RunRecord
-from pier.store import Store
+from pier.record import Trajectory
 
 
 def test_enqueue_keeps_record_and_request_together(store: Store) -> None:
-    record = RunRecord.new("r1", "c", "t")
+    record = Trajectory.new("r1", "c", "t")
     store.enqueue_run(record, {"task": {"init_params": {}}, "run_params": {"vars": {"a": "1"}}})
     assert store.get_run("r1").status == "pending"
     assert store.run_request("r1") == {"task": {"init_params": {}}, "run_params": {"vars": {"a": "1"}}}
@@ -19,7 +19,7 @@ def test_enqueue_keeps_record_and_request_together(store: Store) -> None:
 
 
 def test_enqueue_twice_is_refused_and_leaves_no_orphan_request(store: Store) -> None:
-    store.create_run(RunRecord.new("r2", "c", "t"))
+    store.create_run(Trajectory.new("r2", "c", "t"))
     with pytest.raises(InputError, match="already exists"):
-        store.enqueue_run(RunRecord.new("r2", "c", "t"), {"x": 1})
+        store.enqueue_run(Trajectory.new("r2", "c", "t"), {"x": 1})
     assert store.run_request("r2") is None

@@ -1,15 +1,15 @@
 """Alembic environment for pier's store. Runs only through
-`pier.store.engine.upgrade_to_head` (or `new_revision`), which hand over an open
+`pier.db.engine.upgrade_to_head` (or `new_revision`), which hand over an open
 connection already inside the transaction that holds the migration lock."""
 
 from alembic import context
 
-from pier.store.engine import VERSION_TABLE
-from pier.store.models import Base
+from pier.db.engine import VERSION_TABLE
+from pier.db.models import Base
 
 connection = context.config.attributes.get("connection")
 if connection is None:
-    raise RuntimeError("pier's migrations need a connection: run them with pier.store.engine.upgrade_to_head")
+    raise RuntimeError("pier's migrations need a connection: run them with pier.db.engine.upgrade_to_head")
 
 context.configure(
     connection=connection,

@@ -4,15 +4,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from pier.db import Store
 from pier.errors import InputError, NotFoundError
-from pier.record import Label, ResultFile, RunRecord, RunStatus
-from pier.store import Store
+from pier.record import Label, ResultFile, RunStatus, Trajectory
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 
 
-def _run(tid: str, collection: str = "c", task: str = "t", minutes: int = 0, **kw) -> RunRecord:
-    return RunRecord.new(tid, collection, task, created=T0 + timedelta(minutes=minutes), **kw)
+def _run(tid: str, collection: str = "c", task: str = "t", minutes: int = 0, **kw) -> Trajectory:
+    return Trajectory.new(tid, collection, task, created=T0 + timedelta(minutes=minutes), **kw)
 
 
 def test_create_then_get_round_trips_the_whole_record(store: Store) -> None:
@@ -56,7 +56,7 @@ def test_save_run_inserts_then_updates(store: Store) -> None:
 def test_save_run_bumps_updated_at(store: Store) -> None:
     from sqlalchemy import select
 
-    from pier.store.models import RunRow
+    from pier.db.models import RunRow
 
     def updated_at() -> datetime:
         with store.engine.connect() as connection:

@@ -7,9 +7,9 @@ from typing import Any, cast
 
 from sqlalchemy import CursorResult, update
 
+from pier.db.base import StoreBase
+from pier.db.models import TrialRow
 from pier.record import utcnow
-from pier.store.base import StoreBase
-from pier.store.models import TrialRow
 
 
 class TrialStore(StoreBase):

@@ -11,10 +11,10 @@ from sqlalchemy import Select, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from pier.db.base import StoreBase
+from pier.db.models import RunLabelRow, RunRow
 from pier.errors import InputError, NotFoundError
-from pier.record import Label, RunRecord, RunStatus, utcnow
-from pier.store.base import StoreBase
-from pier.store.models import RunLabelRow, RunRow
+from pier.record import Label, RunStatus, Trajectory, utcnow
 
 # Where a run's success sits in its stored record (steps.run.outputs.success).
 SUCCESS_PATH = ("steps", "run", "outputs", "success")
@@ -23,7 +23,7 @@ SUCCESS_PATH = ("steps", "run", "outputs", "success")
 LabelFilter = tuple[str, str | None]
 
 
-def run_columns(record: RunRecord) -> dict[str, Any]:
+def run_columns(record: Trajectory) -> dict[str, Any]:
     record.updated = utcnow()
     return {
         "trajectory_id": record.trajectory_id,
@@ -49,7 +49,7 @@ def _label(row: RunLabelRow) -> Label:
 
 
 class RunStore(StoreBase):
-    def create_run(self, record: RunRecord) -> None:
+    def create_run(self, record: Trajectory) -> None:
         """Store a new run. InputError when its trajectory id is taken."""
         try:
             with self._write() as session:
@@ -59,7 +59,7 @@ class RunStore(StoreBase):
                 f"run {record.trajectory_id!r} already exists: use save_run to update it"
             ) from None
 
-    def save_run(self, record: RunRecord) -> None:
+    def save_run(self, record: Trajectory) -> None:
         """Insert or replace the run (status, record, updated_at)."""
         values = run_columns(record)
         statement = self._insert(RunRow).values(**values)
@@ -70,7 +70,7 @@ class RunStore(StoreBase):
         with self._write() as session:
             session.execute(statement)
 
-    def get_run(self, trajectory_id: str) -> RunRecord:
+    def get_run(self, trajectory_id: str) -> Trajectory:
         """The run. NotFoundError when there is none with that id."""
         with self._read() as session:
             row = session.get(RunRow, trajectory_id)
@@ -89,7 +89,7 @@ class RunStore(StoreBase):
         since: datetime | None = None,
         until: datetime | None = None,
         success: bool | None = None,
-    ) -> tuple[list[RunRecord], int]:
+    ) -> tuple[list[Trajectory], int]:
         """One page of runs, newest first, and how many match in all. A run
         matches `labels` when it has every one of them; `since`/`until` bound
         its creation time (until excluded); `success` keeps the runs whose
@@ -114,7 +114,7 @@ class RunStore(StoreBase):
             rows = session.scalars(page.limit(limit).offset(offset)).all()
             return self._records(session, rows), total
 
-    def runs_with_status(self, statuses: Iterable[RunStatus | str]) -> list[RunRecord]:
+    def runs_with_status(self, statuses: Iterable[RunStatus | str]) -> list[Trajectory]:
         """Every run in one of `statuses`, oldest first (e.g. to recover after a crash)."""
         query = self._runs_query(None, None, statuses).order_by(RunRow.created_at, RunRow.trajectory_id)
         with self._read() as session:
@@ -135,7 +135,7 @@ class RunStore(StoreBase):
             session.add_all(rows)
 
     @staticmethod
-    def _records(session: Session, rows: Sequence[RunRow]) -> list[RunRecord]:
+    def _records(session: Session, rows: Sequence[RunRow]) -> list[Trajectory]:
         """The rows as records, each with its labels (oldest first)."""
         ids = [row.trajectory_id for row in rows]
         labels: dict[str, list[Label]] = {tid: [] for tid in ids}
@@ -143,7 +143,9 @@ class RunStore(StoreBase):
             query = select(RunLabelRow).where(RunLabelRow.trajectory_id.in_(ids)).order_by(RunLabelRow.id)
             for label in session.scalars(query):
                 labels[label.trajectory_id].append(_label(label))
-        return [RunRecord.model_validate({**row.record, "labels": labels[row.trajectory_id]}) for row in rows]
+        return [
+            Trajectory.model_validate({**row.record, "labels": labels[row.trajectory_id]}) for row in rows
+        ]
 
     def _runs_query(
         self,

@@ -9,15 +9,15 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
+from pier.db.base import StoreBase
+from pier.db.models import RunRequestRow, RunRow
+from pier.db.runs import run_columns
 from pier.errors import InputError
-from pier.record import RunRecord
-from pier.store.base import StoreBase
-from pier.store.models import RunRequestRow, RunRow
-from pier.store.runs import run_columns
+from pier.record import Trajectory
 
 
 class RequestStore(StoreBase):
-    def enqueue_run(self, record: RunRecord, request: dict[str, Any]) -> None:
+    def enqueue_run(self, record: Trajectory, request: dict[str, Any]) -> None:
         """Store a new pending run and its request in one transaction, so neither
         exists without the other."""
         try:

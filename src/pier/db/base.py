@@ -11,7 +11,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from pier.store.engine import SQLITE_BEGIN, advisory_key
+from pier.db.engine import SQLITE_BEGIN, advisory_key
 
 
 class StoreBase:

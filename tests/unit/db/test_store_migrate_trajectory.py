@@ -8,9 +8,9 @@ import json
 from alembic import command
 from sqlalchemy import text
 
+from pier.db import Store
+from pier.db.engine import alembic_config, create_store_engine
 from pier.record import RunStatus, StageStatus
-from pier.store import Store
-from pier.store.engine import alembic_config, create_store_engine
 
 OLD_RECORD = {
     "trajectory_id": "old1",

@@ -10,10 +10,10 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from pier.db.base import StoreBase
+from pier.db.models import RunEventRow
+from pier.db.schemas import Event
 from pier.record import utcnow
-from pier.store.base import StoreBase
-from pier.store.models import RunEventRow
-from pier.store.schemas import Event
 
 # Appends are serialised per run (advisory lock / SQLite write lock), so a
 # unique violation means a writer outside that protocol; retrying recovers.

@@ -1,4 +1,4 @@
-"""What the store hands back besides RunRecord: plain frozen values."""
+"""What the store hands back besides Trajectory: plain frozen values."""
 
 from __future__ import annotations
 

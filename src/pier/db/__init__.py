@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Self
 
-from pier.store.collections import CollectionStore
-from pier.store.engine import create_store_engine, upgrade_to_head
-from pier.store.events import EventStore
-from pier.store.requests import RequestStore
-from pier.store.routines import RoutineStore
-from pier.store.runs import RunStore
-from pier.store.schemas import Collection, Event, StoredRoutine, StoredTask
-from pier.store.trials import TrialStore
+from pier.db.collections import CollectionStore
+from pier.db.engine import create_store_engine, upgrade_to_head
+from pier.db.events import EventStore
+from pier.db.requests import RequestStore
+from pier.db.routines import RoutineStore
+from pier.db.runs import RunStore
+from pier.db.schemas import Collection, Event, StoredRoutine, StoredTask
+from pier.db.trials import TrialStore
 
 __all__ = ["Collection", "Event", "Store", "StoredRoutine", "StoredTask"]
 

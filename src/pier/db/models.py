@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Index, MetaData, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from pier.store.types import BigIntPK, JSONType, UTCDateTime
+from pier.db.types import BigIntPK, JSONType, UTCDateTime
 
 NAME = 255
 

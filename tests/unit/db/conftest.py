@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from tests.support.services import postgres_url
 
-from pier.store import Store
-from pier.store.engine import scratch_schema
+from pier.db import Store
+from pier.db.engine import scratch_schema
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from pier.db import Store
 from pier.errors import InputError, NotFoundError
-from pier.store import Store
 
 
 def test_collections_create_get_list(store: Store) -> None:

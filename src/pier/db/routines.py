@@ -16,11 +16,11 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, delete, select, update
 from sqlalchemy.exc import IntegrityError
 
+from pier.db.base import StoreBase
+from pier.db.models import RoutineRow, RunRow
+from pier.db.schemas import StoredRoutine
 from pier.errors import InputError, NotFoundError
-from pier.record import RunRecord, utcnow
-from pier.store.base import StoreBase
-from pier.store.models import RoutineRow, RunRow
-from pier.store.schemas import StoredRoutine
+from pier.record import Trajectory, utcnow
 
 
 class RoutineExists(InputError):
@@ -132,7 +132,7 @@ class RoutineStore(StoreBase):
         with self._write() as session:
             return cast(CursorResult[Any], session.execute(statement)).rowcount == 1
 
-    def routine_runs(self, routine: StoredRoutine, limit: int = 20) -> list[RunRecord]:
+    def routine_runs(self, routine: StoredRoutine, limit: int = 20) -> list[Trajectory]:
         """The runs a routine started (its task's runs that name it), newest first."""
         started_by = RunRow.record["triggered_by_routine_id"].as_integer() == routine.id
         query = (
@@ -142,4 +142,4 @@ class RoutineStore(StoreBase):
             .limit(limit)
         )
         with self._read() as session:
-            return [RunRecord.model_validate(row.record) for row in session.scalars(query)]
+            return [Trajectory.model_validate(row.record) for row in session.scalars(query)]

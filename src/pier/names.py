@@ -1,0 +1,56 @@
+"""The rules for the names a caller gives (collections, tasks, trajectory ids),
+in one place below every package that checks them: the API, the CLI, the
+routines and the files on disk refuse the same names the same way."""
+
+from __future__ import annotations
+
+import re
+
+from pier.errors import InputError
+
+_FORBIDDEN = ("/", "\\", "\x00")
+
+
+def check_name(kind: str, name: str) -> str:
+    """`name` when it is one safe path component, else InputError. A leading dot
+    is refused too: it keeps '.', '..' and pier's own folders (.uploads) apart."""
+    if not name or name.startswith(".") or any(c in name for c in _FORBIDDEN):
+        raise InputError(
+            f"invalid {kind} name {name!r}: use a non-empty name without '/', '\\' or a leading '.'"
+        )
+    return name
+
+
+# The one rule for collection names, the API's and the CLI's (a name `pier run`
+# accepted and the API then refused would strand that collection's runs).
+COLLECTION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+COLLECTION_NAME_RULE = "letters, digits, '-', '_' and '.', starting with a letter or digit, at most 128"
+_COLLECTION_NAME = re.compile(COLLECTION_NAME_PATTERN)
+
+
+def check_collection_name(name: str) -> str:
+    """`name` when it is a valid collection name, else InputError saying the rule."""
+    if not _COLLECTION_NAME.fullmatch(name):
+        raise InputError(f"invalid collection name {name!r}: use {COLLECTION_NAME_RULE}")
+    return name
+
+
+def workflow_id(collection: str, task: str, trajectory_id: str) -> str:
+    """The platform's id of a run, derived here and nowhere else: its trajectory id
+    is pier's own (a run's folder, its log, its sandbox's `pier.run` label)."""
+    return f"{collection}-{task}--{trajectory_id}"
+
+
+def trajectory_id_of(workflow_id: str) -> str:
+    """The trajectory id a workflow id ends with; a bare trajectory id is its own."""
+    return workflow_id.rsplit("--", 1)[-1]
+
+
+MAX_TASK_NAME = 128
+
+
+def check_task_name(name: str) -> str:
+    """`name` when it can name a stored task, else InputError saying why."""
+    if len(name) > MAX_TASK_NAME:
+        raise InputError(f"task name is {len(name)} characters long: use at most {MAX_TASK_NAME}")
+    return check_name("task", name)
