@@ -127,9 +127,9 @@ def test_a_killed_pool_process_leaves_containers_a_sweep_removes(tmp_path, docke
         try:
             assert owner, "the pool process did not get ready"
             assert len(pooled(docker_backend, owner)) == 2  # one claimed, one idle
-            assert sweep(OneOwner(docker_backend, owner), lambda run_id: None) == [], "its owner lives"
+            assert sweep(OneOwner(docker_backend, owner), lambda trajectory_id: None) == [], "its owner lives"
         finally:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-    swept = sweep(OneOwner(docker_backend, owner), lambda run_id: None)
+    swept = sweep(OneOwner(docker_backend, owner), lambda trajectory_id: None)
     assert len(swept) == 2 and not pooled(docker_backend, owner), json.dumps([s.reason for s in swept])

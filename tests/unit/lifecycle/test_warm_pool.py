@@ -193,9 +193,9 @@ def test_a_crash_leaves_no_pool_sandbox_after_a_sweep(backend, settings, engine,
         assert len(pooled) == 3 and all(i.labels[LABEL_OWNER] == owner_label(dead.pid) for i in pooled)
         # A live owner keeps them: the sweep of a running server leaves its pool alone.
         monkeypatch.setattr("pier.sandbox.sweeper.owner_alive", lambda label: True)
-        assert sweep(backend, lambda run_id: None) == []
+        assert sweep(backend, lambda trajectory_id: None) == []
         monkeypatch.undo()
-        swept = sweep(backend, lambda run_id: None)
+        swept = sweep(backend, lambda trajectory_id: None)
     finally:
         pool._stopped.set()
     assert len(swept) >= 3 and not [i for i in backend.list_sandboxes() if LABEL_POOL in i.labels]
