@@ -29,14 +29,30 @@ def pier_run(runbook: Path, image: str, home: Path, *args: str, env: dict[str, s
     command = [sys.executable, "-m", "pier.cli", "run", str(runbook), "--image", image, "--json", *args]
     environ = {**os.environ, "PIER_HOME": str(home), **(env or {})}
     began = time.monotonic()
+    peak_file = home / "peak-rss-kib"
     with open(home / "stdout", "wb") as out, open(home / "stderr", "wb") as err:
-        proc = subprocess.Popen(command, stdout=out, stderr=err, env=environ)
-        _, status, usage = os.wait4(proc.pid, 0)
+        subprocess.run(
+            [sys.executable, "-c", PEAK_OF_CHILD, str(peak_file), *command],
+            stdout=out, stderr=err, env=environ, check=False,
+        )  # fmt: skip
     seconds = time.monotonic() - began
-    proc.returncode = os.waitstatus_to_exitcode(status)
     text = (home / "stdout").read_text()
     assert text.strip(), f"pier run printed no record: {(home / 'stderr').read_text()[-2000:]}"
-    return json.loads(text), usage.ru_maxrss * 1024, seconds
+    return json.loads(text), int(peak_file.read_text()) * 1024, seconds
+
+
+# Linux starts a process's peak RSS from the RSS of the process it was forked
+# from: a `pier run` forked straight from this test process (hundreds of MiB
+# after a long session) would report that, not its own. A small interpreter in
+# between forks it from a few MiB and reports the child's own peak (wait4).
+PEAK_OF_CHILD = """import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+open(sys.argv[1], "w").write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
 
 
 def zeros_zip(path: Path, size: int) -> Path:
