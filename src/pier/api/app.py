@@ -20,6 +20,8 @@ from pier.api.routes import catalog, collections, events, files, health, routine
 from pier.api.routines import fire
 from pier.api.state import ApiState
 from pier.api.webhooks import WebhookSender
+from pier.executors import make_executor
+from pier.executors.ports import LifecycleHooks, RunPorts
 from pier.lifecycle.service import Services
 from pier.routines.scheduler import Scheduler
 from pier.settings import Settings, get_settings
@@ -40,7 +42,8 @@ def build_state(settings: Settings) -> ApiState:
     bus = RunBus()
     vault = load_vault(settings)
     webhooks = WebhookSender(settings.webhook_attempts, settings.webhook_backoff_sec)
-    return ApiState(services, vault, bus, Dispatcher(services, vault, bus, webhooks))
+    hooks = LifecycleHooks(RunPorts(services, vault, bus.publish, webhooks))
+    return ApiState(services, vault, bus, Dispatcher(hooks, make_executor(hooks)))
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
