@@ -44,6 +44,25 @@ def serve(
     uvicorn.run(create_app(), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
 
 
+def worker(
+    identity: Annotated[str | None, typer.Option(help="this worker's name; default host-pid")] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
+) -> None:
+    """Run runs from Temporal on this host's Docker engine (PIER_EXECUTOR=temporal fleets)."""
+    from pier.executors.temporal import TemporalUnavailable
+    from pier.executors.temporal_worker import run_worker
+    from pier.settings import get_settings
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = get_settings()
+    if identity:
+        settings = settings.model_copy(update={"worker_identity": identity})
+    try:
+        run_worker(settings, publish=lambda _tid: None)
+    except (TemporalUnavailable, PierError) as exc:
+        raise _fail(str(exc), code=1) from None
+
+
 @collection_app.command("create")
 def collection_create(name: Annotated[str, typer.Argument(help="the collection's name")]) -> None:
     """Create a collection (or reuse it) and print a new token for it, once."""
@@ -93,6 +112,7 @@ def task_push(
 
 def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
+    app.command("worker")(worker)
     app.add_typer(collection_app, name="collection")
     app.add_typer(task_app, name="task")
     app.add_typer(routine_app, name="routine")

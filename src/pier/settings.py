@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -107,6 +108,22 @@ class Settings(BaseSettings):
         description='shared provider keys for trial runs, JSON: {"ANTHROPIC_API_KEY": "..."}',
     )
     trial_runs: int = Field(10, ge=0, description="trial runs per collection")
+
+    # The fleet: runs on Temporal, executed by `pier worker` processes.
+    executor: Literal["inprocess", "temporal"] = Field(
+        "inprocess", description="inprocess: runs execute in `pier serve`; temporal: on `pier worker`s"
+    )
+    temporal_address: str = Field("127.0.0.1:7233", description="Temporal frontend host:port")
+    temporal_namespace: str = "default"
+    temporal_task_queue: str = Field("pier-runs", description="the queue runs wait on for a worker")
+    worker_identity: str | None = Field(None, description="a `pier worker`'s name; default host-pid")
+    worker_slots: int = Field(default_factory=_default_concurrency, ge=1, description="runs a worker holds")
+    heartbeat_timeout_sec: float = Field(
+        15, gt=0, description="a worker silent this long is lost: its run restarts or fails"
+    )
+    schedule_to_start_sec: float = Field(
+        15, gt=0, description="how long a stage waits for its sandbox's worker to take it"
+    )
 
     @field_validator("default_memory", "max_memory")
     @classmethod

@@ -7,8 +7,11 @@ accepted is lost.
 - ended but with a kept request: the server stopped before finishing up, so
   its webhook is sent now.
 
-One server per store: a second server on the same database would take the
-first one's running runs for interrupted ones.
+With the in-process executor, one server per store: a second server on the
+same database would take the first one's running runs for interrupted ones.
+With a durable executor (Temporal) a run's owner is its workflow, not a
+server: a starting replica leaves running runs alone, and a pending one is only
+submitted again (a no-op when its workflow exists).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pier.api.background import sweep_once
 from pier.api.dispatcher import Dispatcher, Payload
 from pier.api.outcomes import SERVER_STOPPED, failed_to_start, interrupted
 from pier.errors import NotFoundError
-from pier.executors.inprocess import Job
+from pier.executors.base import Job
 from pier.record import RunStatus
 
 log = logging.getLogger(__name__)
@@ -28,6 +31,9 @@ LOST_REQUEST = "the server lost this run's request before it started; run it aga
 
 
 def recover(dispatcher: Dispatcher) -> None:
+    if dispatcher.executor.durable:
+        requeue_pending(dispatcher)
+        return
     store = dispatcher.store
     for record in store.runs_with_status([RunStatus.running]):
         store.append_event(record.trajectory_id, SERVER_STOPPED, "save")

@@ -1,0 +1,109 @@
+"""The fleet's orchestration on the fake sandbox backend (no Docker): runs go
+through Temporal to `pier worker` processes, spread, survive a worker lost
+before their agent starts, fail naming the worker lost after, and cancel."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from tests.support.api_server import Collection, make_collection
+from tests.support.fleet import FAKE_BACKEND, Fleet, ran_on, wait_for
+
+from pier.record import RunStatus
+
+SCALE_RUNS = int(os.environ.get("PIER_TEST_FLEET_RUNS", "200"))
+
+
+def setup(fleet: Fleet, **settings: str) -> Collection:
+    fleet.settings.update({"PIER_SANDBOX_BACKEND": FAKE_BACKEND, **settings})
+    server = fleet.server()
+    collection = make_collection(server, "pier-fake:latest", prefix="fleet")
+    collection.put_task("t", "echo hi")
+    return collection
+
+
+def statuses(collection: Collection, ids: list[str]) -> dict[str, str]:
+    store_runs = {}
+    for tid in ids:
+        store_runs[tid] = collection.record("t", tid)["status"]
+    return store_runs
+
+
+def all_ended(fleet: Fleet, ids: list[str], timeout: float) -> dict[str, str]:
+    store = fleet.store()
+
+    def ended() -> dict[str, str] | None:
+        got = {tid: store.get_run(tid).status.value for tid in ids}
+        return got if all(RunStatus(s).terminal for s in got.values()) else None
+
+    try:
+        return wait_for(ended, timeout, "every run ended", interval=0.5)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("runs", [SCALE_RUNS])
+def test_runs_go_through_temporal_across_three_workers_none_lost(fleet: Fleet, runs: int) -> None:
+    collection = setup(fleet, PIER_WORKER_SLOTS="4")
+    for name in ("w1", "w2", "w3"):
+        fleet.worker(name)
+    ids = [collection.run("t") for _ in range(runs)]
+    got = all_ended(fleet, ids, timeout=60 + runs * 1.5)
+    store = fleet.store()
+    errors = {tid: store.get_run(tid).error for tid, status in got.items() if status != "completed"}
+    assert not errors, f"{len(errors)} of {runs} runs did not complete: {errors}"
+    where = {tid: ran_on(store, tid) for tid in ids}
+    store.close()
+    assert all(len(w) == 1 for w in where.values()), "each run ran exactly once"
+    assert {w[0] for w in where.values()} == {"w1", "w2", "w3"}, "the runs spread over every worker"
+
+
+def test_a_worker_lost_mid_agent_fails_its_run_naming_it(fleet: Fleet) -> None:
+    collection = setup(fleet, PIER_TEST_AGENT_SEC="60")
+    doomed = fleet.worker("doomed")
+    tid = collection.run("t")
+    store = fleet.store()
+    wait_for(lambda: any("script.sh" in e.line or e.stage == "run_agent" for e in store.events(tid)), 60,
+             "the agent started")  # fmt: skip
+    doomed.kill()
+    killed_at = time.monotonic()
+    record = collection.wait("t", tid, timeout=60)
+    waited = time.monotonic() - killed_at
+    assert record["status"] == "failed", record
+    assert "worker doomed was lost" in record["error"], record["error"]
+    assert waited < 5 + 5 + 30, f"the loss was noticed {waited:.0f}s after (heartbeat timeout 5s)"
+    store.close()
+
+
+def test_a_worker_lost_before_the_agent_started_costs_a_restart_elsewhere(fleet: Fleet) -> None:
+    collection = setup(fleet)
+    fleet.settings["PIER_TEST_CREATE_SEC"] = "60"  # its sandbox takes long to make
+    slow = fleet.worker("slow")
+    del fleet.settings["PIER_TEST_CREATE_SEC"]
+    tid = collection.run("t")
+    store = fleet.store()
+    wait_for(lambda: ran_on(store, tid) == ["slow"], 60, "the slow worker took the run")
+    slow.kill()
+    fleet.worker("healthy")
+    record = collection.wait("t", tid, timeout=90)
+    assert record["status"] == "completed", record
+    assert ran_on(store, tid) == ["slow", "healthy"]
+    assert any("worker slow was lost before the agent started" in e.line for e in store.events(tid))
+    store.close()
+
+
+def test_cancel_from_the_api_stops_the_run_on_its_worker(fleet: Fleet) -> None:
+    collection = setup(fleet, PIER_TEST_AGENT_SEC="120")
+    fleet.worker("w1")
+    tid = collection.run("t")
+    store = fleet.store()
+    wait_for(lambda: store.get_run(tid).stage("run_agent").status == "running", 60, "the agent started")
+    with collection.client() as c:
+        r = c.post(f"/api/v1/trajectory/{collection.name}/t/statuses", json={tid: "cancelled"})
+    assert r.status_code == 200, r.text
+    record = collection.wait("t", tid, timeout=30)
+    assert record["status"] == "cancelled", record
+    assert any("deleted" in e.line for e in store.events(tid)), "its sandbox was deleted"
+    store.close()
