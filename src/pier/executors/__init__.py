@@ -14,5 +14,5 @@ def make_executor(hooks: LifecycleHooks) -> Executor:
     if settings.executor == "temporal":
         from pier.executors.temporal import TemporalExecutor
 
-        return TemporalExecutor(settings, hooks.vault)
+        return TemporalExecutor(settings, hooks)
     return InProcessExecutor(hooks, settings.max_concurrent_runs)

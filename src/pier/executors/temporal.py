@@ -25,9 +25,9 @@ from pier.executors.base import CancelOutcome, Job
 from pier.executors.spec import RunSpec
 from pier.executors.temporal_workflow import WORKFLOW
 from pier.settings import Settings
-from pier.vault import Vault
 
 if TYPE_CHECKING:
+    from pier.executors.ports import LifecycleHooks
     from pier.lifecycle.context import RunContext
 
 log = logging.getLogger(__name__)
@@ -69,9 +69,11 @@ async def connect(settings: Settings) -> Client:
 class TemporalExecutor:
     durable = True  # runs are workflows: they outlive this server
 
-    def __init__(self, settings: Settings, vault: Vault):
+    def __init__(self, settings: Settings, hooks: LifecycleHooks):
         self._settings = settings
-        self._vault = vault
+        self._hooks = hooks
+        self._vault = hooks.vault
+        self._control: Any = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="pier-temporal", daemon=True)
         self._client: Client | None = None
@@ -79,8 +81,18 @@ class TemporalExecutor:
     def start(self) -> None:
         self._thread.start()
         self._client = self._call(lambda: connect(self._settings))
+        self._control = self._call(self._start_control)
         log.info("runs go to Temporal at %s, queue %s", self._settings.temporal_address,
                  self._settings.temporal_task_queue)  # fmt: skip
+
+    async def _start_control(self) -> Any:
+        """This server keeps records too (a run whose worker is lost is failed
+        even when no worker is left); it executes no run."""
+        from pier.executors.temporal_worker import control_worker, default_identity
+
+        worker = control_worker(self._require(), self._hooks, self._settings, f"serve-{default_identity()}")
+        asyncio.get_running_loop().create_task(worker.run())
+        return worker
 
     def submit(self, job: Job) -> None:
         spec = RunSpec.seal(job.trajectory_id, job.payload, self._vault)
@@ -116,6 +128,11 @@ class TemporalExecutor:
 
     def stop(self, interrupt: Callable[[RunContext], None] | None = None) -> list[str]:
         """Nothing runs here: the runs go on on the workers."""
+        if self._control is not None:
+            try:
+                self._call(self._control.shutdown)
+            except Exception:  # going anyway: the other processes carry on
+                log.exception("the control worker did not stop cleanly")
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
         return []

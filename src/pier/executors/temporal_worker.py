@@ -24,6 +24,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -156,45 +157,12 @@ class FleetActivities:
         finally:
             self._free(trajectory_id)
 
-    # the control queue: any worker
-
-    @activity.defn(name="pier.lost")
-    async def lost(self, arg: dict[str, str]) -> None:
-        message = lost_message(arg["worker"], self.settings.heartbeat_timeout_sec)
-        await self._thread(lambda: self._fail(arg["trajectory_id"], message))
-
-    @activity.defn(name="pier.restarting")
-    async def restarting(self, arg: dict[str, str]) -> None:
-        tid = arg["trajectory_id"]
-        await self._thread(lambda: self.store.append_event(tid, restart_message(arg["worker"]), "prepare"))
-        self.hooks.ports.publish(tid)
-
-    @activity.defn(name="pier.cancelled_waiting")
-    async def cancelled_waiting(self, raw: dict[str, Any]) -> None:
-        spec = RunSpec.model_validate(raw)
-        job = Job(spec.trajectory_id, spec.open(self.hooks.vault))
-
-        def record() -> None:
-            if not self.store.get_run(job.trajectory_id).status.terminal:
-                self.hooks.cancelled_before_start(job)
-
-        await self._thread(record)
-
     # helpers
 
     def _end(self, job: Job, ctx: RunContext) -> RunRecord:
         record = runner.conclude(ctx)
         self.hooks.ended(job, record, None)
         return record
-
-    def _fail(self, trajectory_id: str, message: str) -> None:
-        record = self.store.get_run(trajectory_id)
-        if record.status.terminal:
-            return
-        stage = next((s.name for s in record.stages if s.status == "running"), "run_agent")
-        self.store.append_event(trajectory_id, message, stage)
-        if self.store.save_run(end_record(record, RunStatus.failed, message)):
-            self.hooks.finished(trajectory_id, None, record)
 
     async def _supervise(
         self, ctx: RunContext, work: Callable[[], T], on_cancel: Callable[[], Any] | None
@@ -235,6 +203,60 @@ class FleetActivities:
         return await asyncio.get_running_loop().run_in_executor(self._pool, work)
 
 
+class ControlActivities:
+    """Record keeping any process on the store may do, when a run's own worker
+    cannot (it is gone): `pier worker`s and `pier serve` replicas all poll the
+    control queue, so a loss is recorded even when no worker is left."""
+
+    def __init__(self, hooks: LifecycleHooks, settings: Settings):
+        self.hooks = hooks
+        self.store = hooks.store
+        self.settings = settings
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pier-control")
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.lost, self.restarting, self.cancelled_waiting]
+
+    @activity.defn(name="pier.lost")
+    async def lost(self, arg: dict[str, str]) -> None:
+        message = lost_message(arg["worker"], self.settings.heartbeat_timeout_sec)
+        await self._thread(lambda: self._fail(arg["trajectory_id"], message))
+
+    @activity.defn(name="pier.restarting")
+    async def restarting(self, arg: dict[str, str]) -> None:
+        tid = arg["trajectory_id"]
+        await self._thread(lambda: self.store.append_event(tid, restart_message(arg["worker"]), "prepare"))
+        self.hooks.ports.publish(tid)
+
+    @activity.defn(name="pier.cancelled_waiting")
+    async def cancelled_waiting(self, raw: dict[str, Any]) -> None:
+        spec = RunSpec.model_validate(raw)
+        job = Job(spec.trajectory_id, spec.open(self.hooks.vault))
+
+        def record() -> None:
+            if not self.store.get_run(job.trajectory_id).status.terminal:
+                self.hooks.cancelled_before_start(job)
+
+        await self._thread(record)
+
+    def _fail(self, trajectory_id: str, message: str) -> None:
+        record = self.store.get_run(trajectory_id)
+        if record.status.terminal:
+            return
+        stage = next((s.name for s in record.stages if s.status == "running"), "run_agent")
+        self.store.append_event(trajectory_id, message, stage)
+        if self.store.save_run(end_record(record, RunStatus.failed, message)):
+            self.hooks.finished(trajectory_id, None, record)
+
+    async def _thread(self, work: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, work)
+
+
+def control_worker(client: Client, hooks: LifecycleHooks, settings: Settings, identity: str) -> Worker:
+    return Worker(client, task_queue=control_queue(settings), max_concurrent_activities=4,
+                  activities=ControlActivities(hooks, settings).activities(), identity=identity)  # fmt: skip
+
+
 async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Event) -> None:
     """Poll Temporal until `stop` is set."""
     services = Services(settings)
@@ -255,8 +277,7 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
         Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow],
                workflow_runner=RUNNER,
                activities=[acts.claim], max_concurrent_activities=1, **throttle),
-        Worker(client, task_queue=control_queue(settings), max_concurrent_activities=4,
-               activities=[acts.lost, acts.restarting, acts.cancelled_waiting], **throttle),
+        control_worker(client, hooks, settings, identity),
         Worker(client, task_queue=queue, activities=[acts.begin, acts.conclude, acts.release],
                max_concurrent_activities=3 * settings.worker_slots, **throttle),
     ]  # fmt: skip

@@ -61,12 +61,15 @@ def test_runs_go_through_temporal_across_three_workers_none_lost(fleet: Fleet, r
 
 
 def test_a_worker_lost_mid_agent_fails_its_run_naming_it(fleet: Fleet) -> None:
-    collection = setup(fleet, PIER_TEST_AGENT_SEC="60")
-    doomed = fleet.worker("doomed")
+    collection = setup(fleet, PIER_TEST_AGENT_SEC="60", PIER_WORKER_SLOTS="1")
+    doomed = fleet.worker("doomed")  # one slot: it takes no other run
     tid = collection.run("t")
     store = fleet.store()
-    wait_for(lambda: any("script.sh" in e.line or e.stage == "run_agent" for e in store.events(tid)), 60,
-             "the agent started")  # fmt: skip
+    wait_for(lambda: ran_on(store, tid) == ["doomed"], 60, "the doomed worker took the run")
+    fleet.settings["PIER_TEST_AGENT_SEC"] = "0"
+    fleet.worker("survivor")  # runs not started on the doomed worker complete here
+    others = [collection.run("t") for _ in range(3)]
+    wait_for(lambda: store.get_run(tid).stage("run_agent").status == "running", 60, "the agent started")
     doomed.kill()
     killed_at = time.monotonic()
     record = collection.wait("t", tid, timeout=60)
@@ -74,6 +77,7 @@ def test_a_worker_lost_mid_agent_fails_its_run_naming_it(fleet: Fleet) -> None:
     assert record["status"] == "failed", record
     assert "worker doomed was lost" in record["error"], record["error"]
     assert waited < 5 + 5 + 30, f"the loss was noticed {waited:.0f}s after (heartbeat timeout 5s)"
+    assert set(all_ended(fleet, others, 60).values()) == {"completed"}
     store.close()
 
 
