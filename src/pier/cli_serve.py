@@ -57,10 +57,18 @@ def worker(
     settings = get_settings()
     if identity:
         settings = settings.model_copy(update={"worker_identity": identity})
+    from pier.api.pgbus import PgNotifier, is_postgres
+
+    # live logs reach followers on any `pier serve` through PostgreSQL; on
+    # SQLite (one host) the followers' poll of the store finds them
+    notifier = PgNotifier(settings.db_url) if is_postgres(settings.db_url) else None
     try:
-        run_worker(settings, publish=lambda _tid: None)
+        run_worker(settings, publish=notifier.publish if notifier else lambda _tid: None)
     except (TemporalUnavailable, PierError) as exc:
         raise _fail(str(exc), code=1) from None
+    finally:
+        if notifier is not None:
+            notifier.close()
 
 
 @collection_app.command("create")

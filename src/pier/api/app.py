@@ -15,6 +15,7 @@ from pier.api.background import PeriodicSweeper
 from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
 from pier.api.limits import BodyLimit, NoNul, NoTrailingSlash
+from pier.api.pgbus import PgBus, is_postgres
 from pier.api.recovery import recover
 from pier.api.routes import catalog, collections, events, files, health, routines, runs, tasks, trajectories
 from pier.api.routines import fire
@@ -39,7 +40,9 @@ a collection's token (`pier collection create NAME`) or the admin token
 def build_state(settings: Settings) -> ApiState:
     services = Services(settings)
     services.store  # noqa: B018 - open it now: migrations run before the first request
-    bus = RunBus()
+    # Runs may execute in other processes (workers, replicas) on a shared
+    # PostgreSQL: their wake-ups then come through it.
+    bus = PgBus(settings.db_url) if is_postgres(settings.db_url) else RunBus()
     vault = load_vault(settings)
     webhooks = WebhookSender(settings.webhook_attempts, settings.webhook_backoff_sec)
     hooks = LifecycleHooks(RunPorts(services, vault, bus.publish, webhooks))
@@ -56,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         services = state.services
         sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings, services.storage)
         scheduler = Scheduler(services.store, lambda r: fire(state.dispatcher, r), settings.routine_poll_sec)
+        state.bus.start()
         recover(state.dispatcher)
         state.dispatcher.executor.start()
         sweeper.start()
@@ -68,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             sweeper.stop()
             state.dispatcher.stop()
             state.dispatcher.webhooks.close()
+            state.bus.close()
 
     app = FastAPI(
         title="pier",

@@ -4,6 +4,7 @@ before their agent starts, fail naming the worker lost after, and cancel."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -110,4 +111,43 @@ def test_cancel_from_the_api_stops_the_run_on_its_worker(fleet: Fleet) -> None:
     record = collection.wait("t", tid, timeout=30)
     assert record["status"] == "cancelled", record
     assert any("deleted" in e.line for e in store.events(tid)), "its sandbox was deleted"
+    store.close()
+
+
+def sse(server, token: str, tid: str, after: int = 0) -> tuple[list[int], str | None]:
+    """Follow a run's events on `server` to its end: the log seqs and the end status."""
+    seqs, end, event = [], None, None
+    with (
+        server.client(token, timeout=120) as c,
+        c.stream("GET", f"/api/v1/runs/{tid}/events", headers={"Last-Event-ID": str(after)}) as response,
+    ):
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                event = line.removeprefix("event: ")
+            elif line.startswith("id: "):
+                seqs.append(int(line.removeprefix("id: ")))
+            elif line.startswith("data: ") and event == "end":
+                end = json.loads(line.removeprefix("data: "))["status"]
+                break
+    return seqs, end
+
+
+def test_a_replica_neither_fails_anothers_run_nor_misses_its_lines(fleet: Fleet) -> None:
+    """Two servers on one database: the second starting does not fail the
+    first's running run; the first dies; the run completes on its worker and a
+    follower on the second, resuming with Last-Event-ID, misses no line."""
+    collection = setup(fleet, PIER_TEST_AGENT_SEC="40")
+    fleet.worker("w1")
+    tid = collection.run("t")
+    store = fleet.store()
+    wait_for(lambda: store.get_run(tid).stage("run_agent").status == "running", 60, "the agent started")
+    seen = max(e.seq for e in store.events(tid))
+    replica = fleet.server()
+    assert store.get_run(tid).status == RunStatus.running, "the replica's start left the run alone"
+    collection.server.kill()
+    seqs, end = sse(replica, collection.token, tid, after=seen)
+    assert end == "completed"
+    every = [e.seq for e in store.events(tid)]
+    assert seqs == [s for s in every if s > seen], "the follower missed or repeated a line"
     store.close()
