@@ -47,7 +47,9 @@ def all_ended(fleet: Fleet, ids: list[str], timeout: float) -> dict[str, str]:
 
 @pytest.mark.parametrize("runs", [SCALE_RUNS])
 def test_runs_go_through_temporal_across_three_workers_none_lost(fleet: Fleet, runs: int) -> None:
-    collection = setup(fleet, PIER_WORKER_SLOTS="4")
+    # The default heartbeat timeout: on a saturated 2-core machine a 5 s one
+    # takes live workers for lost ones (their runs then fail, cleanly).
+    collection = setup(fleet, PIER_WORKER_SLOTS="4", PIER_HEARTBEAT_TIMEOUT_SEC="15")
     for name in ("w1", "w2", "w3"):
         fleet.worker(name)
     ids = [collection.run("t") for _ in range(runs)]
