@@ -40,7 +40,7 @@ from pier.executors.temporal_workflow import RunWorkflow
 from pier.lifecycle import runner
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.service import Services
-from pier.record import STAGES, RunRecord, RunStatus, StageRecord
+from pier.record import STAGES, RunRecord, RunStatus, StageRecord, StageStatus
 from pier.settings import Settings
 from pier.vault import load_vault
 
@@ -160,9 +160,14 @@ class FleetActivities:
     # helpers
 
     def _end(self, job: Job, ctx: RunContext) -> RunRecord:
+        """Run the rest of the lifecycle; finish up (webhook, followers) unless
+        another process ended the run first (its status stays, and so does its
+        webhook)."""
         record = runner.conclude(ctx)
-        self.hooks.ended(job, record, None)
-        return record
+        stored = self.store.get_run(job.trajectory_id)
+        if stored.status == record.status:
+            self.hooks.ended(job, record, None)
+        return stored
 
     async def _supervise(
         self, ctx: RunContext, work: Callable[[], T], on_cancel: Callable[[], Any] | None
@@ -218,9 +223,11 @@ class ControlActivities:
         return [self.lost, self.restarting, self.cancelled_waiting]
 
     @activity.defn(name="pier.lost")
-    async def lost(self, arg: dict[str, str]) -> None:
+    async def lost(self, arg: dict[str, str]) -> str:
+        """The run's worker stopped answering during `conclude`: "restart"
+        when its agent had not started after all, else the run fails."""
         message = lost_message(arg["worker"], self.settings.heartbeat_timeout_sec)
-        await self._thread(lambda: self._fail(arg["trajectory_id"], message))
+        return await self._thread(lambda: self._fail(arg["trajectory_id"], message))
 
     @activity.defn(name="pier.restarting")
     async def restarting(self, arg: dict[str, str]) -> None:
@@ -239,14 +246,17 @@ class ControlActivities:
 
         await self._thread(record)
 
-    def _fail(self, trajectory_id: str, message: str) -> None:
+    def _fail(self, trajectory_id: str, message: str) -> str:
         record = self.store.get_run(trajectory_id)
         if record.status.terminal:
-            return
+            return record.status.value
+        if record.stage("run_agent").status == StageStatus.pending:
+            return "restart"
         stage = next((s.name for s in record.stages if s.status == "running"), "run_agent")
         self.store.append_event(trajectory_id, message, stage)
         if self.store.save_run(end_record(record, RunStatus.failed, message)):
             self.hooks.finished(trajectory_id, None, record)
+        return RunStatus.failed.value
 
     async def _thread(self, work: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, work)

@@ -14,8 +14,9 @@ sandbox. What it decides:
 
 A worker lost before the agent started (begin timed out, or conclude was never
 taken) costs a restart: the run is claimed again, by another worker. Lost
-after (conclude's heartbeat stopped), the agent's work is gone: `lost` fails
-the run with a reason that names the worker. Cancelling the workflow reaches
+after (conclude's heartbeat stopped once the agent had started, as the run's
+record says), the agent's work is gone: `lost` fails the run with a reason
+that names the worker. Cancelling the workflow reaches
 the running activity through its heartbeat; the activity deletes the sandbox
 at once and records the run cancelled.
 """
@@ -94,8 +95,9 @@ class RunWorkflow:
                 if kind is None or is_cancelled_exception(exc):
                     raise
                 lost = {"trajectory_id": tid, "worker": claim["worker"], "timeout": kind.name.lower()}
-                await self._control("pier.lost", lost, config)
-                return "failed"
+                # "restart" when the agent never started after all (the stage was
+                # taken but never ran: its worker, or Temporal, dropped it)
+                return await self._control("pier.lost", lost, config)
         finally:
             await self._release(tid, queue, config)
 
@@ -116,9 +118,9 @@ class RunWorkflow:
         except asyncio.CancelledError:
             pass
 
-    async def _control(self, name: str, arg: Any, config: dict[str, Any]) -> None:
+    async def _control(self, name: str, arg: Any, config: dict[str, Any]) -> Any:
         """Record-keeping any worker can do (the run's own worker may be gone)."""
-        await workflow.execute_activity(
+        return await workflow.execute_activity(
             name,
             arg,
             task_queue=config["control_queue"],
