@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -22,9 +23,11 @@ from pier.cli_sandbox import register as register_sandbox_commands
 from pier.cli_serve import register as register_api_commands
 from pier.cli_validate import validate_paths
 from pier.errors import InputError, NotFoundError, PierError
+from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt
+from pier.lifecycle.orphans import end_orphaned_runs, owner_gone
 from pier.lifecycle.sandbox_env import wanted_names
 from pier.lifecycle.service import RunRequest, Services, preflight, run
-from pier.record import RunRecord, RunStatus
+from pier.record import RunRecord
 from pier.runbook import load
 from pier.tasks import ResolvedStep, resolve, step_override, task_from_runbook
 
@@ -82,27 +85,59 @@ def run_command(
         raise fail(str(exc)) from None
     except ValidationError as exc:
         raise fail(validation_message(exc)) from None
+    end_orphans(services)
     # The run's own log says what happens; library warnings (a retried create)
     # would print again as raw log lines between the progress lines.
     library = logging.getLogger("pier")
     level = library.level
     library.setLevel(logging.ERROR)
     progress = None if as_json else Progress(err)
+    record: RunRecord | None = None
+    code = None
     try:
-        if progress:
-            progress.start(request)
-        record = run(services, request, progress.observer() if progress else None)
+        with stop_signals_interrupt():  # Ctrl-C, kill, a closed terminal: the run is cancelled
+            if progress:
+                progress.start(request)
+            record = run(services, request, progress.observer() if progress else None)
     except PierError as exc:
         raise fail(str(exc), code=1) from None
+    except Interrupted as exc:  # the runner has ended the run and deleted its sandbox
+        record, code = _stored(services, request.trajectory_id), exc.exit_code
     finally:
         library.setLevel(level)
         if progress:
-            progress.stop()
-    if as_json:
-        print(record.model_dump_json(indent=2))
-    else:
-        show_summary(record, services.storage.run_dir(record.collection, record.name, record.trajectory_id))
-    raise typer.Exit(0 if record.success else 1)
+            with contextlib.suppress(OSError):  # the terminal went away (SIGHUP)
+                progress.stop()
+    with contextlib.suppress(OSError):  # the terminal went away: the record is saved all the same
+        if record is not None and as_json:
+            print(record.model_dump_json(indent=2))
+        elif record is not None:
+            show_summary(
+                record, services.storage.run_dir(record.collection, record.name, record.trajectory_id)
+            )
+    raise typer.Exit(code if code is not None else 0 if record and record.success else 1)
+
+
+def _stored(services: Services, trajectory_id: str) -> RunRecord | None:
+    """The run as stored, or None when it was interrupted before it was stored."""
+    try:
+        return services.store.get_run(trajectory_id)
+    except NotFoundError:
+        return None
+
+
+def end_orphans(services: Services, remove_sandboxes: bool = True) -> None:
+    """End the runs whose `pier` process is gone (killed), and remove what they left.
+    Every command that looks at runs does this first, so none stays `running` forever."""
+    backend = (lambda: services.backend) if remove_sandboxes else None
+    try:
+        ended = end_orphaned_runs(services.store, services.settings, backend)
+    except PierError as exc:
+        err.print(f"[yellow]warning:[/yellow] could not check for abandoned runs: {exc}", highlight=False)
+        return
+    for record in ended:
+        message = record.error or "its process is gone"
+        err.print(f"[yellow]ended run {record.trajectory_id}:[/yellow] {message}", highlight=False)
 
 
 # The option of `pier run` that sets each field a run's limits are validated on.
@@ -223,7 +258,9 @@ def runs_command(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON run record per line")] = False,
 ) -> None:
     """Recent runs, newest first."""
-    records, total = Services().store.list_runs(collection=collection, limit=limit)
+    services = Services()
+    end_orphans(services)
+    records, total = services.store.list_runs(collection=collection, limit=limit)
     if as_json:
         for record in records:
             print(record.model_dump_json())
@@ -268,7 +305,9 @@ def logs_command(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
 ) -> None:
     """A run's log, from the start."""
-    store = Services().store
+    services = Services()
+    end_orphans(services)
+    store = services.store
     try:
         store.get_run(run_id)
     except NotFoundError as exc:
@@ -280,9 +319,13 @@ def logs_command(
             seq = event.seq
         if not follow:
             return
-        status = store.get_run(run_id).status
-        if RunStatus(status).terminal and not store.events(run_id, after_seq=seq, limit=1):
+        record = store.get_run(run_id)
+        if record.status.terminal and not store.events(run_id, after_seq=seq, limit=1):
             return
+        if not record.status.terminal and owner_gone(record):
+            # Nobody will finish it: end it now, saying why (the line is printed next).
+            end_orphaned_runs(store, services.settings, lambda: services.backend, judge=owner_gone)
+            continue
         time.sleep(0.3)
 
 
@@ -292,6 +335,7 @@ def sweep_command() -> None:
     from pier.sandbox.sweeper import sweep
 
     services = Services()
+    end_orphans(services, remove_sandboxes=False)  # the sweep removes them: their runs have ended
     try:
         removed = sweep(services.backend, run_status_lookup(services))
     except PierError as exc:

@@ -178,6 +178,10 @@ class Trajectory(BaseModel):
     ended: datetime | None = None
     duration_seconds: float | None = None
     triggered_by_routine_id: int | None = None  # the routine that started it, if one did
+    # "host:pid:start" of the process running the run (pier.sandbox.sweeper.owner_label):
+    # a run whose owner is gone is ended by whoever notices (lifecycle/orphans.py).
+    # Stored, never served: it is the host's business, not a client's.
+    owner: str | None = Field(default=None, exclude=True)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -280,7 +284,7 @@ class Trajectory(BaseModel):
 
     def stored(self) -> dict[str, Any]:
         """The JSON the store keeps: labels and the derived id are not in it."""
-        return self.model_dump(mode="json", exclude={"labels", "workflow_id"})
+        return {**self.model_dump(mode="json", exclude={"labels", "workflow_id"}), "owner": self.owner}
 
 
 # pier's code calls the run record by its old name; they are one model.

@@ -81,6 +81,35 @@ class Settings(BaseSettings):
         "docker",
         description="sandbox backend: docker, fake (tests), a registered name, or module:factory",
     )
+    sandbox_runtime: str | None = Field(
+        None,
+        description="OCI runtime for sandboxes (runsc, kata, sysbox-runc, or auto); default the engine's",
+    )
+    sandbox_cap_add: str = Field(
+        "", description="capabilities sandboxes keep beyond pier's set, comma-separated (e.g. NET_RAW)"
+    )
+    sandbox_no_new_privileges: bool = Field(
+        True, description="no setuid binary or file capability raises privileges in a sandbox"
+    )
+
+    # The model gateway: agents reach their provider through pier, holding a per-run token.
+    gateway: bool = Field(
+        True, description="route agents' model calls through pier's gateway (keys stay out)"
+    )
+    gateway_host: str | None = Field(
+        None, description="address the gateway listens on; default the Docker bridge's gateway address"
+    )
+    gateway_port: int = Field(0, ge=0, le=65535, description="0: a free port")
+    gateway_max_requests: int | None = Field(None, ge=1, description="default per-run model request budget")
+    gateway_max_tokens: int | None = Field(None, ge=1, description="default per-run token budget")
+    gateway_max_cost_usd: float | None = Field(None, gt=0, description="default per-run cost budget (USD)")
+
+    network_allow: str = Field(
+        "", description="egress allow-list every run gets (comma-separated); runs add their network.allow"
+    )
+    egress_network: str = Field(
+        "pier-egress", description="internal Docker network of allow-listed sandboxes"
+    )
 
     # pier serve (the run API)
     admin_token: SecretStr | None = Field(None, description="bearer token that manages collections")

@@ -63,7 +63,7 @@ def test_from_a_bare_image_pier_installs_node_and_the_cli_then_the_run_completes
     log = "\n".join(e.line for e in Services(get_settings()).store.events(record["trajectory_id"]))
     assert "Node >= 22 with npm is missing" in log and "v22." in log
     assert "claude-code 2.1.332 installed" in log
-    assert "claude-code 2.1.332, provider anthropic (ANTHROPIC_API_KEY), model claude-sonnet-4-5" in log
+    assert "claude-code 2.1.332, provider anthropic (pier's model gateway), model claude-sonnet-4-5" in log
     assert {c.credential for c in model_server.model_calls()} == {key}
     assert key not in proc.stdout + proc.stderr + log
 

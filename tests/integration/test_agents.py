@@ -6,6 +6,7 @@ what pier keeps."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from dataclasses import dataclass, field
 
@@ -13,6 +14,7 @@ import pytest
 from tests.support.model_script import ANSWER_PATH, ANSWER_TEXT
 from tests.support.runs import run_folder
 
+from pier.gateway.usage import is_generation
 from pier.lifecycle import runner
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.service import RunRequest, Services, run
@@ -102,6 +104,54 @@ def probe_after_cleanup(monkeypatch: pytest.MonkeyPatch, command: str) -> list[s
     return seen
 
 
+@dataclass
+class Probe:
+    """What a probe saw inside the sandbox while the CLI waited on its first model call."""
+
+    token: str = ""
+    key_found: str | None = None  # where the provider key was found, if anywhere
+    token_in_environ: bool = False  # the probe did see the live agent's environment
+
+
+def probe_while_agent_runs(monkeypatch: pytest.MonkeyPatch, model_server, key: str) -> Probe:
+    """On the CLI's first model call (the agent is live and waiting for the answer),
+    looks for the provider key in the sandbox: every process's environment, the
+    probe's own environment, and every file written since the sandbox started."""
+    probe, holder = Probe(), {}
+    lock = threading.Lock()
+    setup = dict(runner.STAGES)["setup"]
+
+    def capturing_setup(ctx: RunContext) -> None:
+        setup(ctx)
+        holder["sandbox"] = ctx.require_sandbox()
+        probe.token = ctx.model_route.grant.token if ctx.model_route and ctx.model_route.grant else ""
+
+    def on_model_call(_item) -> None:
+        with lock:
+            if "done" in holder or "sandbox" not in holder:
+                return
+            holder["done"] = True
+        sandbox = holder["sandbox"]
+        where = {
+            "environment": "env | grep -F -- {s}",
+            "/proc/*/environ": "grep -lsF -- {s} /proc/[0-9]*/environ",
+            "files": r"find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -type f -newer /proc/1 "
+            "-print0 2>/dev/null | xargs -0 -r grep -lsF -- {s}",
+        }
+        for name, command in where.items():
+            found = sandbox.exec(command.format(s=key), workdir="/", timeout=300).output.strip()
+            if found:
+                probe.key_found = f"{name}: {found[:300]}"
+        environ = sandbox.exec(f"grep -lsF -- {probe.token} /proc/[0-9]*/environ", workdir="/", timeout=60)
+        probe.token_in_environ = bool(probe.token) and bool(environ.output.strip())
+
+    monkeypatch.setattr(
+        runner, "STAGES", tuple((n, capturing_setup if n == "setup" else s) for n, s in runner.STAGES)
+    )
+    monkeypatch.setattr(model_server, "on_model_call", on_model_call)
+    return probe
+
+
 def files_holding(secret: str) -> str:
     """A command listing every file written since the sandbox started that holds
     secret (anything older is the image's), and /run/pier if it is still there."""
@@ -128,6 +178,7 @@ def test_agent_cli_completes_a_runbook_against_the_scripted_model(
     key = f"sk-pier-test-{case.agent}-{uuid.uuid4().hex}"
     env = {case.key_env: key, case.base_env: model_server.url + case.base_suffix}
     leftovers = probe_after_cleanup(monkeypatch, files_holding(key))
+    probe = probe_while_agent_runs(monkeypatch, model_server, key)
 
     record = start(runbook_text(case), agent_image, env)
 
@@ -144,7 +195,10 @@ def test_agent_cli_completes_a_runbook_against_the_scripted_model(
     tool_turns = [c for c in main if c.answered == case.tool]
     assert tool_turns, "the script's tool call never went out"
     assert {c.model for c in tool_turns} == {case.sent_model}
-    assert {c.credential for c in calls} == {key}
+    # The provider saw the real key on every request; the sandbox never held it.
+    assert {r.credential for r in model_server.requests} == {key}
+    assert probe.key_found is None, probe.key_found
+    assert probe.token.startswith("pier-run-") and probe.token_in_environ, probe
     assert any("six times seven" in json.dumps(c.body) for c in main), "the runbook never reached the model"
 
     logs = run_folder(record) / "logs"
@@ -165,3 +219,55 @@ def test_agent_cli_completes_a_runbook_against_the_scripted_model(
     assert usage["total_tokens"] == 240 and usage["duration_seconds"] > 0
     if case.api_calls is not None:
         assert usage["api_calls"] == case.api_calls
+
+    # The gateway counted every call, for CLIs that report usage and those that do not.
+    generations = [c for c in calls if is_generation(c.path)]
+    seen = usage["gateway"]
+    assert seen["requests"] == len(model_server.requests)
+    assert seen["api_calls"] == len(generations) >= 2
+    assert (seen["prompt_tokens"], seen["completion_tokens"]) == (
+        100 * len(generations),
+        20 * len(generations),
+    )
+    assert seen["cost_usd"] > 0 and usage["cost_usd"] is not None and "api_calls" in usage
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[2]], ids=lambda c: c.id)
+def test_a_model_budget_stops_the_agent_and_fails_the_run(case, agent_image, model_server):
+    """The first answer spends 120 tokens of a 100-token budget: the next request
+    is refused by the gateway, the CLI is told why, and the run fails saying so."""
+    key = f"sk-pier-test-{uuid.uuid4().hex}"
+    env = {case.key_env: key, case.base_env: model_server.url + case.base_suffix}
+    text = runbook_text(case).replace("---\n#", "model_budget: {tokens: 100}\n---\n#", 1)
+
+    record = start(text, agent_image, env)
+
+    assert not record.success and record.error is not None
+    assert record.failed_stage == "run_agent"
+    assert "model budget was used up (120 tokens used, budget 100)" in record.error
+    assert len([c for c in model_server.model_calls() if is_generation(c.path)]) == 1
+    assert record.outputs.usage["gateway"]["total_tokens"] == 120
+    agent_logs = run_folder(record) / "logs"
+    said = [
+        f
+        for f in agent_logs.rglob("*")
+        if f.is_file() and "budget is used up" in f.read_text(errors="replace")
+    ]
+    assert said, "the CLI never showed the gateway's refusal"
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[5]], ids=lambda c: c.id)
+def test_with_an_empty_allow_list_the_agent_still_reaches_its_model(case, agent_image, model_server):
+    """network: {allow: []}: nothing gets out but the model gateway, which the CLI
+    reaches on the internal network; the provider is still reached (from the host)."""
+    key = f"sk-pier-test-{uuid.uuid4().hex}"
+    env = {case.key_env: key, case.base_env: model_server.url + case.base_suffix}
+    text = runbook_text(case).replace("---\n#", "network: {allow: []}\n---\n#", 1)
+
+    record = start(text, agent_image, env)
+
+    assert record.success, (record.error, [r.path for r in model_server.requests])
+    assert {r.credential for r in model_server.requests} == {key}
+    assert record.outputs.usage["gateway"]["api_calls"] >= 2
+    log = [e.line for e in Services(get_settings()).store.events(record.trajectory_id)]
+    assert any(line.startswith("egress: only through pier's proxy, to nothing") for line in log)

@@ -12,6 +12,7 @@ import ipaddress
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -55,6 +56,8 @@ class Recorded:
 class ModelServer:
     host: str
     requests: list[Recorded] = field(default_factory=list)
+    # Called with each model call before it is answered (the CLI is live, waiting).
+    on_model_call: Callable[[Recorded], None] | None = None
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -129,6 +132,8 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 self._json(404, {"error": {"message": f"no route {item.path}"}})
                 return
             item.api = api
+            if server.on_model_call is not None:
+                server.on_model_call(item)
             if item.path.endswith(":countTokens") or item.path.endswith("/count_tokens"):
                 self._json(200, {"totalTokens": 100, "input_tokens": 100})
                 return

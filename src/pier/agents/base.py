@@ -4,11 +4,15 @@ an agent. One small adapter per agent."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pier.agents.providers import ProviderChoice
 from pier.sandbox.base import LineSink, Sandbox
+
+# The gateway's stand-in for a provider choice: same provider, its own key and endpoint.
+ProviderRoute = Callable[[ProviderChoice], ProviderChoice]
 
 AGENT_LOG_DIR = "/logs/agent"
 AGENT_LOG = f"{AGENT_LOG_DIR}/agent.log"
@@ -64,8 +68,10 @@ class Agent(ABC):
         return ()
 
     @abstractmethod
-    def launch(self, plan: AgentPlan) -> AgentLaunch:
-        """The command, env and files for a headless run of plan's instruction."""
+    def launch(self, plan: AgentPlan, route: ProviderRoute | None = None) -> AgentLaunch:
+        """The command, env and files for a headless run of plan's instruction.
+        `route` (pier's model gateway) replaces the provider's key and endpoint
+        with the gateway's, so that the real key never enters the sandbox."""
 
     def readable(self, line: str) -> str | None:
         """The run-log form of one output line (None hides it). Default: as is."""

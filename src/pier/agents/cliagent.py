@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR, Agent, AgentLaunch, AgentPlan
+from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR, Agent, AgentLaunch, AgentPlan, ProviderRoute
 from pier.agents.install import InstallSpec, run_install
 from pier.agents.mcp import McpServer, mcp_servers
 from pier.agents.providers import ProviderChoice, choose_provider, env_names
@@ -41,6 +41,8 @@ class CliAgent(Agent):
     providers: ClassVar[tuple[str, ...]]
     own_provider: ClassVar[str]
     stream_name: ClassVar[str] = "jsonl"  # extension of the stream file in /logs/agent
+    # Providers whose endpoint this CLI cannot be pointed at: their key enters the sandbox.
+    unrouted: ClassVar[tuple[str, ...]] = ()
 
     def install(self, sandbox: Sandbox, log: LineSink, timeout: float) -> None:
         run_install(sandbox, self.install_spec, log, timeout)
@@ -64,17 +66,22 @@ class CliAgent(Agent):
     def configure(self, plan: AgentPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
         """The CLI's command line, env and config files for this provider."""
 
-    def launch(self, plan: AgentPlan) -> AgentLaunch:
+    def launch(self, plan: AgentPlan, route: ProviderRoute | None = None) -> AgentLaunch:
         choice = self.provider(plan)
+        routed = route is not None and choice.name not in self.unrouted
+        if routed:
+            assert route is not None
+            choice = route(choice)
         run = self.configure(plan, choice, mcp_servers(plan.mcp_servers))
         pin = self.install_spec.pin
+        via = "pier's model gateway" if routed else choice.provider.key_env
         return AgentLaunch(
             command=self._wrapped(run.argv, run.after),
             env=run.env,
             files={PROMPT_PATH: plan.instruction.encode()},
             credential_files=run.config_files,
             collect_command=run.collect,
-            summary=f"{self.name} {pin.version}, provider {choice.name} ({choice.provider.key_env}), "
+            summary=f"{self.name} {pin.version}, provider {choice.name} ({via}), "
             f"model {choice.model or 'the CLI default'}",
         )
 

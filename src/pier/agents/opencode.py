@@ -27,6 +27,8 @@ class OpencodeAgent(CliAgent):
     )
     providers = ("anthropic", "openrouter", "openai", "google", "bedrock")
     own_provider = "anthropic"
+    # Its Bedrock provider signs for AWS's own endpoint and takes no base URL.
+    unrouted = ("bedrock",)
 
     def own(self, plan: AgentPlan) -> str:
         """opencode has no provider of its own: the model's vendor is the natural one."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from pier.agents.base import AGENT_LOG, PIER_RUN_DIR, Agent, AgentLaunch, AgentPlan
+from pier.agents.base import AGENT_LOG, PIER_RUN_DIR, Agent, AgentLaunch, AgentPlan, ProviderRoute
 from pier.errors import InputError
 from pier.sandbox.processes import stop_leftovers_after
 
@@ -61,7 +61,7 @@ class ScriptAgent(Agent):
     def preflight(self, plan: AgentPlan) -> None:
         build_script(plan.instruction)  # a runbook without a shell block is refused before any sandbox
 
-    def launch(self, plan: AgentPlan) -> AgentLaunch:
+    def launch(self, plan: AgentPlan, route: ProviderRoute | None = None) -> AgentLaunch:
         script = build_script(plan.instruction)
         # The agent ends when its script does: what it left running is stopped then.
         script_run = stop_leftovers_after(f"bash -euo pipefail {shlex.quote(SCRIPT_PATH)}")

@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 
 DESCRIPTION = """Runs AI agents on runbooks, one isolated sandbox per run.
 
-Every route but `/health` and the docs needs `Authorization: Bearer <token>`:
+Every route but the health checks (`/health`, `/health/live`, `/health/ready`)
+and the docs needs `Authorization: Bearer <token>`:
 a collection's token (`pier collection create NAME`) or the admin token
 (`PIER_ADMIN_TOKEN`). Errors are JSON: `{"detail": "<what to do>"}`."""
 
@@ -82,8 +83,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redirect_slashes=False,
     )
     errors.install(app)
+    app.add_middleware(NoNul)  # inside BodyLimit: it reads JSON bodies whole
     app.add_middleware(BodyLimit, limit=settings.max_upload_bytes)
-    app.add_middleware(NoNul)
     app.add_middleware(NoTrailingSlash)
     for module in (health, collections, tasks, runs, trajectories, files, events, catalog, routines):
         app.include_router(module.router)

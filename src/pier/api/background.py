@@ -10,6 +10,7 @@ from typing import cast
 
 from pier.api.uploads import expire_uploads
 from pier.errors import NotFoundError, PierError
+from pier.lifecycle.orphans import end_orphaned_runs
 from pier.sandbox.base import LABEL_RUN, SandboxBackend, SandboxInfo
 from pier.sandbox.sweeper import sweep
 from pier.settings import Settings
@@ -43,7 +44,10 @@ class _KnownRunsOnly:
 
 
 def sweep_once(backend: Callable[[], SandboxBackend], store: Store, settings: Settings) -> int:
-    """Sweep now; the number of sandboxes removed (0 when the engine is down)."""
+    """End the runs whose owner is gone (a killed `pier run`), then sweep; the
+    number of sandboxes removed (0 when the engine is down)."""
+    for record in end_orphaned_runs(store, settings):
+        log.warning("run %s ended: its owner process %s is gone", record.trajectory_id, record.owner)
     try:
         engine = backend()
         scope = engine if settings.sweep_foreign else cast(SandboxBackend, _KnownRunsOnly(engine, store))

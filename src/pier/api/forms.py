@@ -20,6 +20,7 @@ from starlette.datastructures import UploadFile
 from pier.api.dispatcher import RunParams
 from pier.api.errors import ApiError
 from pier.api.files import save_uploads
+from pier.api.limits import unstorable_field
 from pier.api.schemas.runs import RunCreate
 from pier.api.state import ApiState
 from pier.record import RunRecord
@@ -83,29 +84,11 @@ def _json_field(name: str, text: str) -> Any:
         raise invalid(name, f"is not valid JSON ({exc.msg} at character {exc.pos})") from None
 
 
-def nul_field(value: Any, field: str = "body") -> str | None:
-    """The first field (dotted path) whose key or text holds a NUL character,
-    which no store can keep (PostgreSQL text and JSONB cannot)."""
-    if isinstance(value, str):
-        return field if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            name = f"{field}.{key}" if field != "body" else str(key)
-            found = name if "\x00" in str(key) else nul_field(item, name)
-            if found:
-                return found
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = nul_field(item, f"{field}.{index}")
-            if found:
-                return found
-    return None
-
-
 def refuse_nul(value: Any, field: str = "body") -> None:
-    found = nul_field(value, field)
+    """Multipart fields and parsed bodies meet the rule JSON bodies meet at the edge."""
+    found = unstorable_field(value, field)
     if found:
-        raise invalid(found.replace("\x00", "\\0"), "must not contain a NUL character")
+        raise invalid(found, "must not contain a NUL character or an unpaired surrogate")
 
 
 def _validated(fields: dict[str, Any]) -> RunCreate:

@@ -4,8 +4,10 @@
   declared Content-Length over it is refused before reading, and a chunked body
   is cut off as soon as it passes it. Either way: 413.
 - A trailing slash is ignored: both forms of a route answer, no redirect.
-- No NUL character in the path or the query: nothing pier stores can contain
-  one (PostgreSQL text cannot), so such a request names nothing: 404 / 422.
+- No NUL character in the path, the query or any text of a JSON body, and no
+  unpaired surrogate in a JSON body: nothing pier stores can contain one
+  (PostgreSQL text cannot), so such a request names nothing (404) or is refused
+  naming the field (422), on every route at once.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pier.api.errors import ApiError
+from pier.api.errors import ApiError, body
 
 
 def too_large(limit: int) -> ApiError:
@@ -53,7 +55,97 @@ class NoNul:
             if b"%00" in scope.get("query_string", b""):
                 await _refuse(send, ApiError(422, "a query parameter cannot contain a NUL character"))
                 return
+            if _is_json(scope):
+                try:
+                    body = await _whole_body(receive)
+                except ApiError as exc:  # the body limit, met while reading
+                    await _refuse(send, exc)
+                    return
+                field = _unstorable_field(body)
+                if field is not None:
+                    message = "must not contain a NUL character or an unpaired surrogate"
+                    await _refuse(
+                        send, ApiError(422, f"{field}: {message}"), [{"field": field, "message": message}]
+                    )
+                    return
+                receive = _replay(body, receive)
         await self.app(scope, receive, send)
+
+
+def _is_json(scope: Scope) -> bool:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type":
+            return value.split(b";")[0].strip().lower() == b"application/json"
+    return False
+
+
+async def _whole_body(receive: Receive) -> bytes:
+    """A JSON body, read whole: JSON bodies are small (uploads come as multipart)
+    and the body limit still applies while it arrives."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()  # the disconnect, when it comes
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replayed
+
+
+def _unstorable_field(body: bytes) -> str | None:
+    """The dotted path of the first key or text in a JSON body that no store can
+    keep; None when there is none, or the body is not JSON (the route says so)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    return unstorable_field(data)
+
+
+def _unstorable(text: str) -> bool:
+    if "\x00" in text:
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # an unpaired surrogate, which JSON's \uD800 can spell
+        return True
+    return False
+
+
+def unstorable_field(value: object, field: str = "body") -> str | None:
+    """The first field (dotted path) whose key or text no store can keep."""
+    if isinstance(value, str):
+        return field if _unstorable(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            name = f"{field}.{key}" if field != "body" else str(key)
+            found = _printable(name) if _unstorable(str(key)) else unstorable_field(item, name)
+            if found:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = unstorable_field(item, f"{field}.{index}")
+            if found:
+                return found
+    return None
+
+
+def _printable(name: str) -> str:
+    return name.replace("\x00", "\\0").encode("utf-8", "backslashreplace").decode()
 
 
 class BodyLimit:
@@ -98,8 +190,8 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def _refuse(send: Send, error: ApiError) -> None:
-    payload = json.dumps({"detail": error.detail}).encode()
+async def _refuse(send: Send, error: ApiError, errors: list[dict[str, str]] | None = None) -> None:
+    payload = json.dumps(body(str(error.detail), errors)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
     await send({"type": "http.response.body", "body": payload})

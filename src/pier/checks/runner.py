@@ -43,6 +43,7 @@ class CheckOptions:
     log: Callable[[str], None] = lambda _line: None
     stop: Callable[[], bool] = lambda: False  # asked between checks (a cancel)
     on_result: Callable[[CheckResult], None] = lambda _result: None
+    scratch: Path | None = None  # where sources fetched on the host go (default: the system's temp)
 
 
 def run_checks(sandbox: Sandbox, checks: Sequence[Check], options: CheckOptions) -> list[CheckResult]:
@@ -117,7 +118,7 @@ def place_source(sandbox: Sandbox, check: CodeCheck, options: CheckOptions) -> N
             why = "timed out" if done.timed_out else done.output.strip()[-2000:]
             raise FetchError(f"git clone in the sandbox failed: {why}")
         return
-    with tempfile.TemporaryDirectory(prefix="pier-check-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="pier-check-", dir=options.scratch) as tmp:
         tree = fetch_on_host(check, Path(tmp), timeout=check.timeout_sec)
         sandbox.put_archive(CHECKS_ROOT, root_owned_tar(tree, check.name))
 

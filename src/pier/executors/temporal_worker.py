@@ -30,7 +30,6 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from pier.api.background import PeriodicSweeper
-from pier.api.outcomes import end_record
 from pier.api.webhooks import WebhookSender
 from pier.executors.base import Job
 from pier.executors.ports import EventSink, LifecycleHooks, RunPorts
@@ -39,6 +38,7 @@ from pier.executors.temporal import connect, control_queue
 from pier.executors.temporal_workflow import RunWorkflow
 from pier.lifecycle import runner
 from pier.lifecycle.context import RunContext
+from pier.lifecycle.outcomes import end_record
 from pier.lifecycle.service import Services
 from pier.record import STAGES, RunRecord, RunStatus, StageRecord, StageStatus
 from pier.settings import Settings

@@ -86,6 +86,7 @@ def _run(ctx: RunContext, sandbox: Sandbox) -> None:
         log=ctx.log,
         stop=ctx.cancel.is_set,
         on_result=on_result,
+        scratch=ctx.scratch(),
     )
     ctx.log(f"running {len(plan.checks)} check(s) in a clean shell")
     run_checks(sandbox, plan.checks, options)

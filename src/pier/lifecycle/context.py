@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pier.agents.base import Agent, AgentLaunch
+from pier.egress.run import EgressRun
+from pier.gateway.routing import ModelRoute
 from pier.lifecycle.plan import RunInputs, RunPlan
 from pier.record import RunRecord, StageRecord
 from pier.redact import Redactor
@@ -17,6 +19,13 @@ from pier.tasks.model import Task
 
 # (stage, line): a human line for the run's log.
 LogSink = Callable[[str, str], None]
+
+
+def scratch_dir(settings: Settings, trajectory_id: str) -> Path:
+    """Where a run keeps its temporary files (the assets tar, check sources cloned
+    on the host): one folder per run under PIER_HOME, so that what a killed run
+    left is found and removed by whoever ends it (lifecycle/orphans.py)."""
+    return settings.home / "tmp" / trajectory_id
 
 
 @dataclass
@@ -41,9 +50,17 @@ class RunContext:
     agent_output: str = ""
     stage: str = "prepare"
     on_step: Callable[[StageRecord], None] | None = None  # a stage started or ended
+    model_route: ModelRoute | None = None  # the run's way to its model through pier's gateway
+    egress: EgressRun | None = None  # the run's allow-listed way out, when it has one
 
     def log(self, line: str, stage: str | None = None) -> None:
         self.emit(stage or self.stage, self.redactor.text(line))
+
+    def scratch(self) -> Path:
+        """This run's scratch folder, made on first use; execute removes it at the end."""
+        folder = scratch_dir(self.settings, self.record.trajectory_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
     def require_plan(self) -> RunPlan:
         assert self.plan is not None, "prepare has not run"

@@ -10,8 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from pier.checks import Check, check_isolation, load_checks
+from pier.egress.allow import allow_list
 from pier.errors import InputError
+from pier.gateway.grants import Budget
 from pier.lifecycle.assets import AssetLimits, check_assets
 from pier.limits import run_limits
 from pier.runbook.render import render, variables
@@ -50,6 +54,9 @@ class RunPlan:
     env: Mapping[str, str]  # secrets and collection environment; never logged
     vars: Mapping[str, str]
     warnings: tuple[str, ...] = field(default=())
+    model_budget: Budget = field(default_factory=Budget)  # the gateway refuses requests past it
+    # Names the sandbox may reach through pier's egress proxy; None: no allow-list.
+    network_allow: tuple[str, ...] | None = None
 
     @property
     def secret_values(self) -> tuple[str, ...]:
@@ -104,7 +111,50 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         env=env,
         vars=vars_,
         warnings=tuple(warnings),
+        model_budget=model_budget(step.model_budget, settings),
+        network_allow=network_allow(step.network, settings),
     )
+
+
+def model_budget(asked: Mapping[str, Any], settings: Settings) -> Budget:
+    """The run's model budget: its own `model_budget` keys over the operator's
+    PIER_GATEWAY_MAX_* defaults. Raises InputError naming a bad field."""
+    defaults = {"requests": settings.gateway_max_requests, "tokens": settings.gateway_max_tokens,
+                "cost_usd": settings.gateway_max_cost_usd}  # fmt: skip
+    try:
+        return Budget.model_validate({**defaults, **asked})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise InputError(
+            f"model_budget.{where}: {first['msg']} (model_budget takes requests, tokens and cost_usd)"
+        ) from None
+
+
+class NetworkPolicy(BaseModel):
+    """The `network` key: `{allow: [...]}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allow: list[str] = Field(default_factory=list, description="host names, *.suffix, IPs, with :port")
+
+
+def network_allow(asked: Mapping[str, Any] | None, settings: Settings) -> tuple[str, ...] | None:
+    """The run's allow-list: the operator's PIER_NETWORK_ALLOW entries plus the run's
+    own `network.allow`; None when neither asks for one (egress unrestricted).
+    Raises InputError naming a bad entry or key."""
+    defaults = [e.strip() for e in settings.network_allow.split(",") if e.strip()]
+    if asked is None and not defaults:
+        return None
+    try:
+        policy = NetworkPolicy.model_validate(asked or {})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise InputError(f"network.{where}: {first['msg']} (network takes allow: [host names])") from None
+    entries = tuple(dict.fromkeys([*defaults, *policy.allow]))
+    allow_list(entries)  # refuses a bad entry now, before any sandbox exists
+    return entries
 
 
 def secret_variable(name: str, decl: Mapping[str, Any] | None) -> str:

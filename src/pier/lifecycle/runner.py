@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 import traceback
 from collections.abc import Callable
 
 from pier.errors import PierError, StageError
 from pier.lifecycle import stages
-from pier.lifecycle.context import RunContext
+from pier.lifecycle.context import RunContext, scratch_dir
+from pier.lifecycle.interrupts import deferred_signals, interruption_reason
+from pier.lifecycle.orphans import remove_sandboxes
+from pier.lifecycle.outcomes import end_record
 from pier.record import RunRecord, RunStatus, StageRecord, StageStatus, utcnow
+from pier.sandbox.sweeper import owner_label
 
 log = logging.getLogger(__name__)
 
@@ -31,17 +36,32 @@ AFTER_FAILURE = frozenset({"cleanup_credentials", "collect", "save"})
 
 
 def execute(ctx: RunContext) -> RunRecord:
+    """Run every stage; whatever happens, delete the sandbox and the scratch files
+    and save how the run ended. An interruption (Interrupted, KeyboardInterrupt)
+    cancels the run, saying why, and is raised again once that is done."""
     record = ctx.record
     record.status = RunStatus.running
     record.started = utcnow()
+    record.owner = owner_label()  # the process that runs it: if it dies, others end the run
     ctx.save_record(record)
     started = time.monotonic()
     try:
         for name, stage in STAGES:
             _step(ctx, name, stage)
+    except BaseException as exc:  # a signal, not a stage's failure (those are recorded by _step)
+        _interrupted(ctx, exc)
+        with deferred_signals():
+            # Interrupted inside a create call, a sandbox may exist that the
+            # context never got (the run's own, or a fresh one for checks).
+            remove_sandboxes(lambda: ctx.backend, {record.trajectory_id})
+        raise
     finally:
-        _delete_sandbox(ctx)
-        _finish(ctx, time.monotonic() - started)
+        with deferred_signals():  # a second Ctrl-C must not cut the clean-up short
+            stages.close_model_route(ctx)
+            _delete_sandbox(ctx)
+            stages.close_run_egress(ctx)
+            shutil.rmtree(scratch_dir(ctx.settings, record.trajectory_id), ignore_errors=True)
+            _finish(ctx, time.monotonic() - started)
     return record
 
 
@@ -58,12 +78,13 @@ def begin(ctx: RunContext) -> None:
     record = ctx.record
     record.status = RunStatus.running
     record.started = utcnow()
+    record.owner = owner_label()  # this worker process
     ctx.save_record(record)
     try:
         for name, stage in BEFORE_AGENT:
             _step(ctx, name, stage)
     except BaseException:
-        _delete_sandbox(ctx)
+        _clean_up(ctx)
         _finish(ctx, _elapsed(ctx))
         raise
 
@@ -74,9 +95,17 @@ def conclude(ctx: RunContext) -> RunRecord:
         for name, stage in FROM_AGENT:
             _step(ctx, name, stage)
     finally:
-        _delete_sandbox(ctx)
+        _clean_up(ctx)
         _finish(ctx, _elapsed(ctx))
     return ctx.record
+
+
+def _clean_up(ctx: RunContext) -> None:
+    """What execute's end does before the record is finished."""
+    stages.close_model_route(ctx)
+    _delete_sandbox(ctx)
+    stages.close_run_egress(ctx)
+    shutil.rmtree(scratch_dir(ctx.settings, ctx.record.trajectory_id), ignore_errors=True)
 
 
 def _elapsed(ctx: RunContext) -> float:
@@ -92,6 +121,14 @@ def cancel(ctx: RunContext) -> None:
     sandbox = ctx.sandbox
     if sandbox is not None:
         sandbox.delete()
+
+
+def _interrupted(ctx: RunContext, exc: BaseException) -> None:
+    """The run is cancelled by `exc`: the stage it was in fails saying why."""
+    ctx.cancel.set()
+    message = f"the run was interrupted: {interruption_reason(exc)}"
+    end_record(ctx.record, RunStatus.cancelled, message)
+    ctx.log(message)
 
 
 def _step(ctx: RunContext, name: str, stage: Stage) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -9,18 +10,24 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from pier.errors import PierError
 from pier.lifecycle.context import LogSink, RunContext
+from pier.lifecycle.interrupts import interruption_reason
+from pier.lifecycle.outcomes import end_record
 from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan
 from pier.lifecycle.runner import execute
 from pier.lifecycle.stages import plan_run
-from pier.record import RunRecord, StageRecord
+from pier.record import RunRecord, RunStatus, StageRecord
 from pier.redact import Redactor
 from pier.sandbox import get_backend
 from pier.sandbox.base import SandboxBackend
+from pier.sandbox.sweeper import owner_label
 from pier.settings import Settings, get_settings
 from pier.storage.local import LocalStorage, check_collection_name, check_name
 from pier.store import Store
 from pier.tasks.model import Task
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -93,28 +100,61 @@ def new_context(
     on_log = observer.on_log if observer else None
     store = services.store
     if record is None:
-        record = RunRecord.new(request.trajectory_id, request.collection, request.task_name)
+        # This process runs it from now on: if it dies, whoever notices ends the run.
+        record = RunRecord.new(
+            request.trajectory_id, request.collection, request.task_name, owner=owner_label()
+        )
         store.create_run(record)
+        backend = _backend_or_end(services, record)
+    else:
+        backend = services.backend
 
     def emit(stage: str, line: str) -> None:
         store.append_event(record.trajectory_id, line, stage)
         if on_log is not None:
-            on_log(stage, line)
+            _observe(on_log, stage, line)
 
     sink: LogSink = emit
+    on_step = observer.on_step if observer else None
     return RunContext(
         task=request.task,
         run_params=dict(request.run_params),
         inputs=request.inputs(),
         record=record,
         settings=services.settings,
-        backend=services.backend,
+        backend=backend,
         output_dir=services.storage.run_dir(request.collection, request.task_name, record.trajectory_id),
         emit=sink,
         save_record=store.save_run,
         redactor=Redactor(request.env.values()),
-        on_step=observer.on_step if observer else None,
+        on_step=(lambda step: _observe(on_step, step)) if on_step else None,
     )
+
+
+def _backend_or_end(services: Services, record: RunRecord) -> SandboxBackend:
+    """The engine, or the new run ends failed saying why (e.g. no engine answers):
+    a run that cannot start must never stay pending."""
+    try:
+        return services.backend
+    except BaseException as exc:
+        if isinstance(exc, PierError):
+            ended = end_record(record, RunStatus.failed, str(exc))
+        else:  # interrupted while connecting
+            ended = end_record(
+                record, RunStatus.cancelled, f"the run was interrupted: {interruption_reason(exc)}"
+            )
+        services.store.save_run(ended)
+        services.store.append_event(record.trajectory_id, ended.error or "", "prepare")
+        raise
+
+
+def _observe(callback: Callable[..., None], *args: object) -> None:
+    """A live view must never stop a run: a console that went away (the terminal
+    closed, a broken pipe) only loses the view."""
+    try:
+        callback(*args)
+    except Exception as exc:
+        log.debug("run observer failed: %s", exc)
 
 
 def run(services: Services, request: RunRequest, observer: Observer | None = None) -> RunRecord:

@@ -7,11 +7,14 @@ import shlex
 import tempfile
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pier.agents import Agent, get_agent
+from pier.egress.run import open_egress
 from pier.errors import StageError
+from pier.gateway import ModelRoute, shared_gateway, without_provider_keys
 from pier.lifecycle.assets import assets_tar
 from pier.lifecycle.checking import check_stage, record_eval, verify_check_tools
 from pier.lifecycle.context import RunContext
@@ -87,6 +90,7 @@ def create(ctx: RunContext) -> None:
         ctx.record.outputs.warnings.append(note)
     deadline = time.monotonic() + settings.create_timeout_sec
     ctx.image = ctx.backend.ensure_image(source, ctx.log, timeout=settings.create_timeout_sec)
+    open_run_egress(ctx)
     spec = sandbox_spec(ctx)
     ctx.sandbox = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
     report_limit_notes(ctx, tuple(ctx.sandbox.notes))
@@ -117,7 +121,50 @@ def sandbox_spec(ctx: RunContext) -> SandboxSpec:
         disk=settings.disk_limit,
         network=plan.network,
     )
-    return SandboxSpec(image=ctx.image, limits=limits, labels=_labels(ctx))
+    spec = SandboxSpec(image=ctx.image, limits=limits, labels=_labels(ctx))
+    egress = ctx.egress
+    if egress is None or not plan.network:
+        return spec
+    return replace(spec, network_name=egress.network, dns=(egress.address,), env={**spec.env, **egress.env()})
+
+
+def open_run_egress(ctx: RunContext) -> None:
+    """With an allow-list (and network on), the sandbox's only way out: pier's egress
+    proxy on an internal network. Without one, egress stays as it is."""
+    plan, settings = ctx.require_plan(), ctx.settings
+    if plan.network_allow is None or not plan.network:
+        return
+    ttl = settings.create_timeout_sec + settings.agent_install_timeout_sec + plan.timeout_sec + 3600
+    ctx.egress = open_egress(
+        ctx.backend, settings.egress_network, plan.trajectory_id, plan.network_allow, ttl
+    )
+    ctx.redactor.add([ctx.egress.grant.token])
+    listed = ", ".join(plan.network_allow) or "nothing"
+    ctx.log(f"egress: only through pier's proxy, to {listed} (and the model gateway)")
+    _egress_warning(ctx)
+
+
+def _egress_warning(ctx: RunContext) -> None:
+    egress = ctx.egress
+    if egress is not None and egress.warning:
+        note = f"services on this machine may answer the sandbox at {egress.address}: {egress.warning}"
+        ctx.log(f"warning: {note}")
+        ctx.record.outputs.warnings.append(note)
+        egress.warning = None
+
+
+def close_run_egress(ctx: RunContext) -> None:
+    """End the run's egress grant (idempotent) and say what it refused."""
+    egress = ctx.egress
+    if egress is None:
+        return
+    egress.close()
+    refused = sorted(set(egress.grant.refused))
+    if refused:
+        ctx.log(
+            f"egress refused {len(egress.grant.refused)} connection(s) to: {', '.join(refused)[:500]}", "save"
+        )
+    ctx.egress = None
 
 
 def _labels(ctx: RunContext) -> dict[str, str]:
@@ -144,13 +191,17 @@ def setup(ctx: RunContext) -> None:
     _verify_tools_and_make_dirs(ctx)
     verify_check_tools(ctx)
     if plan.assets:
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory(dir=ctx.scratch()) as tmp:
             tar = assets_tar(plan.assets, Path(tmp) / "assets.tar")
             with open(tar, "rb") as stream:  # streamed: never whole in memory
                 sandbox.put_archive("/app/assets", file_chunks(stream))
         ctx.log(f"placed {len(plan.assets)} file(s) in /app/assets")
     agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
-    launch = agent.launch(plan)
+    ctx.model_route = model_route(ctx)
+    launch = agent.launch(plan, ctx.model_route)
+    grant = ctx.model_route.grant if ctx.model_route else None
+    if grant is not None:
+        ctx.redactor.add([grant.token])
     if launch.summary:
         ctx.log(launch.summary)
     for path, content in {**launch.files, **launch.credential_files}.items():
@@ -184,13 +235,25 @@ def run_agent(ctx: RunContext) -> None:
         if readable is not None:
             ctx.log(readable, "run_agent")
 
-    result = sandbox.exec(
-        launch.command, env={**plan.env, **launch.env}, timeout=plan.timeout_sec, on_line=on_line
-    )
+    grant = ctx.model_route.grant if ctx.model_route else None
+    env = {**without_provider_keys(plan.env, grant), **launch.env}
+    try:
+        result = sandbox.exec(launch.command, env=env, timeout=plan.timeout_sec, on_line=on_line)
+    finally:
+        close_model_route(ctx)  # the token dies with the agent
     ctx.agent_output = result.output
-    usage = ctx.record.outputs.usage = ctx.redactor.data(agent.usage(result.output))
+    usage = ctx.redactor.data(agent.usage(result.output))
+    if grant is not None:
+        usage = merged_usage(usage, grant.usage())
     if usage:
         usage.setdefault("duration_seconds", round(result.duration_s, 3))
+    ctx.record.outputs.usage = usage
+    if grant is not None and grant.refused:
+        raise StageError(
+            "run_agent",
+            f"the run's model budget was used up ({grant.refused}) and the gateway refused the agent's "
+            "next request: raise model_budget (or PIER_GATEWAY_MAX_*) or make the runbook do less",
+        )
     if result.timed_out:
         raise StageError(
             "run_agent",
@@ -210,6 +273,44 @@ def run_agent(ctx: RunContext) -> None:
             f"{plan.trajectory_id}`) for the failing step",
         )
     ctx.log(f"agent finished in {result.duration_s:.1f}s")
+
+
+def model_route(ctx: RunContext) -> ModelRoute | None:
+    """The run's route through pier's model gateway, or None when the agent needs
+    no model or the gateway is off (PIER_GATEWAY=false: keys enter the sandbox)."""
+    settings, agent, plan = ctx.settings, ctx.agent, ctx.require_plan()
+    if not settings.gateway or agent is None or not agent.needs_model:
+        return None
+    host = ctx.egress.address if ctx.egress else settings.gateway_host or ctx.backend.host_address()
+    if not host:
+        raise StageError(
+            "setup",
+            f"the {ctx.backend.name} backend has no address where sandboxes reach pier's model gateway: "
+            "set PIER_GATEWAY_HOST (or PIER_GATEWAY=false to give the agent the provider key itself)",
+        )
+    gateway = shared_gateway(host, settings.gateway_port, settings.ca_bundle)
+    if ctx.egress is not None:
+        ctx.egress.admit_port(gateway.port)
+        _egress_warning(ctx)
+    ttl = plan.timeout_sec + settings.cleanup_timeout_sec + settings.sweep_grace_sec
+    return ModelRoute(gateway, plan.trajectory_id, plan.model_budget, ttl_s=ttl)
+
+
+def close_model_route(ctx: RunContext) -> None:
+    """End the run's gateway token (idempotent): nothing can use it afterwards."""
+    if ctx.model_route is not None:
+        ctx.model_route.close()
+
+
+def merged_usage(reported: dict[str, Any], seen: dict[str, Any]) -> dict[str, Any]:
+    """What the CLI reported, completed by what the gateway counted (codex and
+    gemini-cli report no cost or calls), and the gateway's own count kept whole."""
+    merged = dict(reported)
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_usd", "api_calls"):
+        if merged.get(key) is None and key in seen:
+            merged[key] = seen[key]
+    merged["gateway"] = seen
+    return merged
 
 
 def cleanup_credentials(ctx: RunContext) -> None:

@@ -55,6 +55,8 @@ class Frontmatter(BaseModel):
     pip_packages: list[str] = Field(default_factory=list)
     vars: dict[str, Any] = Field(default_factory=dict)
     mcp_servers: dict[str, Any] = Field(default_factory=dict)
+    model_budget: dict[str, Any] = Field(default_factory=dict)  # requests, tokens, cost_usd
+    network: dict[str, Any] | None = None  # {allow: [names]}: egress through pier's proxy only
 
     @field_validator("version", mode="before")
     @classmethod
@@ -72,7 +74,7 @@ class Frontmatter(BaseModel):
     def _one_or_many(cls, value: Any) -> Any:
         return _as_list(value)
 
-    @field_validator("secrets", "vars", "mcp_servers", mode="before")
+    @field_validator("secrets", "vars", "mcp_servers", "model_budget", mode="before")
     @classmethod
     def _empty_mapping(cls, value: Any) -> Any:
         return {} if value is None else value

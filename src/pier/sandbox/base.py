@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
+from pier.errors import SandboxError
+
 SourceKind = Literal["snapshot", "image", "dockerfile"]
 LineSink = Callable[[str], None]
 
@@ -75,6 +77,17 @@ class SandboxSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     files: Mapping[str, bytes] = field(default_factory=dict)  # absolute sandbox path -> content
     name: str | None = None
+    # An internal network (from ensure_internal_network) instead of the default one,
+    # and the resolvers the sandbox uses; with limits.network False, no network wins.
+    network_name: str | None = None
+    dns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class InternalNetwork:
+    name: str
+    address: str  # this machine's address on it
+    subnet: str  # the sandboxes' addresses, e.g. 172.19.0.0/16
 
 
 @dataclass(frozen=True)
@@ -198,5 +211,18 @@ class SandboxBackend(ABC):
         """Remove a sandbox by id. Idempotent; never raises."""
 
     @abstractmethod
-    def ping(self) -> None:
-        """Raise SandboxError saying how to start the engine if it does not answer."""
+    def ping(self, timeout: float | None = None) -> None:
+        """Raise SandboxError saying how to start the engine if it does not answer
+        (within `timeout` seconds when given: a health check must answer quickly)."""
+
+    def ensure_internal_network(self, name: str) -> InternalNetwork:
+        """An internal network named `name` (created if missing): its sandboxes have no
+        route out and reach only this machine, at the network's address.
+        Raises SandboxError when the backend cannot make one."""
+        raise SandboxError(f"the {self.name} backend cannot restrict egress (network.allow)")
+
+    def host_address(self) -> str | None:
+        """An address of this machine that sandboxes reach and the outside does not
+        (Docker: the bridge's gateway), for services pier runs for its sandboxes
+        (the model gateway). None when the backend has no such address."""
+        return None

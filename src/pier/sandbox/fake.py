@@ -238,7 +238,7 @@ class FakeBackend(SandboxBackend):
         self.processes = processes
         self.capabilities = capabilities or Capabilities(memory_limit=True)
 
-    def ping(self) -> None:
+    def ping(self, timeout: float | None = None) -> None:
         return None
 
     def image_exists(self, ref: str) -> bool:

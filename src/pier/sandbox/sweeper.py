@@ -34,17 +34,31 @@ class SweptSandbox:
     reason: str
 
 
-def _process_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot, which tells a process
-    from a later one that reuses its pid; "?" where /proc is not available."""
+@dataclass(frozen=True)
+class _Proc:
+    state: str  # one letter: R, S, D... Z (zombie), X (dead); "?" when unknown
+    start: str  # start time in clock ticks since boot; "?" when unknown
+
+
+def _proc(pid: int) -> _Proc | None:
+    """The process's state and start time from /proc/<pid>/stat (None when there is
+    no such process). The start time tells a process from a later one that reuses
+    its pid; the state tells a zombie (exited, not yet reaped) from a live one.
+    Where /proc is not available both are "?"."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             # Field 2 (comm) may hold spaces and parentheses: split after its ")".
-            return stat.read().rsplit(")", 1)[1].split()[19]
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return _Proc(state=fields[0], start=fields[19])
     except FileNotFoundError:
-        return None if os.path.isdir("/proc") else "?"
+        return None if os.path.isdir("/proc") else _Proc("?", "?")
     except (OSError, IndexError):
-        return "?"
+        return _Proc("?", "?")
+
+
+def _process_start(pid: int) -> str | None:
+    proc = _proc(pid)
+    return proc.start if proc else None
 
 
 def owner_label(pid: int | None = None) -> str:
@@ -53,9 +67,16 @@ def owner_label(pid: int | None = None) -> str:
     return f"{socket.gethostname()}:{pid}:{_process_start(pid) or '?'}"
 
 
+# A zombie has exited: it only waits for its parent (or PID 1, which may never
+# come: pier in a container without an init) to read its exit status.
+_GONE_STATES = frozenset({"Z", "X", "x"})
+
+
 def owner_alive(label: str) -> bool | None:
     """Whether the process an owner label names is still running; None when it
-    ran on another host (or the label is not one pier writes)."""
+    ran on another host (or the label is not one pier writes). A zombie is not
+    running. This is the one rule for every judgement of an owner: the sweep,
+    the server's start-up recovery, and the CLI's ending of orphaned runs."""
     try:
         host, pid_text, start = label.rsplit(":", 2)
         pid = int(pid_text)
@@ -63,12 +84,12 @@ def owner_alive(label: str) -> bool | None:
         return None
     if host != socket.gethostname():
         return None
-    current = _process_start(pid)
-    if current is None:
+    proc = _proc(pid)
+    if proc is None or proc.state in _GONE_STATES:
         return False
-    if current == "?" or start == "?":
+    if proc.start == "?" or start == "?":
         return _pid_exists(pid)
-    return current == start
+    return proc.start == start
 
 
 def _pid_exists(pid: int) -> bool:

@@ -33,6 +33,11 @@ class StoreBase:
     def dialect(self) -> str:
         return self.engine.dialect.name
 
+    def ping(self) -> None:
+        """Raise the driver's error when the database does not answer a trivial query."""
+        with self._read() as session:
+            session.execute(text("SELECT 1"))
+
     def close(self) -> None:
         self.engine.dispose()
 

@@ -15,6 +15,7 @@ from pier.tasks.model import KNOWN_INIT_PARAMS, StepConfig, Task
 _FROM_FRONTMATTER = (
     "agent", "model", "model_provider", "snapshot", "image", "base_image", "apt_packages",
     "pip_packages", "checks", "checks_isolation", "primary_outputs", "mcp_servers",
+    "model_budget", "network",
 )  # fmt: skip
 
 
@@ -63,6 +64,8 @@ class ResolvedStep:
     network_enabled: bool | None
     init_params: dict[str, Any]
     warnings: tuple[str, ...] = field(default=())
+    model_budget: dict[str, Any] = field(default_factory=dict)
+    network: dict[str, Any] | None = None
 
 
 def resolve(task: Task, run_params: Mapping[str, Any] | None = None) -> ResolvedStep:
@@ -103,6 +106,8 @@ def resolve(task: Task, run_params: Mapping[str, Any] | None = None) -> Resolved
         network_enabled=_first(step.network_enabled, params.get("network_enabled"), front.network_enabled),
         init_params=params,
         warnings=runbook.warnings + tuple(_unknown_params(params)),
+        model_budget=_mapping(params.get("model_budget"), "model_budget"),
+        network=_mapping(params["network"], "network") if params.get("network") is not None else None,
     )
 
 

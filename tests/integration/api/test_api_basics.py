@@ -356,6 +356,20 @@ def test_nul_characters_and_overlong_names_are_refused(collection: Collection):
     assert r.status_code == 422 and r.json()["errors"][0]["field"] == "init_params.vars.x"
     r = c.post(f"/api/v1/trajectory/{name}/t/statuses", json={"a\u0000": "cancelled"})
     assert r.status_code == 422
+    # every JSON body, whatever its route: a score name in an ingest (a 500 on PostgreSQL once)
+    r = c.post(
+        f"/api/v1/trajectories/{name}/t/ingest", json={"status": "completed", "scores": {"a\u0000b": 1}}
+    )
+    assert r.status_code == 422 and r.json()["errors"] == [
+        {"field": "scores.a\\0b", "message": "must not contain a NUL character or an unpaired surrogate"}
+    ]
+    lone_surrogate = '{"status": "completed", "output": {"x": "\\ud800"}}'  # JSON may spell one; UTF-8 cannot
+    r = c.post(
+        f"/api/v1/trajectories/{name}/t/ingest",
+        content=lone_surrogate,
+        headers={"Content-Type": "application/json"},
+    )
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "output.x"
     r = c.put(
         f"/api/v1/tasks/{name}/t",
         content="---\nagent: script\n---\n\u0000",

@@ -4,6 +4,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -66,6 +67,40 @@ def test_owner_alive():
 def test_a_reused_pid_is_not_the_owner():
     host, pid, start = owner_label().rsplit(":", 2)
     assert owner_alive(f"{host}:{pid}:{int(start) + 1}") is False
+
+
+@pytest.fixture
+def zombie_owner_label() -> Iterator[str]:
+    """The owner label of a real zombie: a child of this process that has exited
+    and that this process has not reaped (waitid with WNOWAIT waits for the exit
+    and leaves the child as it is)."""
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        label = owner_label(child.pid)  # taken while it runs, as a sandbox's label would be
+        assert child.stdin is not None
+        child.stdin.close()  # the child reads EOF and exits
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+        with open(f"/proc/{child.pid}/stat") as stat:
+            assert stat.read().rsplit(")", 1)[1].split()[0] == "Z", "the child is not a zombie"
+        yield label
+    finally:
+        child.wait()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="process states come from /proc")
+def test_a_zombie_owner_is_gone(zombie_owner_label):
+    assert owner_alive(zombie_owner_label) is False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="process states come from /proc")
+def test_a_sandbox_whose_owner_is_a_zombie_is_swept(zombie_owner_label):
+    sandbox = info(**{LABEL_OWNER: zombie_owner_label})
+    assert sweep_reason(sandbox, "running", NOW, GRACE) == f"its owner process ({zombie_owner_label}) is gone"
+    backend = FakeBackend([sandbox])
+    assert [s.reason for s in sweep(backend, {"run-1": "running"}.get, now=NOW)] == [
+        f"its owner process ({zombie_owner_label}) is gone"
+    ]
+    assert backend.removed == [sandbox.id]
 
 
 @pytest.mark.parametrize("status", ["completed", "failed", "cancelled"])

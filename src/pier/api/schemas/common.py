@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class FieldError(BaseModel):
@@ -16,10 +16,18 @@ class ErrorBody(BaseModel):
 
 
 class Health(BaseModel):
-    status: str
+    status: str = Field(description='"ok", or "degraded" when the engine or the database does not answer')
     version: str
     running: int
     pending: int
+    engine: str = Field("ok", description='"ok", or why the sandbox engine does not answer')
+    database: str = Field("ok", description='"ok", or why the database does not answer')
+
+
+class Readiness(BaseModel):
+    status: str = Field(description='"ready" (HTTP 200), or "unready" (HTTP 503)')
+    engine: str = Field(description='"ok", or why the sandbox engine does not answer')
+    database: str = Field(description='"ok", or why the database does not answer')
 
 
 ERROR_RESPONSES: dict[int | str, dict] = {

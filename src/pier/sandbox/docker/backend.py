@@ -14,6 +14,7 @@ import requests
 from pier.errors import SandboxError
 from pier.sandbox.base import (
     Capabilities,
+    InternalNetwork,
     Limits,
     LineSink,
     SandboxBackend,
@@ -25,6 +26,7 @@ from pier.sandbox.capabilities import refuse_unsupported
 from pier.sandbox.docker import images
 from pier.sandbox.docker.client import (
     EngineFacts,
+    bridge_address,
     connect,
     docker_errors,
     engine_facts,
@@ -39,6 +41,8 @@ from pier.sandbox.docker.containers import (
     remove_container,
     start_container,
 )
+from pier.sandbox.docker.hardening import Hardening, hardening
+from pier.sandbox.docker.networks import ensure_internal_network
 from pier.sandbox.docker.sandbox import DockerSandbox
 from pier.sandbox.dockerfile import CA_PATH, ca_env, read_ca_bundle
 from pier.sandbox.sweeper import owner_label
@@ -80,12 +84,25 @@ class DockerBackend(SandboxBackend):
         )
 
     @cached_property
+    def hardening(self) -> Hardening:
+        """What every sandbox is denied (settings PIER_SANDBOX_*), resolved against
+        the runtimes this engine has. Raises SandboxError for a missing runtime."""
+        settings = self._settings
+        extra = [c for c in settings.sandbox_cap_add.split(",") if c.strip()]
+        return hardening(
+            extra, settings.sandbox_no_new_privileges, settings.sandbox_runtime, self.facts.runtimes
+        )
+
+    @cached_property
     def _ca_bytes(self) -> bytes | None:
         return read_ca_bundle(self._settings.ca_bundle)
 
-    def ping(self) -> None:
+    def ping(self, timeout: float | None = None) -> None:
         try:
-            self.api.ping()
+            if timeout is None:
+                self.api.ping()
+            else:  # the SDK's ping takes no timeout; the client is a requests session
+                self.api.get(f"{self.api.base_url}/_ping", timeout=timeout).raise_for_status()
         except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
             raise no_engine_error(self._url, exc) from exc
 
@@ -100,7 +117,9 @@ class DockerBackend(SandboxBackend):
     def create(self, spec: SandboxSpec) -> DockerSandbox:
         refuse_unsupported(spec, self.capabilities, self.name)
         extra_env = ca_env() if self._ca_bytes else None
-        plan = plan_container(spec, self.facts, owner=owner_label(), extra_env=extra_env)
+        plan = plan_container(
+            spec, self.facts, owner=owner_label(), extra_env=extra_env, hardening=self.hardening
+        )
         with docker_errors(f"creating a sandbox from {spec.image}", self._url):
             container_id, plan = self._create(plan)
         sandbox = DockerSandbox(self.api, container_id, self._url)
@@ -133,6 +152,16 @@ class DockerBackend(SandboxBackend):
         """Put the CA bundle where the sandbox's TLS variables point (set at create)."""
         if self._ca_bytes:
             sandbox.put_files(os.path.dirname(CA_PATH), {os.path.basename(CA_PATH): self._ca_bytes})
+
+    def ensure_internal_network(self, name: str) -> InternalNetwork:
+        with docker_errors(f"preparing the internal network {name}", self._url):
+            return ensure_internal_network(self.api, name, owner_label())
+
+    def host_address(self) -> str | None:
+        """The default bridge's gateway address (docker0), where sandboxes reach this
+        machine. Only meaningful when the engine runs on this machine."""
+        with docker_errors("reading the bridge network", self._url):
+            return bridge_address(self.api.inspect_network("bridge"))
 
     def list_sandboxes(self) -> list[SandboxInfo]:
         with docker_errors("listing sandboxes", self._url):

@@ -3,6 +3,7 @@ docker SDK errors turned into pier's. The only place that opens a connection."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,6 +72,7 @@ class EngineFacts:
     ncpu: int
     storage_driver: str
     backing_fs: str | None
+    runtimes: tuple[str, ...] = ()  # OCI runtimes the engine has registered (runc, runsc...)
 
     @property
     def disk_quota(self) -> bool:
@@ -86,4 +88,15 @@ def engine_facts(info: dict[str, Any]) -> EngineFacts:
         ncpu=int(info.get("NCPU") or os.cpu_count() or 1),
         storage_driver=str(info.get("Driver") or ""),
         backing_fs=status.get("Backing Filesystem"),
+        runtimes=tuple(info.get("Runtimes") or {}),
     )
+
+
+def bridge_address(network: dict[str, Any]) -> str | None:
+    """The gateway address of a Docker network (its host side), from inspect_network."""
+    config = ((network.get("IPAM") or {}).get("Config") or [{}])[0]
+    if config.get("Gateway"):
+        return str(config["Gateway"])
+    if config.get("Subnet"):  # the engine gives the bridge the subnet's first address
+        return str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
+    return None

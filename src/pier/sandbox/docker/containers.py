@@ -17,6 +17,7 @@ import requests
 from pier.limits import parse_size
 from pier.sandbox.base import LABEL_CREATED, LABEL_OWNER, LABEL_RUN, SandboxInfo, SandboxSpec
 from pier.sandbox.docker.client import EngineFacts
+from pier.sandbox.docker.hardening import Hardening
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,11 @@ def plan_container(
     owner: str,
     extra_env: Mapping[str, str] | None = None,
     now: float | None = None,
+    hardening: Hardening | None = None,
 ) -> ContainerPlan:
-    """The engine arguments for spec: limits, labels, keepalive, network. Pure."""
+    """The engine arguments for spec: limits, labels, keepalive, network, and the
+    hardening (the default one when none is given: a sandbox is never created
+    with Docker's full default privileges by omission). Pure."""
     labels = {LABEL_OWNER: owner, LABEL_CREATED: str(int(now or time.time())), **spec.labels}
     memory = parse_size(spec.limits.memory)
     host: dict[str, Any] = {
@@ -55,9 +59,13 @@ def plan_container(
         "mem_limit": memory,
         "memswap_limit": memory,  # equal to mem_limit: no swap
         "pids_limit": spec.limits.pids,
+        **(hardening or Hardening()).host_config(),
     }
     if not spec.limits.network:
         host["network_mode"] = "none"
+    elif spec.network_name:
+        host["network_mode"] = spec.network_name
+        host["dns"] = list(spec.dns)
     if spec.limits.disk and facts.disk_quota:
         host["storage_opt"] = {"size": spec.limits.disk}
     create = {

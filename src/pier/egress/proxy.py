@@ -1,0 +1,279 @@
+"""pier's egress proxy: the only way out of a sandbox on the egress network. It
+speaks HTTP CONNECT (h11 reads the request; pier parses no HTTP itself), lets a
+run reach the names its allow-list holds and refuses the rest with a message,
+and never looks inside the tunnel (no TLS interception).
+
+A run is known by its proxy credentials (a per-run token in the proxy URL that
+the sandbox's HTTPS_PROXY carries). The proxy resolves names itself (the sandbox
+has no DNS that reaches out), refuses IP literals and other ports unless listed,
+and refuses a wildcard-matched name that resolves to a private, loopback or
+link-local address (services on the host or its network) unless that exact name
+or address is listed."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import ipaddress
+import logging
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import h11
+
+from pier.egress.allow import AllowList, Rule
+from pier.errors import SandboxError
+
+log = logging.getLogger(__name__)
+
+TOKEN_PREFIX = "pier-egress-"
+READ_CHUNK = 65536
+MAX_REQUEST_HEAD = 16384
+CONNECT_TIMEOUT_S = 30
+START_TIMEOUT_S = 30
+HALF_CLOSE_GRACE_S = 60
+
+
+@dataclass
+class EgressGrant:
+    run_id: str
+    allow: AllowList
+    expires_at: float  # monotonic
+    token: str = field(default_factory=lambda: TOKEN_PREFIX + secrets.token_urlsafe(24))
+    refused: list[str] = field(default_factory=list)  # what the run tried and was refused
+
+    @property
+    def live(self) -> bool:
+        return time.monotonic() < self.expires_at
+
+
+class EgressProxy:
+    """One listening proxy; runs come and go as grants."""
+
+    def __init__(self, host: str, port: int = 0):
+        self.host = host
+        self._sock = socket.create_server((host, port), reuse_port=False)
+        self._sock.setblocking(False)
+        self.port: int = self._sock.getsockname()[1]
+        self._grants: dict[str, EgressGrant] = {}
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._started = threading.Event()
+
+    def start(self) -> EgressProxy:
+        threading.Thread(target=self._run, name="pier-egress", daemon=True).start()
+        if not self._started.wait(START_TIMEOUT_S):
+            raise SandboxError(f"the egress proxy did not start on {self.host}:{self.port}")
+        return self
+
+    def _run(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._server = self._loop.run_until_complete(asyncio.start_server(self._handle, sock=self._sock))
+        self._started.set()
+        self._loop.run_forever()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._server is not None:
+            self._loop.call_soon_threadsafe(self._server.close)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+
+    def open(self, run_id: str, allow: AllowList, ttl_s: float) -> EgressGrant:
+        grant = EgressGrant(run_id, allow, time.monotonic() + ttl_s)
+        with self._lock:
+            self._grants[grant.token] = grant
+        return grant
+
+    def close(self, grant: EgressGrant) -> None:
+        with self._lock:
+            self._grants.pop(grant.token, None)
+
+    def proxy_url(self, grant: EgressGrant) -> str:
+        return f"http://pier:{grant.token}@{self.host}:{self.port}"
+
+    def _find(self, token: str | None) -> EgressGrant | None:
+        with self._lock:
+            grant = self._grants.get(token or "")
+        return grant if grant is not None and grant.live else None
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD)
+        try:
+            request = await _read_request(conn, reader)
+            if request is not None:
+                await self._serve(conn, request, reader, writer)
+        except (h11.ProtocolError, ConnectionError, asyncio.IncompleteReadError) as exc:
+            log.debug("egress: dropped a connection: %s", exc)
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError, OSError):
+                await writer.wait_closed()
+
+    async def _serve(
+        self,
+        conn: h11.Connection,
+        request: h11.Request,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        grant = self._find(_proxy_token(request.headers))
+        if grant is None:
+            await _refuse(conn, writer, 407, "no live pier run holds these proxy credentials")
+            return
+        if request.method != b"CONNECT":
+            await _refuse(conn, writer, 405, "pier's egress proxy tunnels HTTPS only (CONNECT); use https://")
+            return
+        target = request.target.decode("ascii", "replace")
+        host, port = _split_target(target)
+        address, why = await _decide(grant.allow, host, port)
+        if address is None:
+            grant.refused.append(target)
+            await _refuse(conn, writer, 403, f"{target} {why}")
+            return
+        try:
+            upstream_reader, upstream_writer = await asyncio.wait_for(
+                asyncio.open_connection(address, port), CONNECT_TIMEOUT_S
+            )
+        except (OSError, TimeoutError) as exc:
+            await _refuse(conn, writer, 502, f"{target} did not answer ({exc})")
+            return
+        writer.write(conn.send(h11.Response(status_code=200, headers=[], reason=b"Connection established")))
+        await writer.drain()
+        leftover = conn.trailing_data[0]
+        if leftover:
+            upstream_writer.write(leftover)
+        await _pipe_both(reader, writer, upstream_reader, upstream_writer)
+
+
+async def _read_request(conn: h11.Connection, reader: asyncio.StreamReader) -> h11.Request | None:
+    """The request, read through its end (h11 switches a CONNECT to a tunnel only
+    once the request has ended and a 2xx has been sent). Bodies are dropped: only
+    CONNECT, which has none, is served."""
+    request = None
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            data = await reader.read(READ_CHUNK)
+            if not data:
+                return None
+            conn.receive_data(data)
+        elif isinstance(event, h11.Request):
+            request = event
+        elif isinstance(event, h11.EndOfMessage) or event is h11.PAUSED:
+            return request
+        elif isinstance(event, h11.ConnectionClosed):
+            return None
+
+
+def _proxy_token(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The password of a `Proxy-Authorization: Basic` header (user:token)."""
+    for name, value in headers:
+        if name.lower() == b"proxy-authorization" and value[:6].lower() == b"basic ":
+            try:
+                decoded = base64.b64decode(value[6:].strip(), validate=True).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                return None
+            return decoded.partition(":")[2]
+    return None
+
+
+def _split_target(target: str) -> tuple[str, int]:
+    host, _, port = target.rpartition(":")
+    host = host.strip("[]")
+    return (host, int(port)) if port.isdigit() else (target, 443)
+
+
+async def _decide(allow: AllowList, host: str, port: int) -> tuple[str | None, str]:
+    """The address to connect to, or None and why not."""
+    rule = allow.rule_for(host, port)
+    if rule is None:
+        listed = ", ".join(allow.patterns) or "nothing"
+        return None, f"is not in this run's network allow-list ({listed}): add it to network.allow"
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        return None, f"does not resolve ({exc})"
+    addresses = [str(info[4][0]) for info in infos]
+    for address in addresses:
+        if _reachable(address, rule):
+            return address, ""
+    return None, (
+        f"resolves to a private or local address ({', '.join(sorted(set(addresses)))}), which only an "
+        "exact name or address in network.allow may reach"
+    )
+
+
+def _reachable(address: str, rule: Rule) -> bool:
+    ip = ipaddress.ip_address(address)
+    return ip.is_global or (rule.exact and not ip.is_unspecified and not ip.is_multicast)
+
+
+async def _refuse(conn: h11.Connection, writer: asyncio.StreamWriter, status: int, message: str) -> None:
+    body = f"pier egress: {message}\n".encode()
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode()),
+               (b"connection", b"close")]  # fmt: skip
+    if status == 407:
+        headers.append((b"proxy-authenticate", b'Basic realm="pier"'))
+    # The reason phrase carries the message too: clients show it ("Tunnel connection
+    # failed: 403 pier egress: ...") where they do not show a CONNECT's body.
+    reason = "".join(c if " " <= c <= "~" else "?" for c in f"pier egress: {message}")[:300]
+    writer.write(conn.send(h11.Response(status_code=status, headers=headers, reason=reason.encode())))
+    writer.write(conn.send(h11.Data(data=body)))
+    writer.write(conn.send(h11.EndOfMessage()))
+    await writer.drain()
+
+
+async def _pipe_both(
+    client_reader: asyncio.StreamReader,
+    client_writer: asyncio.StreamWriter,
+    upstream_reader: asyncio.StreamReader,
+    upstream_writer: asyncio.StreamWriter,
+) -> None:
+    """Copy both ways until both ends are done. Once one side has ended, the other
+    gets HALF_CLOSE_GRACE_S to finish, so a client that vanished does not hold a
+    tunnel to an idle server open."""
+    tasks = [
+        asyncio.ensure_future(_pipe(client_reader, upstream_writer)),
+        asyncio.ensure_future(_pipe(upstream_reader, client_writer)),
+    ]
+    try:
+        _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        if pending:
+            await asyncio.wait(pending, timeout=HALF_CLOSE_GRACE_S)
+    finally:
+        for task in tasks:
+            task.cancel()
+        upstream_writer.close()
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(READ_CHUNK):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        if writer.can_write_eof():
+            with contextlib.suppress(OSError):
+                writer.write_eof()
+
+
+_shared: dict[str, EgressProxy] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_proxy(host: str) -> EgressProxy:
+    """The process's egress proxy on host, started on first use."""
+    with _shared_lock:
+        proxy = _shared.get(host)
+        if proxy is None:
+            proxy = EgressProxy(host).start()
+            _shared[host] = proxy
+        return proxy

@@ -1,0 +1,48 @@
+"""A run's side of egress by allow-list: its grant on the process's egress proxy,
+and what its sandbox needs to use it (network, resolvers, proxy variables)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pier.egress.allow import allow_list
+from pier.egress.firewall import allow_only
+from pier.egress.proxy import EgressGrant, EgressProxy, shared_proxy
+from pier.sandbox.base import SandboxBackend
+
+
+@dataclass
+class EgressRun:
+    network: str  # the internal Docker network
+    address: str  # this machine's address on it: the proxy's and the model gateway's
+    subnet: str  # the sandboxes' addresses there
+    proxy: EgressProxy
+    grant: EgressGrant
+    warning: str | None = None  # why host services may still be reachable
+
+    def env(self) -> dict[str, str]:
+        """Every exec's proxy variables. Only HTTPS goes through the proxy (CONNECT);
+        the model gateway on this machine's address is reached directly."""
+        url = self.proxy.proxy_url(self.grant)
+        direct = f"{self.address},localhost,127.0.0.1"
+        return {"HTTPS_PROXY": url, "https_proxy": url, "NO_PROXY": direct, "no_proxy": direct}
+
+    def admit_port(self, port: int) -> None:
+        """Let the sandbox reach another pier service on this machine's address."""
+        why = allow_only(self.subnet, self.address, [port])
+        self.warning = self.warning or why
+
+    def close(self) -> None:
+        self.proxy.close(self.grant)
+
+
+def open_egress(
+    backend: SandboxBackend, network: str, run_id: str, entries: tuple[str, ...], ttl_s: float
+) -> EgressRun:
+    """The run's egress: the internal network (made if missing), the proxy on this
+    machine's address there, a grant for the run's allow-list. Raises SandboxError."""
+    internal = backend.ensure_internal_network(network)
+    proxy = shared_proxy(internal.address)
+    grant = proxy.open(run_id, allow_list(entries), ttl_s)
+    warning = allow_only(internal.subnet, internal.address, [proxy.port])
+    return EgressRun(network, internal.address, internal.subnet, proxy, grant, warning=warning)

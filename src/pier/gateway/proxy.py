@@ -1,0 +1,142 @@
+"""The gateway's one route: take a sandbox's request, find its run by the token it
+sent where the provider key would go, swap in the real key, forward it to the
+provider and stream the answer back unchanged, counting usage on the way.
+
+Paths are /<provider><the provider's own path>: /anthropic/v1/messages goes to
+<upstream origin>/v1/messages. Starlette parses requests and httpx talks to the
+provider; pier parses no HTTP itself."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from pier.gateway.grants import Grant, Grants
+from pier.gateway.usage import call_usage, is_generation, model_of
+
+log = logging.getLogger(__name__)
+
+# Where each provider takes its key; every other credential header is dropped.
+KEY_HEADER = {"anthropic": "x-api-key", "google": "x-goog-api-key"}  # others: Authorization: Bearer
+CREDENTIAL_HEADERS = ("authorization", "x-api-key", "x-goog-api-key")
+# Hop-by-hop (RFC 9110 7.6.1) or recomputed by httpx / the server.
+DROP_REQUEST = {"host", "content-length", "connection", "keep-alive", "proxy-authorization",
+                "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "accept-encoding"}  # fmt: skip
+DROP_RESPONSE = {"content-length", "content-encoding", "connection", "keep-alive", "transfer-encoding",
+                 "trailer", "upgrade"}  # fmt: skip
+MAX_USAGE_BODY = 32 << 20  # answers larger than this are forwarded but not read for usage
+
+
+def create_app(grants: Grants, client: httpx.AsyncClient) -> Starlette:
+    async def forward(request: Request) -> Response:
+        token = sent_token(request)
+        grant = grants.find(token)
+        if grant is None:
+            return error(401, "unknown_token", "this token is not a live pier run's: it expired with its run")
+        if not request.url.path.startswith(f"/{grant.provider}/"):
+            return error(404, "wrong_provider", f"this run's gateway path starts /{grant.provider}/")
+        refused = grant.admit()
+        if refused is not None:
+            return error(
+                402,
+                "budget_exceeded",
+                f"pier: this run's model budget is used up ({refused}); the run fails. "
+                "Raise model_budget on the task, or do less per run",
+            )
+        return await _proxy(request, grant, client)
+
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+    return Starlette(routes=[Route("/{path:path}", forward, methods=methods)])
+
+
+def sent_token(request: Request) -> str | None:
+    """The credential the CLI sent, wherever its provider's convention puts it."""
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return (
+        request.headers.get("x-api-key")
+        or request.headers.get("x-goog-api-key")
+        or request.query_params.get("key")
+    )
+
+
+def error(status: int, kind: str, message: str) -> JSONResponse:
+    """An error every provider SDK reads: Anthropic's `type`/`error`, OpenAI's and
+    Gemini's `error.message`."""
+    body = {"type": "error", "error": {"type": kind, "code": kind, "message": message, "status": kind}}
+    return JSONResponse(body, status_code=status)
+
+
+def upstream_request(request: Request, grant: Grant, body: bytes, client: httpx.AsyncClient) -> httpx.Request:
+    origin = urlsplit(grant.upstream)
+    path = request.url.path.removeprefix(f"/{grant.provider}")
+    params = httpx.QueryParams(
+        [(k, grant.key if v == grant.token else v) for k, v in request.query_params.multi_items()]
+    )
+    headers = {
+        k: v for k, v in request.headers.items() if k not in DROP_REQUEST and k not in CREDENTIAL_HEADERS
+    }
+    name = KEY_HEADER.get(grant.provider)
+    if name:
+        headers[name] = grant.key
+    else:
+        headers["authorization"] = f"Bearer {grant.key}"
+    url = httpx.URL(scheme=origin.scheme, host=origin.hostname or "", port=origin.port, path=path)
+    return client.build_request(request.method, url, params=params, headers=headers, content=body)
+
+
+async def _proxy(request: Request, grant: Grant, client: httpx.AsyncClient) -> Response:
+    body = await request.body()
+    try:
+        upstream = await client.send(upstream_request(request, grant, body, client), stream=True)
+    except httpx.HTTPError as exc:
+        log.warning("gateway: %s unreachable for run %s: %s", grant.provider, grant.run_id, exc)
+        return error(502, "upstream_unreachable", f"pier gateway could not reach {grant.provider}: {exc}")
+    headers = {k: v for k, v in upstream.headers.items() if k not in DROP_RESPONSE}
+    counting = is_generation(request.url.path) and upstream.status_code < 400
+    model = model_of(request.url.path, _json(body)) if counting else None
+    return StreamingResponse(
+        _relay(upstream, grant, model, counting),
+        status_code=upstream.status_code,
+        headers=headers,
+        background=BackgroundTask(upstream.aclose),
+    )
+
+
+async def _relay(
+    upstream: httpx.Response, grant: Grant, model: str | None, counting: bool
+) -> AsyncIterator[bytes]:
+    """The answer's bytes as they come; its usage is recorded when it ends, or when
+    the client hangs up (codex closes the stream once it read the final event)."""
+    kept: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in upstream.aiter_bytes():
+            if counting and size <= MAX_USAGE_BODY:
+                kept.append(chunk)
+                size += len(chunk)
+            yield chunk
+    finally:
+        if counting and size <= MAX_USAGE_BODY:
+            content_type = upstream.headers.get("content-type", "")
+            used = call_usage(content_type, b"".join(kept), grant.provider, model)
+            if used is not None:
+                grant.record(used)
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body) if body else None
+    except ValueError:
+        return None

@@ -1,0 +1,54 @@
+"""A run's side of the gateway: turning the provider choice an agent made into one
+that points at the gateway with a per-run token, and the sandbox environment
+without any provider key."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from pier.agents.providers import BEDROCK_DEFAULT_REGION, PROVIDERS, ProviderChoice
+from pier.gateway.grants import Budget, Grant
+from pier.gateway.server import Gateway
+
+
+@dataclass
+class ModelRoute:
+    """Routes one run's provider choice through a gateway (callable by an agent's
+    launch). Holds the grant it opened so the run can read usage and close it."""
+
+    gateway: Gateway
+    run_id: str
+    budget: Budget
+    ttl_s: float
+    grant: Grant | None = None
+
+    def __call__(self, choice: ProviderChoice) -> ProviderChoice:
+        upstream = choice.base_url or upstream_default(choice)
+        if self.grant is not None:
+            self.gateway.close(self.grant)
+        self.grant = self.gateway.open(
+            self.run_id, choice.name, choice.key, upstream, self.budget, self.ttl_s
+        )
+        return replace(choice, key=self.grant.token, base_url=self.gateway.base_url(self.grant))
+
+    def close(self) -> None:
+        if self.grant is not None:
+            self.gateway.close(self.grant)
+
+
+def upstream_default(choice: ProviderChoice) -> str:
+    """The provider's endpoint when the choice names none (Bedrock's is regional)."""
+    if choice.name == "bedrock":
+        region = choice.env.get("AWS_REGION") or BEDROCK_DEFAULT_REGION
+        return f"https://bedrock-runtime.{region}.amazonaws.com"
+    return PROVIDERS[choice.name].base_url
+
+
+def without_provider_keys(env: Mapping[str, str], grant: Grant | None) -> dict[str, str]:
+    """The run's environment for the sandbox: with a grant, no provider key
+    variable and no variable holding the routed key enter it."""
+    if grant is None:
+        return dict(env)
+    keys = {provider.key_env for provider in PROVIDERS.values()}
+    return {name: value for name, value in env.items() if name not in keys and value != grant.key}

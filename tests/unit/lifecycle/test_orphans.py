@@ -1,0 +1,126 @@
+"""Ending runs whose owner is gone, on a real SQLite store with real processes:
+a live owner (this test), a dead one (a reaped child), a zombie (an unreaped one)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pier.api.recovery import abandoned_at_start
+from pier.lifecycle.context import scratch_dir
+from pier.lifecycle.orphans import end_orphaned_runs, owner_gone
+from pier.record import RunRecord, RunStatus, StageStatus
+from pier.sandbox.base import LABEL_RUN, SandboxBackend, SandboxInfo
+from pier.sandbox.sweeper import owner_label
+from pier.settings import Settings
+from pier.store import Store
+
+
+def dead_label() -> str:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    label = owner_label(child.pid)
+    child.wait()
+    return label
+
+
+@pytest.fixture
+def zombie_label() -> Iterator[str]:
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    label = owner_label(child.pid)
+    assert child.stdin is not None
+    child.stdin.close()
+    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped: a zombie
+    yield label
+    child.wait()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store.open(f"sqlite:///{tmp_path / 'pier.db'}") as opened:
+        yield opened
+
+
+def add(store: Store, tid: str, owner: str | None, status: RunStatus = RunStatus.running) -> None:
+    record = RunRecord.new(tid, "local", "task", owner=owner, status=status)
+    if status == RunStatus.running:
+        record.stage("prepare").status = StageStatus.completed
+        record.stage("create").status = StageStatus.running
+    store.create_run(record)
+
+
+class FakeBackend(SandboxBackend):
+    name = "fake"
+
+    def __init__(self, runs: list[str]):
+        self.sandboxes = [SandboxInfo(id=f"sb-{r}", labels={LABEL_RUN: r}, running=True) for r in runs]
+        self.removed: list[str] = []
+
+    def list_sandboxes(self) -> list[SandboxInfo]:
+        return self.sandboxes
+
+    def remove(self, sandbox_id: str) -> None:
+        self.removed.append(sandbox_id)
+
+    ensure_image = image_exists = create = attach = ping = None  # type: ignore[assignment]
+
+
+def test_runs_whose_owner_is_dead_or_a_zombie_end_failed_with_their_files(store, tmp_path, zombie_label):
+    settings = Settings(home=tmp_path / "home")
+    add(store, "live", owner_label())
+    add(store, "dead", dead_label())
+    add(store, "zombie", zombie_label)
+    add(store, "waiting", dead_label(), status=RunStatus.pending)  # a `pier run` killed before it started
+    add(store, "server-queued", None, status=RunStatus.pending)  # the API's, waiting for a server
+    add(store, "elsewhere", "other.example:1:1")
+    for tid in ("dead", "zombie"):
+        (scratch_dir(settings, tid) / "assets.tar").parent.mkdir(parents=True)
+        (scratch_dir(settings, tid) / "assets.tar").write_bytes(b"x")
+    backend = FakeBackend(["live", "dead", "zombie"])
+
+    ended = end_orphaned_runs(store, settings, lambda: backend)
+
+    assert sorted(r.trajectory_id for r in ended) == ["dead", "waiting", "zombie"]
+    for tid in ("dead", "zombie", "waiting"):
+        record = store.get_run(tid)
+        assert record.status == RunStatus.failed and record.success is False
+        assert record.error is not None and "`pier run` process" in record.error
+        assert "killed" in record.error and "run it again" in record.error
+        assert store.events(tid)[-1].line == record.error
+        assert not scratch_dir(settings, tid).exists()
+    assert store.get_run("dead").failed_stage == "create"
+    assert {tid: store.get_run(tid).status for tid in ("live", "server-queued", "elsewhere")} == {
+        "live": RunStatus.running,
+        "server-queued": RunStatus.pending,
+        "elsewhere": RunStatus.running,
+    }
+    assert sorted(backend.removed) == ["sb-dead", "sb-zombie"]
+    live = store.get_run("live")
+    assert live.owner == owner_label(), "the store keeps the owner"
+    assert "owner" not in live.model_dump_json(), "records printed or served do not show it"
+
+
+def test_a_server_run_says_the_server_stopped(store, tmp_path):
+    record = RunRecord.new("api-run", "local", "task", owner=dead_label(), status=RunStatus.running)
+    store.enqueue_run(record, {"collection": "local"})
+    store.save_run(record)
+    end_orphaned_runs(store, Settings(home=tmp_path))
+    assert store.get_run("api-run").error == "the server stopped while this run was running; run it again"
+
+
+def test_the_start_up_judgement():
+    def record(owner, status=RunStatus.running):
+        return RunRecord.new("r", "c", "t", owner=owner, status=status)
+
+    assert abandoned_at_start(record(owner_label())) is False  # a live `pier run` on the same home
+    assert abandoned_at_start(record(dead_label())) is True
+    assert abandoned_at_start(record(None)) is True  # an older server's run
+    assert abandoned_at_start(record("other.example:1:1")) is True  # one server per store
+    assert abandoned_at_start(record(None, RunStatus.pending)) is False  # re-queued instead
+    assert abandoned_at_start(record(owner_label(), RunStatus.pending)) is False
+    assert abandoned_at_start(record(dead_label(), RunStatus.pending)) is True
+    assert owner_gone(record(None)) is False and owner_gone(record(dead_label())) is True
