@@ -278,18 +278,15 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
     queue = f"{settings.temporal_task_queue}-{identity}-{uuid.uuid4().hex[:8]}"
     client = await connect(settings)
     acts = FleetActivities(hooks, identity, queue, settings)
-    throttle = {
-        "max_heartbeat_throttle_interval": timedelta(seconds=HEARTBEAT_EVERY_SEC),
-        "default_heartbeat_throttle_interval": timedelta(seconds=HEARTBEAT_EVERY_SEC),
-        "identity": identity,
-    }
+    beat = timedelta(seconds=HEARTBEAT_EVERY_SEC)  # heartbeats (and so cancels) go out this often
     workers = [
         Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow],
-               workflow_runner=RUNNER,
-               activities=[acts.claim], max_concurrent_activities=1, **throttle),
+               workflow_runner=RUNNER, activities=[acts.claim], max_concurrent_activities=1,
+               identity=identity, max_heartbeat_throttle_interval=beat, default_heartbeat_throttle_interval=beat),
         control_worker(client, hooks, settings, identity),
         Worker(client, task_queue=queue, activities=[acts.begin, acts.conclude, acts.release],
-               max_concurrent_activities=3 * settings.worker_slots, **throttle),
+               max_concurrent_activities=3 * settings.worker_slots,
+               identity=identity, max_heartbeat_throttle_interval=beat, default_heartbeat_throttle_interval=beat),
     ]  # fmt: skip
     sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings)  # this host's sandboxes
     sweeper.start()
