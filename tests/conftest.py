@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from pier.settings import get_settings
+from tests.support.services import require_service
 
 SHARED = Path(os.environ.get("PIER_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
 CORPUS = SHARED / "corpus" / "agent-runbooks"
@@ -13,12 +14,12 @@ CORPUS = SHARED / "corpus" / "agent-runbooks"
 
 def corpus_or_skip() -> Path:
     """The corpus of real runbooks: extra data kept outside the repository, so a
-    clone alone skips the tests that read it; CI (CI set) must have it, and fails."""
+    clone alone skips the tests that read it; under CI=true they fail."""
     if not CORPUS.is_dir():
-        reason = f"the runbook corpus is not at {CORPUS}: set PIER_SHARED_DIR to the folder holding corpus/"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason} (CI must run the corpus tests)", pytrace=False)
-        pytest.skip(reason)
+        require_service(
+            "the runbook corpus",
+            f"{CORPUS} does not exist: set PIER_SHARED_DIR to the folder holding corpus/",
+        )
     return CORPUS
 
 

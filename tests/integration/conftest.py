@@ -1,6 +1,6 @@
 """Integration tests run on a real Docker engine with a local image (no registry:
 scripts/build-test-image.sh builds pier-base:bookworm). Where there is no engine
-they skip, except under CI (CI set), where that is a failure: CI must run them."""
+they skip, except under CI=true, where that is a failure (tests/support/services.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from tests.support.model_server import ModelServer, bridge_gateway
+from tests.support.services import require_service
 
 from pier.errors import SandboxError
 from pier.sandbox.docker.backend import DockerBackend
@@ -23,12 +24,6 @@ CLI_AGENTS = ("claude-code", "codex", "opencode", "gemini-cli", "hermes")
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-test-image.sh"
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI must run the integration tests)", pytrace=False)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def docker_backend() -> Iterator[DockerBackend]:
     """A DockerBackend on the engine DOCKER_HOST (or the local socket) names."""
@@ -36,7 +31,7 @@ def docker_backend() -> Iterator[DockerBackend]:
     try:
         backend.ping()
     except SandboxError as exc:
-        _unavailable(str(exc))
+        require_service("Docker", str(exc))
     yield backend
 
 
@@ -48,8 +43,8 @@ def base_image(docker_backend: DockerBackend) -> str:
         # A fresh machine: build it once (about a minute), as scripts/build-test-image.sh would.
         subprocess.run(["bash", str(BUILD_SCRIPT)], env={**os.environ, TEST_IMAGE_ENV: image}, check=False)
     if not docker_backend.image_exists(image):
-        _unavailable(
-            f"image {image} is missing: run scripts/build-test-image.sh (needs debootstrap, as root)"
+        require_service(
+            f"the test image {image}", "run scripts/build-test-image.sh (needs debootstrap, as root)"
         )
     return image
 

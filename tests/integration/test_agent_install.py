@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -79,10 +78,8 @@ def agent_sandbox(docker_backend, agent_image):
 
 def test_a_cli_at_the_pinned_version_is_used_as_it_is(agent_sandbox):
     lines: list[str] = []
-    began = time.monotonic()
     run_install(agent_sandbox, CodexAgent.install_spec, lines.append, timeout=600)
-    assert lines == ["pier: codex 0.171.0 is in the image; using it"]
-    assert time.monotonic() - began < 60
+    assert lines == ["pier: codex 0.171.0 is in the image; using it"], "nothing was installed"
 
 
 def test_another_version_is_replaced_by_the_pinned_one(agent_sandbox):

@@ -260,6 +260,27 @@ def test_the_agent_cannot_change_a_code_check_source(base_image, check_repo):
     assert result.output == "expected 42\n", "the check ran the original source, not the agent's"
 
 
+PLANTER = """echo 42 > {{results_dir}}/answer.txt
+mkdir -p /app/checks/unit /app/checks/stray
+printf 'echo planted\\n' > /app/checks/unit/planted.sh
+printf 'echo planted\\n' > /app/checks/stray/run.sh"""
+
+SEES_ONLY_ITS_SOURCE = (
+    "for f in /app/checks/unit/planted.sh /app/checks/stray; do "
+    'if [ -e "$f" ]; then echo "the check sees $f"; exit 3; fi; done; sh /app/checks/unit/check.sh'
+)
+
+
+def test_files_the_agent_plants_in_a_check_folder_are_gone_before_the_check(base_image, check_repo):
+    """A file the source does not have (not one the source overwrites) and a
+    folder of no check: /app/checks is emptied, not merged into."""
+    checks = [{"name": "unit", "type": "code", "source": str(check_repo), "run": SEES_ONLY_ITS_SOURCE}]
+    record = start(runbook(PLANTER, checks), base_image)
+    assert record.status == "completed", record.error
+    (result,) = record.checks
+    assert result.output == "answer is 42\n" and result.passed, result.output
+
+
 # --- pre-flight
 
 
@@ -328,7 +349,7 @@ def test_a_check_past_its_time_limit_is_stopped_and_fails(base_image, scripts):
     slow = results["slow"]
     assert not slow.passed and slow.exit_code is None
     assert slow.output.startswith("begun\n") and "time limit of 3s" in slow.output
-    assert slow.duration_s < 20
+    assert slow.duration_s < 120, "stopped at its limit, not when the sleep ended"
     assert results["after"].passed, "the checks after it still run"
     assert record.status == "completed" and record.success is False
 

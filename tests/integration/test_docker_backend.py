@@ -129,9 +129,8 @@ def test_a_generated_dockerfile_is_built_once_and_reused(docker_backend, base_im
     assert labels["pier.recipe"] == tag.rsplit(":", 1)[1] and "pier.created" in labels
 
     again: list[str] = []
-    started = time.monotonic()
     assert docker_backend.ensure_image(source, again.append, timeout=600) == tag
-    assert again == [f"Using cached image {tag}"] and time.monotonic() - started < 2
+    assert again == [f"Using cached image {tag}"], "no build step ran the second time"
 
     sandbox = make_sandbox(image=tag, memory="256m")
     result = sandbox.exec("jq --version && python3 -c 'import six; print(six.__name__)' && uv --version")

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import pytest
 
 from pier.record import RunStatus
 from pier.sandbox.base import LABEL_COLLECTION
 from pier.store.engine import scratch_schema
+from tests.support.services import postgres_url
 
 ADMIN_TOKEN = "admin-" + "x" * 40
 START_TIMEOUT_SEC = 90
@@ -119,24 +119,13 @@ def runbook(script: str, **front: object) -> str:
     return "---\n" + "\n".join(lines) + f"\n---\n# test\n\n```bash\n{script}\n```\n"
 
 
-POSTGRES_ENV = "PIER_TEST_POSTGRES_URL"
 UPLOAD_LIMIT = 1024 * 1024
 SLOTS = 4
 
 
-def postgres_base_url() -> str:
-    url = os.environ.get(POSTGRES_ENV)
-    if not url:
-        reason = f"{POSTGRES_ENV} is not set: run scripts/start-postgres.sh and export the URL it prints"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason} (CI must run the API suite on PostgreSQL)", pytrace=False)
-        pytest.skip(reason)
-    return url
-
-
 def postgres_schema() -> Iterator[str]:
     """A fresh schema for one server's store, dropped afterwards."""
-    return scratch_schema(postgres_base_url(), prefix="pier_api")
+    return scratch_schema(postgres_url(), prefix="pier_api")
 
 
 def ended(record: dict) -> bool:

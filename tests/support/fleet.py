@@ -14,11 +14,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
 from cryptography.fernet import Fernet
 
 from pier.store import Store
 from tests.support.api_server import ADMIN_TOKEN, Server
+from tests.support.services import require_service
 
 TEMPORAL_ENV = "PIER_TEST_TEMPORAL_ADDRESS"
 REPO = Path(__file__).resolve().parents[2]
@@ -26,12 +26,13 @@ FAKE_BACKEND = "tests.support.fleet_backend:backend"
 
 
 def temporal_address() -> str:
-    address = os.environ.get(TEMPORAL_ENV)
+    """Temporal's dev server the fleet tests use ($PIER_TEST_TEMPORAL_ADDRESS)."""
+    address = os.environ.get(TEMPORAL_ENV, "").strip()
     if not address:
-        reason = f"{TEMPORAL_ENV} is not set: run scripts/start-temporal.sh and export the address it prints"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason} (CI must run the fleet tests)", pytrace=False)
-        pytest.skip(reason)
+        require_service(
+            "Temporal",
+            f"{TEMPORAL_ENV} is not set: run scripts/start-temporal.sh and export the address it prints",
+        )
     return address
 
 

@@ -25,6 +25,8 @@ from urllib.parse import quote, quote_plus  # noqa: E402
 
 import pytest  # noqa: E402
 
+from tests.support.services import require_service  # noqa: E402
+
 KEY = "sk-live-4f/9+Zq=Tz?&x"  # has characters base64, base64url and URL-encoding treat apart
 
 
@@ -83,7 +85,7 @@ def test_what_the_base64_tool_prints_is_masked():
         try:
             printed = subprocess.run(["base64", wrap], input=(KEY + "\n").encode(), capture_output=True)
         except FileNotFoundError:
-            pytest.skip("no base64 tool")
+            require_service("the base64 tool", "coreutils' base64 is not on PATH")
         masked = redactor.text(printed.stdout.decode())
         assert MASK in masked and len(masked.replace(MASK, "").strip().rstrip("=")) <= 2, masked
 
@@ -91,3 +93,17 @@ def test_what_the_base64_tool_prints_is_masked():
 def test_short_secrets_are_masked_only_as_written():
     redactor = Redactor(["abcd1"])
     assert redactor.text("abcd1 " + b"abcd1".hex()) == f"{MASK} " + b"abcd1".hex()
+
+
+def test_a_secret_of_the_minimum_length_is_masked_and_a_shorter_one_is_not():
+    assert Redactor(["abcd"]).text("xabcdx") == f"x{MASK}x"
+    assert Redactor(["abc"]).text("xabcx") == "xabcx"
+    assert bool(Redactor(["abcd"])) and not Redactor(["abc", ""])
+
+
+def test_longest_first_even_when_the_shorter_sorts_after_it():
+    # "zzzz" sorts after "abzzzzcd" alphabetically: only length may decide the order.
+    redactor = Redactor(["zzzz"])
+    redactor.add(["abzzzzcd"])
+    assert redactor.text("<abzzzzcd>") == f"<{MASK}>"
+    assert redactor.bytes(b"<abzzzzcd> zzzz") == f"<{MASK}> {MASK}".encode()

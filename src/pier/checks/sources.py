@@ -87,7 +87,10 @@ def fetch_on_host(check: CodeCheck, dest: Path, timeout: float) -> Path:
     target = dest / check.name
     source = Path(check.source)
     if not is_remote(check.source) and not is_repository(source):
-        shutil.copytree(source, target, symlinks=True)
+        try:
+            shutil.copytree(source, target, symlinks=True)
+        except OSError as exc:  # gone since prepare, or unreadable: a broken check, not a crash
+            raise FetchError(f"copying {source} failed: {exc}") from None
         return target
     if shutil.which("git") is None:
         raise FetchError("git is not installed on the pier host, which fetches this source: install git")

@@ -8,7 +8,13 @@ the sandbox's HTTPS_PROXY carries). The proxy resolves names itself (the sandbox
 has no DNS that reaches out), refuses IP literals and other ports unless listed,
 and refuses a wildcard-matched name that resolves to a private, loopback or
 link-local address (services on the host or its network) unless that exact name
-or address is listed."""
+or address is listed.
+
+The one exception to "never looks inside": a CONNECT to a host that one of the
+run's secrets is meant for (`inject: header`) is answered with TLS from the
+run's own CA (pier.egress.ca), and its requests are relayed by
+pier.egress.intercept, which puts the secret's value in their headers. Every
+other host stays a plain tunnel."""
 
 from __future__ import annotations
 
@@ -16,18 +22,24 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import datetime
 import ipaddress
 import logging
 import secrets
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import h11
 
 from pier.egress.allow import AllowList, Rule
+from pier.egress.ca import RunCA
+from pier.egress.inject import LiveInjection
+from pier.egress.intercept import relay_http, upstream_context
 from pier.errors import SandboxError
 
 log = logging.getLogger(__name__)
@@ -47,6 +59,17 @@ class EgressGrant:
     expires_at: float  # monotonic
     token: str = field(default_factory=lambda: TOKEN_PREFIX + secrets.token_urlsafe(24))
     refused: list[str] = field(default_factory=list)  # what the run tried and was refused
+    injections: tuple[LiveInjection, ...] = ()  # secrets the proxy puts in, for their hosts only
+    ca: RunCA | None = None  # signs what the proxy shows the sandbox for those hosts
+    upstream_ca: Path | None = None  # extra CAs that verify those hosts (PIER_CA_BUNDLE)
+    injected: int = 0  # requests that got a secret value
+
+    def count_injected(self) -> None:
+        self.injected += 1
+
+    def injections_for(self, host: str, port: int) -> tuple[LiveInjection, ...]:
+        host = host.lower().rstrip(".")
+        return tuple(i for i in self.injections if i.applies_to(host, port))
 
     @property
     def live(self) -> bool:
@@ -84,8 +107,21 @@ class EgressProxy:
             self._loop.call_soon_threadsafe(self._server.close)
             self._loop.call_soon_threadsafe(self._loop.stop)
 
-    def open(self, run_id: str, allow: AllowList, ttl_s: float) -> EgressGrant:
-        grant = EgressGrant(run_id, allow, time.monotonic() + ttl_s)
+    def open(
+        self,
+        run_id: str,
+        allow: AllowList,
+        ttl_s: float,
+        injections: tuple[LiveInjection, ...] = (),
+        upstream_ca: Path | None = None,
+    ) -> EgressGrant:
+        """A run's grant. With injections, the run gets its own CA too, limited to
+        their hosts and expiring with the grant."""
+        grant = EgressGrant(run_id, allow, time.monotonic() + ttl_s, injections=injections,
+                            upstream_ca=upstream_ca)  # fmt: skip
+        if injections:
+            hosts = [rule.pattern for i in injections for rule in i.hosts.rules]
+            grant.ca = RunCA(run_id, dict.fromkeys(hosts), datetime.timedelta(seconds=ttl_s))
         with self._lock:
             self._grants[grant.token] = grant
         return grant
@@ -136,6 +172,10 @@ class EgressProxy:
             grant.refused.append(target)
             await _refuse(conn, writer, 403, f"{target} {why}")
             return
+        injections = grant.injections_for(host, port)
+        if injections:
+            await self._intercept(grant, conn, (reader, writer), (host, port, address), injections)
+            return
         try:
             upstream_reader, upstream_writer = await asyncio.wait_for(
                 asyncio.open_connection(address, port), CONNECT_TIMEOUT_S
@@ -149,6 +189,53 @@ class EgressProxy:
         if leftover:
             upstream_writer.write(leftover)
         await _pipe_both(reader, writer, upstream_reader, upstream_writer)
+
+    async def _intercept(
+        self,
+        grant: EgressGrant,
+        conn: h11.Connection,
+        client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        where: tuple[str, int, str],
+        injections: tuple[LiveInjection, ...],
+    ) -> None:
+        """Connect to the host with TLS verified as usual, answer the CONNECT, speak
+        TLS to the sandbox with the run CA's certificate for the host, and relay
+        HTTP/1.1 with the secret values put in."""
+        host, port, address = where
+        assert grant.ca is not None, "a grant with injections has a CA"
+        try:
+            upstream = await asyncio.wait_for(
+                asyncio.open_connection(
+                    address, port, ssl=upstream_context(grant.upstream_ca), server_hostname=host
+                ),
+                CONNECT_TIMEOUT_S,
+            )
+        except ssl.SSLError as exc:
+            await _refuse(
+                conn, client[1], 502, f"{host}:{port} failed TLS verification ({exc.reason or exc})"
+            )
+            return
+        except (OSError, TimeoutError) as exc:
+            await _refuse(conn, client[1], 502, f"{host}:{port} did not answer ({exc})")
+            return
+        try:
+            client[1].write(
+                conn.send(h11.Response(status_code=200, headers=[], reason=b"Connection established"))
+            )
+            if conn.trailing_data[0]:  # TLS bytes before the 200: no client does this
+                return
+            try:
+                await client[1].start_tls(
+                    grant.ca.server_context(host), ssl_handshake_timeout=CONNECT_TIMEOUT_S
+                )
+            except (ssl.SSLError, OSError, TimeoutError):
+                grant.refused.append(f"{host}:{port} (its TLS client did not trust the run's CA)")
+                raise
+            await relay_http(client, upstream, host, port, injections, grant.count_injected)
+        except (h11.ProtocolError, OSError, TimeoutError) as exc:
+            log.debug("egress: intercepted connection to %s:%s ended: %s", host, port, type(exc).__name__)
+        finally:
+            upstream[1].close()
 
 
 async def _read_request(conn: h11.Connection, reader: asyncio.StreamReader) -> h11.Request | None:

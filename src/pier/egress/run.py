@@ -4,11 +4,16 @@ and what its sandbox needs to use it (network, resolvers, proxy variables)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+import certifi
 
 from pier.egress.allow import allow_list
 from pier.egress.firewall import allow_only
+from pier.egress.inject import LiveInjection
 from pier.egress.proxy import EgressGrant, EgressProxy, shared_proxy
 from pier.sandbox.base import SandboxBackend
+from pier.sandbox.dockerfile import CA_PATH, ca_env
 
 
 @dataclass
@@ -27,6 +32,16 @@ class EgressRun:
         direct = f"{self.address},localhost,127.0.0.1"
         return {"HTTPS_PROXY": url, "https_proxy": url, "NO_PROXY": direct, "no_proxy": direct}
 
+    def trust(self, operator_bundle: bytes | None) -> tuple[dict[str, str], dict[str, bytes]]:
+        """With injected secrets, the sandbox's TLS variables and the bundle they
+        point at: the operator's CAs (PIER_CA_BUNDLE) or else Mozilla's (certifi),
+        plus the run's own CA, which vouches only for the secrets' hosts. Without,
+        nothing changes."""
+        if self.grant.ca is None:
+            return {}, {}
+        base = operator_bundle if operator_bundle is not None else Path(certifi.where()).read_bytes()
+        return ca_env(), {CA_PATH: base.rstrip(b"\n") + b"\n" + self.grant.ca.pem}
+
     def admit_port(self, port: int) -> None:
         """Let the sandbox reach another pier service on this machine's address."""
         why = allow_only(self.subnet, self.address, [port])
@@ -37,12 +52,19 @@ class EgressRun:
 
 
 def open_egress(
-    backend: SandboxBackend, network: str, run_id: str, entries: tuple[str, ...], ttl_s: float
+    backend: SandboxBackend,
+    network: str,
+    run_id: str,
+    entries: tuple[str, ...],
+    ttl_s: float,
+    injections: tuple[LiveInjection, ...] = (),
+    upstream_ca: Path | None = None,
 ) -> EgressRun:
     """The run's egress: the internal network (made if missing), the proxy on this
-    machine's address there, a grant for the run's allow-list. Raises SandboxError."""
+    machine's address there, a grant for the run's allow-list (and the secrets it
+    puts in). Raises SandboxError."""
     internal = backend.ensure_internal_network(network)
     proxy = shared_proxy(internal.address)
-    grant = proxy.open(run_id, allow_list(entries), ttl_s)
+    grant = proxy.open(run_id, allow_list(entries), ttl_s, injections, upstream_ca)
     warning = allow_only(internal.subnet, internal.address, [proxy.port])
     return EgressRun(network, internal.address, internal.subnet, proxy, grant, warning=warning)

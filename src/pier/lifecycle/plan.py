@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pier.checks import Check, check_isolation, load_checks
 from pier.egress.allow import allow_list
+from pier.egress.inject import Injection, declared_injections
 from pier.errors import InputError
 from pier.gateway.grants import Budget
 from pier.lifecycle.assets import AssetLimits, check_assets
@@ -57,10 +58,17 @@ class RunPlan:
     model_budget: Budget = field(default_factory=Budget)  # the gateway refuses requests past it
     # Names the sandbox may reach through pier's egress proxy; None: no allow-list.
     network_allow: tuple[str, ...] | None = None
+    # Secrets the egress proxy puts in (`inject`): the sandbox gets their placeholders.
+    injections: tuple[Injection, ...] = ()
 
     @property
     def secret_values(self) -> tuple[str, ...]:
         return tuple(self.env.values())
+
+    def sandbox_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """env as the sandbox gets it: an injected secret's variable holds its
+        placeholder, never the value."""
+        return {**env, **{i.variable: i.placeholder for i in self.injections if i.variable in env}}
 
 
 @dataclass(frozen=True)
@@ -80,8 +88,11 @@ class RunInputs:
 def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> RunPlan:
     env = dict(inputs.env)
     vars_ = {key: str(value) for key, value in step.vars.items()}
+    injections = declared_injections(step.secrets, secret_variable)
     secret_env = _secret_values(step.secrets, env)
+    secret_env.update({i.name: i.placeholder for i in injections if i.name in secret_env})
     rendered = render(step.body, variables(vars_, secret_env))
+    network = True if step.network_enabled is None else step.network_enabled
     limits = run_limits(step.cpus, step.memory, step.timeout_sec, settings)
     warnings = list(step.warnings)
     warnings += [f"unfilled variable {{{{{name}}}}} left as written" for name in rendered.unfilled]
@@ -101,7 +112,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         cpus=limits.cpus,
         memory=limits.memory,
         timeout_sec=limits.timeout_sec,
-        network=True if step.network_enabled is None else step.network_enabled,
+        network=network,
         assets=check_assets(_files(step.file_paths, inputs.resolve_file), AssetLimits.of(settings)),
         checks=load_checks(step.checks, inputs.source_dir),
         checks_isolation=check_isolation(step.checks_isolation),
@@ -112,8 +123,27 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         vars=vars_,
         warnings=tuple(warnings),
         model_budget=model_budget(step.model_budget, settings),
-        network_allow=network_allow(step.network, settings),
+        network_allow=_with_secret_hosts(network_allow(step.network, settings), injections, network),
+        injections=injections,
     )
+
+
+def _with_secret_hosts(
+    allow: tuple[str, ...] | None, injections: tuple[Injection, ...], network: bool
+) -> tuple[str, ...] | None:
+    """The allow-list with the injected secrets' hosts added. A secret can only be
+    put in by the egress proxy, so it needs the run to be allow-listed (the proxy
+    its only way out): without a list, InputError says how to ask for one."""
+    if not injections or not network:
+        return allow
+    if allow is None:
+        name = injections[0].name
+        raise InputError(
+            f"secrets.{name}.inject: pier puts a secret in through its egress proxy, which needs egress "
+            "by allow-list: add `network: {allow: []}` to the runbook (the secret's hosts are added to it) "
+            "or set PIER_NETWORK_ALLOW"
+        )
+    return tuple(dict.fromkeys([*allow, *(host for i in injections for host in i.hosts)]))
 
 
 def model_budget(asked: Mapping[str, Any], settings: Settings) -> Budget:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pier.agents import Agent, get_agent
+from pier.egress.inject import live
 from pier.egress.run import open_egress
 from pier.errors import StageError
 from pier.gateway import ModelRoute, shared_gateway, without_provider_keys
@@ -32,6 +33,7 @@ from pier.sandbox.base import (
     Limits,
     SandboxSpec,
 )
+from pier.sandbox.dockerfile import read_ca_bundle
 from pier.sandbox.processes import STOP_PROCESSES_SCRIPT
 from pier.sandbox.snapshots import SnapshotCatalog
 from pier.sandbox.sweeper import owner_label
@@ -125,7 +127,14 @@ def sandbox_spec(ctx: RunContext) -> SandboxSpec:
     egress = ctx.egress
     if egress is None or not plan.network:
         return spec
-    return replace(spec, network_name=egress.network, dns=(egress.address,), env={**spec.env, **egress.env()})
+    trust_env, trust_files = egress.trust(read_ca_bundle(settings.ca_bundle))
+    return replace(
+        spec,
+        network_name=egress.network,
+        dns=(egress.address,),
+        env={**spec.env, **egress.env(), **trust_env},
+        files={**spec.files, **trust_files},
+    )
 
 
 def open_run_egress(ctx: RunContext) -> None:
@@ -135,12 +144,27 @@ def open_run_egress(ctx: RunContext) -> None:
     if plan.network_allow is None or not plan.network:
         return
     ttl = settings.create_timeout_sec + settings.agent_install_timeout_sec + plan.timeout_sec + 3600
+    injections = live(plan.injections, plan.env)
     ctx.egress = open_egress(
-        ctx.backend, settings.egress_network, plan.trajectory_id, plan.network_allow, ttl
+        ctx.backend,
+        settings.egress_network,
+        plan.trajectory_id,
+        plan.network_allow,
+        ttl,
+        injections=injections,
+        upstream_ca=settings.ca_bundle,
     )
     ctx.redactor.add([ctx.egress.grant.token])
     listed = ", ".join(plan.network_allow) or "nothing"
     ctx.log(f"egress: only through pier's proxy, to {listed} (and the model gateway)")
+    for injection in plan.injections:
+        given = any(i.placeholder == injection.placeholder for i in injections)
+        ctx.log(
+            f"secret {injection.name}: the sandbox holds a placeholder; pier's proxy puts the value in "
+            f"request headers to {', '.join(injection.hosts)} only"
+            if given
+            else f"secret {injection.name}: not given to this run, so nothing is put in"
+        )
     _egress_warning(ctx)
 
 
@@ -159,6 +183,8 @@ def close_run_egress(ctx: RunContext) -> None:
     if egress is None:
         return
     egress.close()
+    if egress.grant.injections:
+        ctx.log(f"egress put a secret in {egress.grant.injected} request(s)", "save")
     refused = sorted(set(egress.grant.refused))
     if refused:
         ctx.log(
@@ -236,7 +262,7 @@ def run_agent(ctx: RunContext) -> None:
             ctx.log(readable, "run_agent")
 
     grant = ctx.model_route.grant if ctx.model_route else None
-    env = {**without_provider_keys(plan.env, grant), **launch.env}
+    env = {**plan.sandbox_env(without_provider_keys(plan.env, grant)), **launch.env}
     try:
         result = sandbox.exec(launch.command, env=env, timeout=plan.timeout_sec, on_line=on_line)
     finally:

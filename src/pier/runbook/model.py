@@ -18,6 +18,10 @@ class SecretDecl(BaseModel):
     env: str | None = None
     description: str | None = None
     required: bool = False
+    # `inject: header`: the sandbox gets a placeholder, pier's egress proxy puts the
+    # value in request headers to `hosts` (checked when a run is planned).
+    inject: Any = None
+    hosts: Any = None
 
 
 def _as_list(value: Any) -> Any:

@@ -29,7 +29,7 @@ def test_no_server_errors(server, collection: Collection):
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 14
     headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    tried: list[str] = []
+    statuses: dict[str, list[int]] = {}
     for operation in operations:
         strategy = st.one_of(
             operation.as_strategy(GenerationMode.POSITIVE), operation.as_strategy(GenerationMode.NEGATIVE)
@@ -44,8 +44,13 @@ def test_no_server_errors(server, collection: Collection):
             if case.path_parameters and "collection" in case.path_parameters:
                 case.path_parameters["collection"] = collection.name
             response = case.call(base_url=server.url, headers=headers, timeout=60)
+            statuses.setdefault(case.operation.label, []).append(response.status_code)
             case.validate_response(response, checks=[not_a_server_error])
 
         no_5xx()
-        tried.append(operation.label)
-    assert len(tried) == len(operations)
+    assert set(statuses) == {operation.label for operation in operations}, "every route was called"
+    # A fuzz that never gets past validation tests little: most routes answer 2xx to some case.
+    reached = [label for label, codes in statuses.items() if any(200 <= code < 300 for code in codes)]
+    assert len(reached) >= len(operations) // 2, {
+        label: sorted(set(codes)) for label, codes in statuses.items()
+    }

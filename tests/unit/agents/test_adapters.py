@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from pier.agents import agent_env_names, get_agent
+from pier.errors import InputError
 from pier.lifecycle.plan import RunPlan
 
 STREAMS = Path(__file__).parent / "streams"
@@ -101,7 +102,7 @@ def test_gemini_cli_is_google_only_and_selects_api_key_auth():
     settings = json.loads(launch.credential_files["/run/pier/gemini/settings.json"])
     assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
     assert launch.env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] == "/run/pier/gemini/settings.json"
-    with pytest.raises(Exception, match="supports google"):
+    with pytest.raises(InputError, match="supports google"):
         get_agent("gemini-cli").launch(
             plan("gemini-cli", model_provider="openrouter", env={"OPENROUTER_API_KEY": "o"})
         )
@@ -124,7 +125,7 @@ def test_preflight_names_the_missing_key_for_every_cli_agent():
     for name, variable in (("claude-code", "ANTHROPIC_API_KEY"), ("codex", "OPENAI_API_KEY"),
                            ("opencode", "ANTHROPIC_API_KEY"), ("gemini-cli", "GEMINI_API_KEY"),
                            ("hermes", "OPENROUTER_API_KEY")):  # fmt: skip
-        with pytest.raises(Exception, match=f"set {variable}"):
+        with pytest.raises(InputError, match=f"set {variable}"):
             get_agent(name).preflight(plan(name))
 
 

@@ -4,25 +4,17 @@ worker publishes wakes a follower on another server."""
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 
 import pytest
 
 from pier.api.pgbus import PgBus, PgNotifier
-
-POSTGRES_ENV = "PIER_TEST_POSTGRES_URL"
+from tests.support.services import postgres_url
 
 
 @pytest.fixture
 def pg_url() -> str:
-    url = os.environ.get(POSTGRES_ENV)
-    if not url:
-        reason = f"{POSTGRES_ENV} is not set: run scripts/start-postgres.sh and export the URL it prints"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason} (CI must run the PostgreSQL tests)", pytrace=False)
-        pytest.skip(reason)
-    return url
+    return postgres_url()
 
 
 def test_a_workers_publish_wakes_a_follower_on_another_server(pg_url: str) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import NamedTuple
 
 from pier.api.webhooks import SIGNATURE_HEADER, Delivery, WebhookSender, sign, verify
 
@@ -20,16 +21,29 @@ def test_signature_is_hmac_of_timestamp_and_body():
     assert not verify("s3cret", "garbage", b"")
 
 
-def test_delivery_retries_with_backoff_until_accepted():
-    seen: list[float] = []
+class Request(NamedTuple):
+    at: float
+    signature: str
+    body: bytes
+    released: bool  # whether the test let the receiver answer (False: it waited in vain)
+
+
+def test_delivery_is_signed_retried_with_backoff_until_accepted_and_never_blocks_send():
+    """The receiver only records; every assertion runs here, in the test's thread
+    (an assertion in the handler's thread would be swallowed by the server)."""
+    requests: list[Request] = []
+    third = threading.Event()
+    answer = threading.Event()  # set once send() has returned
 
     class Flaky(BaseHTTPRequestHandler):
         def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            seen.append(time.monotonic())
-            assert self.headers[SIGNATURE_HEADER].startswith("t=")
-            self.send_response(200 if len(seen) >= 3 else 503)
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            released = answer.wait(10)
+            requests.append(Request(time.monotonic(), self.headers.get(SIGNATURE_HEADER, ""), body, released))
+            self.send_response(200 if len(requests) >= 3 else 503)
             self.end_headers()
+            if len(requests) >= 3:
+                third.set()
 
         def log_message(self, *_):
             return
@@ -39,17 +53,18 @@ def test_delivery_retries_with_backoff_until_accepted():
     sender = WebhookSender(attempts=5, backoff_sec=0.05)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/"
-        began = time.monotonic()
-        sender.send(Delivery(url, "k", b"{}", "run-1"))
-        assert time.monotonic() - began < 0.05, "send must not block"
-        deadline = time.monotonic() + 5
-        while len(seen) < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        sender.send(Delivery(url, "k", b'{"run": 1}', "run-1"))
+        answer.set()  # a send() that waited for the receiver would have left it waiting 10 s
+        assert third.wait(30), f"{len(requests)} deliveries"
     finally:
         sender.close(wait=True)
         server.shutdown()
-    assert len(seen) == 3
-    assert seen[2] - seen[1] >= seen[1] - seen[0] >= 0.05  # the delay doubles
+    assert len(requests) == 3
+    assert all(r.released for r in requests), "send() blocked until the receiver answered"
+    assert all(r.body == b'{"run": 1}' and verify("k", r.signature, r.body) for r in requests)
+    assert not verify("other", requests[0].signature, requests[0].body)
+    first, second = requests[1].at - requests[0].at, requests[2].at - requests[1].at
+    assert first >= 0.05 and second >= 0.1, (first, second)  # the delay doubles
 
 
 def test_delivery_gives_up_after_its_attempts():

@@ -24,6 +24,8 @@ class Hooks:
         self.fail_context = fail_context or set()
         self.fail_ended = fail_ended
         self.saved: list[str] = []
+        self.running = 0
+        self.most = 0  # the most runs executing at once
 
     def context(self, job: Job):
         if job.trajectory_id in self.fail_context:
@@ -53,20 +55,26 @@ def hooks(monkeypatch):
         with hooks.lock:
             hooks.started.append(ctx.record.trajectory_id)
             release = hooks.release[ctx.record.trajectory_id]
-        while not release.wait(0.01):
-            if ctx.cancel.is_set():
-                ctx.record.status = RunStatus.cancelled
-                return ctx.record
-        ctx.save_record(ctx.record)
-        ctx.record.status = RunStatus.completed
-        return ctx.record
+            hooks.running += 1
+            hooks.most = max(hooks.most, hooks.running)
+        try:
+            while not release.wait(0.01):
+                if ctx.cancel.is_set():
+                    ctx.record.status = RunStatus.cancelled
+                    return ctx.record
+            ctx.save_record(ctx.record)
+            ctx.record.status = RunStatus.completed
+            return ctx.record
+        finally:
+            with hooks.lock:
+                hooks.running -= 1
 
     monkeypatch.setattr(inprocess, "execute", execute)
     monkeypatch.setattr(inprocess, "cancel_run", lambda ctx: ctx.cancel.set())
     return hooks
 
 
-def wait_for(condition, timeout: float = 5.0) -> None:
+def wait_for(condition, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out"
@@ -79,7 +87,6 @@ def test_runs_at_most_max_workers_in_submission_order(hooks):
     for n in range(6):
         executor.submit(Job(f"r{n}"))
     wait_for(lambda: len(hooks.started) == 2)
-    time.sleep(0.05)
     assert sorted(hooks.started) == ["r0", "r1"] and executor.pending() == ["r2", "r3", "r4", "r5"]
     for n in range(6):
         wait_for(lambda n=n: f"r{n}" in hooks.release)
@@ -87,6 +94,7 @@ def test_runs_at_most_max_workers_in_submission_order(hooks):
         wait_for(lambda n=n: any(e[0] == f"r{n}" for e in hooks.finished))
         assert len(executor.running()) <= 2
     assert hooks.started[2:] == ["r2", "r3", "r4", "r5"]
+    assert hooks.most == 2, "never more than max_workers at once"
     assert {status for _, status, _ in hooks.finished} == {RunStatus.completed}
 
 
@@ -132,5 +140,5 @@ def test_stop_interrupts_running_keeps_pending_and_drops_late_saves(hooks):
     hooks.release["busy"].set()
     executor.join(5)
     assert hooks.saved == [] and hooks.finished == []  # what interrupt recorded stays
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="stopped"):
         executor.submit(Job("late"))

@@ -119,3 +119,52 @@ def test_the_settings_carry_the_limits():
         Settings(max_assets_bytes=10, max_assets_files=2, max_asset_file_bytes=5, max_zip_ratio=3)
     )
     assert limits == AssetLimits(10, 2, 5, 3)
+
+
+@pytest.mark.parametrize(
+    ("entry", "reason"),
+    [
+        ("..\\evil.txt", "would be written outside /app/assets (../)"),  # made on Windows
+        ("a\\..\\..\\evil.txt", "would be written outside /app/assets (../)"),
+        ("C:/evil.txt", "is an absolute path"),
+        ("c:", "is an absolute path"),
+        ("\\etc\\evil", "is an absolute path"),
+    ],
+)
+def test_windows_style_entries_are_judged_like_posix_ones(tmp_path, entry, reason):
+    archive = make_zip(tmp_path / "bad.zip", {entry: b"x"})
+    with pytest.raises(AssetError) as err:
+        check_assets([archive])
+    assert (
+        str(err.value)
+        == f"bad.zip: entry '{entry}' {reason}; the archive was rejected and nothing was extracted"
+    )
+
+
+def test_one_letter_names_are_fine(tmp_path):
+    archive = make_zip(tmp_path / "ok.zip", {"a": b"1", "b/c": b"2"})
+    assert check_assets([archive]) == (archive,)
+
+
+def test_tar_keeps_zip_folders_and_modes_and_turns_backslashes_into_folders(tmp_path):
+    archive = tmp_path / "data.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(zipfile.ZipInfo("empty/"), b"")
+        z.writestr("d/one.txt", b"1")
+        z.writestr("win\\two.txt", b"2")
+    out = assets_tar(check_assets([archive]), tmp_path / "out.tar")
+    with tarfile.open(out) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert set(members) == {"empty", "d/one.txt", "win/two.txt"}
+        assert members["empty"].isdir() and members["empty"].mode == 0o755
+        assert members["d/one.txt"].isfile() and members["d/one.txt"].mode == 0o644
+        assert tar.extractfile(members["win/two.txt"]).read() == b"2"
+
+
+def test_a_symbolic_link_entry_is_refused_by_name(tmp_path):
+    archive = make_zip(tmp_path / "links.zip", {"ok.txt": b"x"}, link="passwd")
+    with pytest.raises(AssetError) as err:
+        check_assets([archive])
+    assert str(err.value) == (
+        "links.zip: entry 'passwd' is a symbolic link; the archive was rejected and nothing was extracted"
+    )

@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -175,3 +179,103 @@ def test_sweep_keeps_what_it_cannot_judge():
     backend = FakeBackend([info(**{LABEL_CREATED: "1"})])
     assert sweep(backend, broken_store, now=NOW) == []
     assert backend.removed == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="start times come from /proc")
+def test_the_owner_label_survives_exec_into_a_program_with_parentheses_in_its_name(tmp_path):
+    """/proc/<pid>/stat names the program in parentheses, and a name may hold
+    ") " and spaces itself: the start time is still read from the right field.
+    A process keeps its start time across exec, so its label must not change."""
+    odd = tmp_path / "x) 1 2 3 4"
+    odd.write_bytes(Path(shutil.which("sleep")).read_bytes())
+    odd.chmod(0o755)
+    program = "import os, sys; sys.stdin.readline(); os.execv(sys.argv[1], [sys.argv[1], '60'])"
+    proc = subprocess.Popen([sys.executable, "-c", program, str(odd)], stdin=subprocess.PIPE)
+    try:
+        before = owner_label(proc.pid)
+        proc.stdin.write(b"\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while Path(f"/proc/{proc.pid}/comm").read_text().strip() != odd.name:
+            assert time.monotonic() < deadline, "the process never ran the oddly named program"
+            time.sleep(0.05)
+        assert owner_label(proc.pid) == before
+        assert owner_alive(before) is True
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_label_without_a_start_time_falls_back_to_the_pid():
+    host = socket.gethostname()
+    assert owner_alive(f"{host}:{os.getpid()}:?") is True
+    assert owner_alive(f"{host}:{dead_pid()}:?") is False
+
+
+def test_the_grace_and_the_deadline_are_strict_bounds():
+    remote = {LABEL_OWNER: "elsewhere.example:1:1"}
+    exactly_grace = info(**remote, **{LABEL_CREATED: str(int(NOW - GRACE))})
+    assert sweep_reason(exactly_grace, None, NOW, GRACE) is None
+    at_deadline = info(**{LABEL_DEADLINE: str(int(NOW))})
+    assert sweep_reason(at_deadline, "running", NOW, GRACE) is None
+
+
+def test_a_sandbox_without_owner_or_created_labels_is_judged_by_the_store():
+    bare = info(**{LABEL_OWNER: "", LABEL_CREATED: ""})
+    assert sweep_reason(bare, None, NOW, GRACE) == "its run is unknown to the store"
+    assert sweep_reason(bare, "running", NOW, GRACE) is None
+
+
+def test_sweep_defaults_to_now_and_a_five_minute_grace():
+    now = time.time()
+    remote = {LABEL_OWNER: "elsewhere.example:1:1"}
+    older = info(**remote, **{LABEL_RUN: "gone", LABEL_CREATED: str(now - 300.5)})
+    younger = SandboxInfo(
+        id="y" * 64, labels={**older.labels, LABEL_CREATED: str(int(now - 240))}, running=True
+    )
+    backend = FakeBackend([older, younger])
+    assert [s.id for s in sweep(backend, lambda _run: None)] == [older.id]
+
+
+def test_sweep_judges_at_the_time_it_is_given():
+    later = time.time() + 10 * 86400
+    due = info(**{LABEL_DEADLINE: str(int(later - 3600))})
+    backend = FakeBackend([due])
+    assert [s.id for s in sweep(backend, lambda _run: "running", now=later, grace_sec=GRACE)] == [due.id]
+    assert sweep(FakeBackend([due]), lambda _run: "running", grace_sec=GRACE) == []
+
+
+def test_a_sandbox_with_no_run_label_needs_no_store_lookup():
+    asked: list = []
+
+    def lookup(run_id):
+        asked.append(run_id)
+        if run_id is None:
+            raise AssertionError("looked up a run with no id")
+        return None
+
+    remote = {LABEL_OWNER: "elsewhere.example:1:1", LABEL_CREATED: str(int(NOW - GRACE - 1))}
+    backend = FakeBackend([info(**remote, **{LABEL_RUN: ""})])
+    swept = sweep(backend, lookup, now=NOW, grace_sec=GRACE)
+    assert asked == [] and [(s.run_id, s.reason) for s in swept] == [
+        (None, f"its run is unknown to the store ({GRACE + 1}s old)")
+    ]
+
+
+def test_one_run_the_store_cannot_judge_does_not_stop_the_sweep(caplog):
+    def flaky(run_id: str) -> str | None:
+        if run_id == "first":
+            raise RuntimeError("database hiccup")
+        return "completed"
+
+    first = info(**{LABEL_RUN: "first"})
+    second = SandboxInfo(id="f" * 64, labels={**info().labels, LABEL_RUN: "second"}, running=True)
+    backend = FakeBackend([first, second])
+    with caplog.at_level(logging.INFO, logger="pier.sandbox.sweeper"):
+        swept = sweep(backend, flaky, now=NOW, grace_sec=GRACE)
+    assert backend.removed == ["f" * 64]
+    assert [(s.id, s.run_id, s.reason) for s in swept] == [("f" * 64, "second", "its run is completed")]
+    assert caplog.messages == [
+        "sweep: status of run first unavailable (database hiccup); keeping it",
+        f"sweep: removing sandbox {'f' * 12} of run second: its run is completed",
+    ]

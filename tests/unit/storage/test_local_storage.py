@@ -36,7 +36,8 @@ def test_run_dir_is_created_under_collection_task_id(storage: LocalStorage) -> N
 def test_run_dir_refuses_unsafe_names(storage: LocalStorage, bad: str, which: int) -> None:
     names = ["col", "task", "id"]
     names[which] = bad
-    with pytest.raises(InputError, match="invalid"):
+    kind = ("collection", "task", "trajectory")[which]
+    with pytest.raises(InputError, match=f"^invalid {kind} name "):  # the message says which name
         storage.run_dir(*names)
     assert not (storage.root / "x").exists()
 
@@ -51,6 +52,8 @@ def test_resolve_finds_files_inside_the_collection(storage: LocalStorage) -> Non
     assert storage.resolve("col", "task/r1/results/report.md") == target.resolve()
     assert storage.resolve("col", "/task/r1/results/report.md") == target.resolve()
     assert storage.resolve("col", "task/r1/results/../results/report.md") == target.resolve()
+    other = _write(storage.run_dir("col", "Xray", "r1") / "x.txt")  # only leading slashes go
+    assert storage.resolve("col", "/Xray/r1/x.txt") == other.resolve()
 
 
 @pytest.mark.parametrize(
@@ -112,6 +115,7 @@ def test_zip_run_holds_the_run_folder(storage: LocalStorage, tmp_path: Path) -> 
         names = archive.namelist()
         assert sorted(names) == ["logs/agent/out.log", "results/a.md", "results/sub/b.json"]
         assert archive.read("results/a.md") == b"alpha"
+        assert {info.compress_type for info in archive.infolist()} == {zipfile.ZIP_DEFLATED}
 
 
 def test_write_run_zip_to_a_file(storage: LocalStorage, tmp_path: Path) -> None:

@@ -88,3 +88,4 @@ def test_repr_hides_the_password() -> None:
 
     store = Store(create_engine("postgresql+psycopg://pier:secret@127.0.0.1/x"))
     assert "secret" not in repr(store)
+    assert "postgresql+psycopg://pier:***@127.0.0.1/x" in repr(store), "it still says which database"

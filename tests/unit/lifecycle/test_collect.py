@@ -1,0 +1,150 @@
+"""The collect stage against a stand-in sandbox that serves folders as tar
+streams, as an engine does: what lands where, what is redacted, which results
+come first, and the contract that a run must leave results."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from types import SimpleNamespace
+
+import pytest
+
+from pier.errors import StageError
+from pier.lifecycle.context import RunContext
+from pier.lifecycle.outputs import collect_outputs
+from pier.record import RunRecord
+from pier.redact import Redactor
+from pier.settings import Settings
+
+SECRET = "sk-live-0123456789"
+
+
+class FolderSandbox:
+    """Serves `folders` ({sandbox folder: {relative name: bytes}}) through get_archive."""
+
+    def __init__(self, folders: dict[str, dict[str, bytes]]):
+        self.folders = folders
+
+    def get_archive(self, path: str) -> Iterator[bytes]:
+        if path not in self.folders:
+            raise FileNotFoundError(path)
+        top = PurePosixPath(path).name
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            tar.addfile(_folder(top))
+            for name, data in self.folders[path].items():
+                info = tarfile.TarInfo(f"{top}/{name}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return iter([buffer.getvalue()])
+
+
+def _folder(name: str) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE
+    return info
+
+
+def context(
+    tmp_path: Path, sandbox: FolderSandbox, *, secrets=(), primary=()
+) -> tuple[RunContext, list[str]]:
+    lines: list[str] = []
+    ctx = RunContext(
+        task=None,  # type: ignore[arg-type]
+        run_params={},
+        inputs=None,  # type: ignore[arg-type]
+        record=RunRecord.new("r" * 32, "local", "task"),
+        settings=Settings(home=tmp_path / "home"),
+        backend=None,  # type: ignore[arg-type]
+        output_dir=tmp_path / "out",
+        emit=lambda _stage, line: lines.append(line),
+        save_record=lambda _record: None,
+        redactor=Redactor(secrets),
+        plan=SimpleNamespace(primary_outputs=tuple(primary)),  # type: ignore[arg-type]
+        sandbox=sandbox,  # type: ignore[arg-type]
+    )
+    return ctx, lines
+
+
+def test_logs_results_and_assets_land_in_their_folders(tmp_path: Path):
+    sandbox = FolderSandbox({
+        "/logs/agent": {"agent.log": b"hello\n", "deep/trace.jsonl": b"{}\n"},
+        "/app/results": {"report.md": b"# r\n", "data/x.csv": b"a,b\n"},
+        "/app/assets": {"input.txt": b"in"},
+    })  # fmt: skip
+    ctx, lines = context(tmp_path, sandbox)
+    collect_outputs(ctx)
+    out = tmp_path / "out"
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert files == ["assets/input.txt", "logs/agent.log", "logs/deep/trace.jsonl", "results/data/x.csv",
+                     "results/report.md"]  # fmt: skip
+    assert (out / "logs" / "deep" / "trace.jsonl").read_bytes() == b"{}\n"
+    assert lines == ["collected 2 result file(s)"]
+
+
+def test_every_stored_log_file_is_redacted_byte_for_byte(tmp_path: Path):
+    sandbox = FolderSandbox({
+        "/logs/agent": {
+            "agent.log": f"key={SECRET}\nagain {SECRET}\n".encode(),
+            "deep/raw.bin": b"\x00\xff" + SECRET.encode() + b"\x00",
+            "clean.log": b"nothing to hide\n",
+        },
+        "/app/results": {"r.txt": b"ok"},
+    })  # fmt: skip
+    ctx, _ = context(tmp_path, sandbox, secrets=[SECRET])
+    collect_outputs(ctx)
+    logs = tmp_path / "out" / "logs"
+    assert (logs / "agent.log").read_bytes() == b"key=***\nagain ***\n"
+    assert (logs / "deep" / "raw.bin").read_bytes() == b"\x00\xff***\x00"
+    assert (logs / "clean.log").read_bytes() == b"nothing to hide\n"
+
+
+def test_without_secrets_logs_are_kept_as_they_are(tmp_path: Path):
+    sandbox = FolderSandbox({"/logs/agent": {"agent.log": b"***\nsk\n"}, "/app/results": {"r.txt": b"ok"}})
+    ctx, _ = context(tmp_path, sandbox)
+    collect_outputs(ctx)
+    assert (tmp_path / "out" / "logs" / "agent.log").read_bytes() == b"***\nsk\n"
+
+
+def test_a_missing_folder_is_said_and_the_rest_collected(tmp_path: Path):
+    ctx, lines = context(tmp_path, FolderSandbox({"/app/results": {"r.txt": b"ok"}}))
+    collect_outputs(ctx)
+    assert lines == [
+        "/logs/agent does not exist in the sandbox",
+        "/app/assets does not exist in the sandbox",
+        "collected 1 result file(s)",
+    ]
+    assert (tmp_path / "out" / "results" / "r.txt").read_bytes() == b"ok"
+
+
+@pytest.mark.parametrize("results", [None, {}])
+def test_no_results_fail_the_stage_saying_what_to_do(tmp_path: Path, results):
+    folders = {"/logs/agent": {"agent.log": b"done\n"}}
+    if results is not None:
+        folders["/app/results"] = results
+    ctx, _ = context(tmp_path, FolderSandbox(folders))
+    with pytest.raises(StageError) as err:
+        collect_outputs(ctx)
+    assert err.value.stage == "collect"
+    assert err.value.message == (
+        "the agent finished with nothing in /app/results: results are the run's contract, "
+        "so have the runbook write its deliverables to {{results_dir}}"
+    )
+    assert ctx.record.outputs.results_files == [] and ctx.record.outputs.primary_files == []
+    assert (tmp_path / "out" / "logs" / "agent.log").exists(), "the logs are still kept"
+
+
+def test_primary_outputs_come_first_in_their_order_and_a_missing_one_is_warned(tmp_path: Path):
+    results = {"a.txt": b"a", "b/c.json": b"{}", "report.md": b"# r", "z.csv": b"1"}
+    ctx, lines = context(
+        tmp_path, FolderSandbox({"/app/results": results}), primary=["z.csv", "missing.pdf", "report.md"]
+    )
+    collect_outputs(ctx)
+    assert ctx.record.outputs.primary_files == ["z.csv", "report.md"]
+    assert [f.path for f in ctx.record.outputs.results_files] == ["z.csv", "report.md", "a.txt", "b/c.json"]
+    first = ctx.record.outputs.results_files[0]
+    assert (first.content_type, first.extension, first.size) == ("text/csv", "csv", 1)
+    assert "warning: primary output missing.pdf was not produced" in lines
