@@ -86,13 +86,19 @@ class TemporalExecutor:
                  self._settings.temporal_task_queue)  # fmt: skip
 
     async def _start_control(self) -> Any:
-        """This server keeps records too (a run whose worker is lost is failed
-        even when no worker is left); it executes no run."""
-        from pier.executors.temporal_worker import control_worker, default_identity
+        """This server keeps records and runs workflows too (a run whose worker
+        is lost is failed, one cancelled while it waits ends, even when no
+        worker is left); it executes no run."""
+        from pier.executors.temporal_worker import control_worker, default_identity, workflow_worker
 
-        worker = control_worker(self._require(), self._hooks, self._settings, f"serve-{default_identity()}")
-        asyncio.get_running_loop().create_task(worker.run())
-        return worker
+        identity = f"serve-{default_identity()}"
+        workers = [
+            control_worker(self._require(), self._hooks, self._settings, identity),
+            workflow_worker(self._require(), self._settings, identity),
+        ]
+        for worker in workers:
+            asyncio.get_running_loop().create_task(worker.run())
+        return workers
 
     def submit(self, job: Job) -> None:
         spec = RunSpec.seal(job.trajectory_id, job.payload, self._vault)
@@ -128,11 +134,11 @@ class TemporalExecutor:
 
     def stop(self, interrupt: Callable[[RunContext], None] | None = None) -> list[str]:
         """Nothing runs here: the runs go on on the workers."""
-        if self._control is not None:
+        for worker in self._control or []:
             try:
-                self._call(self._control.shutdown)
+                self._call(worker.shutdown)
             except Exception:  # going anyway: the other processes carry on
-                log.exception("the control worker did not stop cleanly")
+                log.exception("a Temporal worker of this server did not stop cleanly")
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
         return []

@@ -267,6 +267,13 @@ def control_worker(client: Client, hooks: LifecycleHooks, settings: Settings, id
                   activities=ControlActivities(hooks, settings).activities(), identity=identity)  # fmt: skip
 
 
+def workflow_worker(client: Client, settings: Settings, identity: str) -> Worker:
+    """Runs workflows only (they decide, they execute nothing): a server polls
+    with it too, so a run cancelled while no worker is up still ends."""
+    return Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow],
+                  workflow_runner=RUNNER, identity=identity)  # fmt: skip
+
+
 async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Event) -> None:
     """Poll Temporal until `stop` is set."""
     services = Services(settings)

@@ -159,3 +159,22 @@ def test_a_replica_neither_fails_anothers_run_nor_misses_its_lines(fleet: Fleet)
     every = [e.seq for e in store.events(tid)]
     assert seqs == [s for s in every if s > seen], "the follower missed or repeated a line"
     store.close()
+
+
+def test_a_run_cancelled_while_it_waits_for_a_worker_never_starts(fleet: Fleet) -> None:
+    """No worker yet: the run waits in Temporal's queue; cancelled, it ends
+    `cancelled` (the server keeps that record itself), and a worker that comes
+    later never runs it."""
+    collection = setup(fleet)
+    tid = collection.run("t")
+    with collection.client() as c:
+        r = c.post(f"/api/v1/trajectory/{collection.name}/t/statuses", json={tid: "cancelled"})
+    assert r.status_code == 200 and r.json()[tid] == "cancelled", r.text
+    record = collection.wait("t", tid, timeout=60)
+    assert record["status"] == "cancelled" and "before it started" in record["error"], record
+    fleet.worker("late")
+    later = collection.run("t")
+    assert collection.wait("t", later, timeout=60)["status"] == "completed"
+    store = fleet.store()
+    assert ran_on(store, tid) == [], "the cancelled run never reached a worker"
+    store.close()
