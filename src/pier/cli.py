@@ -21,6 +21,7 @@ from pier.cli_checks import show_checks
 from pier.cli_progress import Progress
 from pier.cli_sandbox import register as register_sandbox_commands
 from pier.cli_serve import register as register_api_commands
+from pier.cli_storage import register as register_storage_commands
 from pier.cli_validate import validate_paths
 from pier.errors import InputError, NotFoundError, PierError
 from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt
@@ -112,9 +113,7 @@ def run_command(
         if record is not None and as_json:
             print(record.model_dump_json(indent=2))
         elif record is not None:
-            show_summary(
-                record, services.storage.run_dir(record.collection, record.name, record.trajectory_id)
-            )
+            show_summary(record, services.storage.where(record.storage_path))
     raise typer.Exit(code if code is not None else 0 if record and record.success else 1)
 
 
@@ -217,7 +216,7 @@ def _slug(name: str) -> str:
     return cleaned or "runbook"
 
 
-def show_summary(record: RunRecord, folder: Path) -> None:
+def show_summary(record: RunRecord, folder: str) -> None:
     colour = "green" if record.success else "red"
     out.print(
         f"[{colour}]{record.status.value}[/{colour}] run {record.trajectory_id} "
@@ -403,6 +402,7 @@ def snapshot_build(name: Annotated[str, typer.Argument(help="snapshot name")]) -
 
 register_api_commands(app)  # serve, collection, task, routine
 register_sandbox_commands(app)  # sandbox check
+register_storage_commands(app)  # storage where, storage migrate
 
 
 def main() -> None:  # pragma: no cover

@@ -41,6 +41,17 @@ class Settings(BaseSettings):
     home: Path = Field(default_factory=_default_home, description="state: db, storage, snapshots.yaml")
     database_url: str | None = Field(None, description="SQLAlchemy URL; default SQLite in home")
     storage_dir: Path | None = Field(None, description="run outputs; default <home>/storage")
+    storage_url: str | None = Field(
+        None,
+        description="where outputs and uploads live: file:///path or s3://bucket/prefix; default storage_dir",
+    )
+    storage_presign_sec: int = Field(
+        0,
+        ge=0,
+        le=7 * 24 * 3600,
+        description="on S3: file downloads redirect to URLs valid this long; 0 streams",
+    )
+    scratch_dir: Path | None = Field(None, description="runs' local working folders; default <home>/tmp")
 
     base_image: str = Field(
         "python:3.13-slim-bookworm",
@@ -154,6 +165,13 @@ class Settings(BaseSettings):
         15, gt=0, description="how long a stage waits for its sandbox's worker to take it"
     )
 
+    @field_validator("storage_url")
+    @classmethod
+    def _storage_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("file://", "s3://")):
+            raise ValueError(f"{value!r} is no storage URL: write file:///PATH or s3://BUCKET/PREFIX")
+        return value
+
     @field_validator("default_memory", "max_memory")
     @classmethod
     def _memory_size(cls, value: str) -> str:
@@ -168,6 +186,15 @@ class Settings(BaseSettings):
     @property
     def storage_root(self) -> Path:
         return self.storage_dir or self.home / "storage"
+
+    @property
+    def storage_location(self) -> str:
+        """PIER_STORAGE_URL, else the local folder as a file:// URL."""
+        return self.storage_url or self.storage_root.expanduser().absolute().as_uri()
+
+    @property
+    def scratch_root(self) -> Path:
+        return self.scratch_dir or self.home / "tmp"
 
     @property
     def snapshots_file(self) -> Path:

@@ -13,6 +13,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from tests.support.api_server import STORAGES, storage_settings
+
+from pier.storage import open_storage
 
 pytestmark = pytest.mark.integration
 
@@ -54,13 +57,17 @@ def write_runbook(folder: Path, script: str) -> Path:
     return path
 
 
-def test_collecting_large_results_keeps_memory_bounded(base_image, tmp_path):
+@pytest.mark.parametrize("storage", STORAGES)
+def test_collecting_and_publishing_large_results_keeps_memory_bounded(storage, base_image, tmp_path):
+    """Collected into scratch, then published: moved into the local folder, or
+    sent to S3 as a multipart upload streamed from disk."""
     runbook = write_runbook(tmp_path / "rb", f"head -c {SIZE} /dev/urandom > {{{{results_dir}}}}/big.bin")
-    record, peak, seconds = pier_run(runbook, base_image, tmp_path)
+    settings = storage_settings(storage)
+    record, peak, seconds = pier_run(runbook, base_image, tmp_path, env=settings)
     assert record["status"] == "completed", record["error"]
-    big = Path(record["storage_path"]) / "results" / "big.bin"
-    assert big.stat().st_size == SIZE
-    print(f"collect {SIZE // MIB} MiB: peak RSS {peak / MIB:.0f} MiB, {seconds:.1f}s")
+    stored = open_storage(settings.get("PIER_STORAGE_URL") or (tmp_path / "storage").as_uri())
+    assert stored.stat(f"{record['storage_path']}/results/big.bin").size == SIZE
+    print(f"collect + publish {SIZE // MIB} MiB to {storage}: peak RSS {peak / MIB:.0f} MiB, {seconds:.1f}s")
     assert peak < BOUND, f"pier run peaked at {peak / MIB:.0f} MiB collecting {SIZE // MIB} MiB"
 
 
@@ -70,7 +77,7 @@ def test_placing_a_large_attachment_keeps_memory_bounded(base_image, tmp_path):
     roomy = {"PIER_MAX_ZIP_RATIO": "100000", "PIER_MAX_ASSET_FILE_BYTES": str(SIZE)}
     record, peak, seconds = pier_run(runbook, base_image, tmp_path, "--file", str(archive), env=roomy)
     assert record["status"] == "completed", record["error"]
-    size = (Path(record["storage_path"]) / "results" / "size.txt").read_text().strip()
+    size = (tmp_path / "storage" / record["storage_path"] / "results" / "size.txt").read_text().strip()
     assert size == str(SIZE)
     print(f"place {SIZE // MIB} MiB: peak RSS {peak / MIB:.0f} MiB, {seconds:.1f}s")
     assert peak < BOUND, f"pier run peaked at {peak / MIB:.0f} MiB placing {SIZE // MIB} MiB"
@@ -93,7 +100,7 @@ def test_outputs_past_the_limit_fail_the_run_at_collect(base_image, tmp_path):
     runbook = write_runbook(tmp_path / "rb", script)
     limit = {"PIER_MAX_OUTPUT_BYTES": str(2 * MIB + MIB // 2)}  # the agent log is small
     record, _, _ = pier_run(runbook, base_image, tmp_path, env=limit)
-    assert record["status"] == "failed" and record["error"]["stage"] == "collect", record["error"]
-    assert "PIER_MAX_OUTPUT_BYTES" in record["error"]["message"]
-    kept = sorted(p.name for p in (Path(record["storage_path"]) / "results").iterdir())
+    assert record["status"] == "failed" and record["failed_stage"] == "collect", record["error"]
+    assert "PIER_MAX_OUTPUT_BYTES" in record["error"]
+    kept = sorted(p.name for p in (tmp_path / "storage" / record["storage_path"] / "results").iterdir())
     assert kept == ["part1.bin", "part2.bin"]  # part3.bin was never written

@@ -277,7 +277,7 @@ def test_files_the_agent_plants_in_a_check_folder_are_gone_before_the_check(base
     checks = [{"name": "unit", "type": "code", "source": str(check_repo), "run": SEES_ONLY_ITS_SOURCE}]
     record = start(runbook(PLANTER, checks), base_image)
     assert record.status == "completed", record.error
-    (result,) = record.checks
+    (result,) = record.outputs.checks
     assert result.output == "answer is 42\n" and result.passed, result.output
 
 
@@ -314,7 +314,9 @@ def test_preflight_fails_on_an_image_without_git_for_a_clone_in_the_sandbox(no_g
 # --- nothing left behind, limits, the clean shell
 
 
-BACKGROUND_WRITER = """setsid env -i bash -c 'i=0; while :; do i=$((i+1)); echo $i > /app/results/counter.txt; sleep 0.01; done' \\
+# Each count replaces the file by a rename: a writer killed mid-write never leaves
+# it empty, so the check compares two counts, not a race with the truncation.
+BACKGROUND_WRITER = """setsid env -i bash -c 'i=0; while :; do i=$((i+1)); echo $i > /app/results/.c; mv /app/results/.c /app/results/counter.txt; sleep 0.01; done' \\
   >/dev/null 2>&1 </dev/null &
 (nohup sleep 1000 >/dev/null 2>&1 &)
 sleep 1"""

@@ -9,6 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.support.api_server import STORAGES, storage_settings
+
+from pier.settings import get_settings
+from pier.storage import open_storage
 
 pytestmark = pytest.mark.integration
 
@@ -67,3 +71,29 @@ def test_snapshot_list_names_the_builtins(docker_backend):
     result = pier("snapshot", "list")
     assert result.returncode == 0, result.stderr
     assert "python312-uv" in result.stdout and "prism-playwright" in result.stdout
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_run_publishes_its_outputs_to_the_configured_storage(
+    storage, base_image, tmp_path: Path, monkeypatch
+):
+    """`pier run` works in a scratch folder and publishes once: the outputs and
+    run.json are in the storage PIER_STORAGE_URL names, and nothing stays in scratch."""
+    for name, value in storage_settings(storage).items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    runbook = tmp_path / "RUNBOOK.md"
+    runbook.write_text(SLOW_RUNBOOK.replace("for i in 1 2 3 4 5", "for i in 1"))
+    done = pier("run", str(runbook), "--image", base_image, "--json", timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(done.stdout)
+    stored = open_storage(get_settings().storage_location)
+    prefix = record["storage_path"]
+    keys = {f.key for f in stored.files(prefix)}
+    assert {f"{prefix}/results/out.txt", f"{prefix}/run.json"} <= keys
+    assert record["steps"]["run"]["outputs"]["files"] == [f"{prefix}/results/out.txt"]
+    with stored.open(f"{prefix}/results/out.txt") as stream:
+        assert stream.read() == b"done\n"
+    with stored.open(f"{prefix}/run.json") as stream:
+        assert json.loads(stream.read())["status"] == "completed"
+    assert not any(get_settings().scratch_root.iterdir())

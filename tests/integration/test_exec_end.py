@@ -74,5 +74,5 @@ def test_a_run_whose_agent_leaves_a_server_running_completes(base_image, tmp_pat
     runbook.parent.mkdir()
     runbook.write_text(RUNBOOK)
     record, _, _ = pier_run(runbook, base_image, tmp_path)
-    assert record["status"] == "completed" and record["success"], record["error"]
-    assert (Path(record["storage_path"]) / "results" / "out.txt").read_text() == "done\n"
+    assert record["status"] == "completed" and record["steps"]["run"]["outputs"]["success"], record["error"]
+    assert (tmp_path / "storage" / record["storage_path"] / "results" / "out.txt").read_text() == "done\n"

@@ -197,7 +197,7 @@ def test_time_limit_kills_the_agent_and_deletes_the_sandbox(base_image, docker_b
     record = start(
         runbook("echo started > {{results_dir}}/a.txt\nsleep 120"), on_image(base_image), timeout_sec=4
     )
-    agent = next(s for s in record.steps if s.name == "run_agent")
+    agent = record.stage("run_agent")
     assert agent.duration_seconds < 120, "stopped at its limit, not when the sleep ended"
     assert record.status == "failed" and record.success is False
     assert record.failed_stage == "run_agent" and "timed out after 4 seconds" in record.error
@@ -215,7 +215,7 @@ def test_a_secret_the_agent_prints_is_in_no_stored_log_file(base_image):
     key = "sk-test-" + uuid.uuid4().hex
     record = start(runbook(LEAKY_AGENT), on_image(base_image), env={"PIER_TEST_KEY": key})
     assert record.success, record.error
-    stored = Path(record.storage_path)
+    stored = run_folder(record)
     logs = {p.relative_to(stored).as_posix(): p.read_bytes() for p in stored.rglob("*") if p.is_file()}
     logs = {name: data for name, data in logs.items() if not name.startswith("results/")}
     assert {"logs/agent.log", "logs/bare.txt", "logs/deep/trace.jsonl", "run.json"} <= set(logs)

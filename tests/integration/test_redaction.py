@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from tests.support.runs import run_folder
 
 from pier.lifecycle.service import RunRequest, Services, run
 from pier.redact import MASK
@@ -75,16 +75,16 @@ def test_encoded_forms_of_a_secret_are_masked_in_log_file_record_and_events(base
     record = run(services, request)
     assert record.status.value == "completed", record.error
 
-    printed = (Path(record.storage_path) / "results" / "printed.txt").read_text()
+    printed = (run_folder(record) / "results" / "printed.txt").read_text()
     assert set(leaks(printed)) == set(forms(SECRET)) - {"literal"}, "the agent printed every form"
 
-    agent_log = (Path(record.storage_path) / "logs" / "agent.log").read_text()
+    agent_log = (run_folder(record) / "logs" / "agent.log").read_text()
     assert agent_log.count(MASK) >= 6 and not leaks(agent_log), agent_log
 
-    (show,) = record.checks
+    (show,) = record.outputs.checks
     assert show.output.count(MASK) == 6 and not leaks(show.output), show.output
     stored = services.store.get_run(record.trajectory_id).model_dump_json()
-    run_json = (Path(record.storage_path) / "run.json").read_text()
+    run_json = (run_folder(record) / "run.json").read_text()
     assert not leaks(stored) and not leaks(run_json)
 
     lines = "\n".join(e.line for e in services.store.events(record.trajectory_id))

@@ -20,6 +20,7 @@ import httpx
 from pier.record import RunStatus
 from pier.sandbox.base import LABEL_COLLECTION
 from pier.store.engine import scratch_schema
+from tests.support.s3 import s3_scratch_url
 from tests.support.services import postgres_url
 
 ADMIN_TOKEN = "admin-" + "x" * 40
@@ -121,6 +122,17 @@ def runbook(script: str, **front: object) -> str:
 
 UPLOAD_LIMIT = 1024 * 1024
 SLOTS = 4
+
+
+STORAGES = ["local", "s3"]
+
+
+def storage_settings(storage: str) -> dict[str, str]:
+    """The settings that put a server's outputs and uploads on `storage`: the
+    local folder (the default) or a fresh prefix of the test S3 bucket."""
+    if storage == "local":
+        return {}
+    return {"PIER_STORAGE_URL": s3_scratch_url()}
 
 
 def postgres_schema() -> Iterator[str]:

@@ -58,6 +58,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state = build_state(settings)
         app.state.pier = state
         services = state.services
+        services.storage.check()  # a bucket that is not there stops the start, saying so
+        log.info("pier serve: outputs and uploads in %s", services.storage.url)
         sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings, services.storage)
         scheduler = Scheduler(services.store, lambda r: fire(state.dispatcher, r), settings.routine_poll_sec)
         state.bus.start()

@@ -4,17 +4,22 @@ even when nothing else would notice them."""
 from __future__ import annotations
 
 import logging
+import re
+import shutil
 import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import cast
 
 from pier.api.uploads import expire_uploads
 from pier.errors import NotFoundError, PierError
 from pier.lifecycle.orphans import end_orphaned_runs
+from pier.record import RunStatus
 from pier.sandbox.base import LABEL_RUN, SandboxBackend, SandboxInfo
 from pier.sandbox.sweeper import sweep
 from pier.settings import Settings
-from pier.storage.local import LocalStorage
+from pier.storage.base import RunStorage
 from pier.store import Store
 
 log = logging.getLogger(__name__)
@@ -60,18 +65,47 @@ def sweep_once(backend: Callable[[], SandboxBackend], store: Store, settings: Se
     return len(swept)
 
 
+_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def clear_scratch(store: Store, settings: Settings, now: float | None = None) -> int:
+    """Delete the scratch folders (and input copies) that runs left when their
+    process died before publishing: those of ended runs, and of runs the store
+    does not know once they are older than PIER_SWEEP_GRACE_SEC. How many went."""
+    now = time.time() if now is None else now
+    status = run_status_lookup(store)
+    root = settings.scratch_root
+    removed = 0
+    for folder in _children(root):
+        if not _RUN_ID.match(folder.name) or folder.is_symlink():
+            continue
+        state = status(folder.name)
+        ended = state is not None and RunStatus(state).terminal
+        stale = state is None and now - folder.stat().st_mtime > settings.sweep_grace_sec
+        if ended or stale:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+            log.info("deleted the scratch folder %s left by run %s", folder, folder.name)
+    return removed
+
+
+def _children(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+
 class PeriodicSweeper:
     def __init__(
         self,
         backend: Callable[[], SandboxBackend],
         store: Store,
         settings: Settings,
-        storage: LocalStorage | None = None,
+        storage: RunStorage | None = None,
     ):
         def sweep_round() -> None:
             sweep_once(backend, store, settings)
             if storage is not None:  # uploads nobody used go too
                 expire_uploads(storage, store, settings.upload_ttl_sec)
+            clear_scratch(store, settings)
 
         self._sweep = sweep_round
         self._interval = settings.sweep_interval_sec

@@ -10,6 +10,7 @@ restarts starts it again (see recovery.py); secret values are never stored:
 from __future__ import annotations
 
 import logging
+import shutil
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -141,7 +142,10 @@ class Dispatcher:
 
     def _preflight(self, payload: Payload, trajectory_id: str) -> dict[str, str]:
         env = self.environment(payload)
-        preflight(self.request(payload, trajectory_id, env), self.services.settings)
+        try:
+            preflight(self.request(payload, trajectory_id, env), self.services.settings)
+        finally:  # copies of stored inputs are made again when the run starts
+            shutil.rmtree(self.hooks.inputs_dir(trajectory_id), ignore_errors=True)
         return env
 
     def cancel(self, record: RunRecord) -> RunStatus:

@@ -8,7 +8,6 @@ when the run is refused they are removed again.
 from __future__ import annotations
 
 import json
-import shutil
 from typing import Any
 
 from fastapi import Request
@@ -24,7 +23,7 @@ from pier.api.limits import unstorable_field
 from pier.api.schemas.runs import RunCreate
 from pier.api.state import ApiState
 from pier.record import RunRecord
-from pier.storage.local import UPLOADS
+from pier.storage.base import upload_prefix
 
 MAX_FILES = 1000
 JSON_FIELDS = ("init_params", "secret_params")
@@ -129,9 +128,10 @@ def _accept(
     if not files:
         return state.dispatcher.accept(collection, task, _params(body, []))
     state.store.get_task(collection, task)  # 404 before any file is stored
-    upload_id, paths = save_uploads(state.storage, collection, [(f.filename, f.file) for f in files])
+    streams = [(f.filename, f.file) for f in files]
+    upload_id, paths = save_uploads(state.storage, collection, streams, state.settings.scratch_root)
     try:
         return state.dispatcher.accept(collection, task, _params(body, paths))
     except BaseException:
-        shutil.rmtree(state.storage.collection_dir(collection) / UPLOADS / upload_id, ignore_errors=True)
+        state.storage.delete(upload_prefix(collection, upload_id))
         raise

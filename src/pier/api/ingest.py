@@ -18,7 +18,7 @@ from pier.record import (
     storage_key,
     utcnow,
 )
-from pier.storage.local import LocalStorage
+from pier.storage.base import RunStorage
 from pier.store import Store
 
 INGEST_ACTIVITY = "ingest"
@@ -67,9 +67,7 @@ def ingested(collection: str, task: str, body: IngestRequest) -> tuple[Trajector
     return record, labels
 
 
-def ingest(
-    store: Store, storage: LocalStorage, collection: str, task: str, body: IngestRequest
-) -> Trajectory:
+def ingest(store: Store, storage: RunStorage, collection: str, task: str, body: IngestRequest) -> Trajectory:
     record, labels = ingested(collection, task, body)
     try:
         existing = store.get_run(record.trajectory_id)
@@ -85,7 +83,7 @@ def ingest(
         )
     store.save_run(record)
     store.add_labels(record.trajectory_id, labels, replace=True)
-    folder = storage.run_dir(collection, task, record.trajectory_id)
     stored = store.get_run(record.trajectory_id)
-    (folder / "run.json").write_text(stored.model_dump_json(indent=2))
+    key = storage_key(collection, task, record.trajectory_id, "run.json")
+    storage.put_bytes(key, stored.model_dump_json(indent=2).encode(), "application/json")
     return stored

@@ -11,7 +11,7 @@ from pier.api.dispatcher import Dispatcher
 from pier.api.tokens import KnownTokens
 from pier.lifecycle.service import Services
 from pier.settings import Settings
-from pier.storage.local import LocalStorage
+from pier.storage.base import RunStorage
 from pier.store import Store
 from pier.vault import Vault
 
@@ -33,7 +33,7 @@ class ApiState:
         return self.services.store
 
     @property
-    def storage(self) -> LocalStorage:
+    def storage(self) -> RunStorage:
         return self.services.storage
 
 

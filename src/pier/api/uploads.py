@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 import time
 
-from pier.storage.local import UPLOADS, LocalStorage
+from pier.storage.base import UPLOADS, RunStorage, upload_prefix
 from pier.store import Store
 
 log = logging.getLogger(__name__)
@@ -39,7 +38,7 @@ def uploads_in_use(store: Store) -> set[tuple[str, str]]:
     return used
 
 
-def expire_uploads(storage: LocalStorage, store: Store, ttl_sec: float, now: float | None = None) -> int:
+def expire_uploads(storage: RunStorage, store: Store, ttl_sec: float, now: float | None = None) -> int:
     """Delete uploads older than ttl_sec that no pending or running run names;
     how many were deleted."""
     now = time.time() if now is None else now
@@ -48,7 +47,7 @@ def expire_uploads(storage: LocalStorage, store: Store, ttl_sec: float, now: flo
     for upload in storage.uploads():
         if now - upload.changed < ttl_sec or (upload.collection, upload.upload_id) in used:
             continue
-        shutil.rmtree(upload.path, ignore_errors=True)
+        storage.delete(upload_prefix(upload.collection, upload.upload_id))
         removed += 1
         log.info("deleted upload %s of %s: unused for %.0fs", upload.upload_id, upload.collection, ttl_sec)
     return removed

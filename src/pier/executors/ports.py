@@ -7,9 +7,11 @@ calls to build its context and to finish it."""
 from __future__ import annotations
 
 import logging
+import shutil
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pier.api.files import resolve_api_path
 from pier.api.outcomes import cancelled_waiting, failed_to_start
@@ -19,7 +21,7 @@ from pier.api.webhooks import Delivery, WebhookSender
 from pier.errors import InputError, NotFoundError, PierError
 from pier.executors.base import Job
 from pier.executors.spec import Payload
-from pier.lifecycle.context import RunContext
+from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.sandbox_env import sandbox_env
 from pier.lifecycle.service import Observer, RunRequest, Services, new_context
 from pier.record import RunRecord
@@ -65,8 +67,13 @@ class LifecycleHooks:
         step = resolve(payload.task, payload.run_params)
         return sandbox_env(step, collection_env, payload.secret_params)
 
+    def inputs_dir(self, trajectory_id: str) -> Path:
+        """Where a run's inputs are copied from object storage (a local store needs no copy)."""
+        return scratch_dir(self.services.settings, trajectory_id) / "inputs"
+
     def request(self, payload: Payload, trajectory_id: str, env: dict[str, str]) -> RunRequest:
         storage = self.services.storage
+        inputs = self.inputs_dir(trajectory_id)
 
         def resolve_file(path: str) -> Path:
             try:
@@ -77,9 +84,11 @@ class LifecycleHooks:
                     or f"init_params.file_paths: {path!r} is not a file of collection {payload.collection!r}: "
                     "upload it with POST /api/v1/sandbox/upload and pass a file path it returns"
                 ) from None
-            if upload_of(path):
-                found.parent.touch()  # named by a run: its time to expire starts again
-            return found
+            upload = upload_of(path)
+            if upload:
+                storage.touch_upload(*upload)  # named by a run: its time to expire starts again
+            # one folder per file: two files of one name from different places stay apart
+            return storage.fetch(found.key, inputs / uuid.uuid4().hex / PurePosixPath(found.key).name)
 
         return RunRequest(
             collection=payload.collection,
@@ -130,4 +139,5 @@ class LifecycleHooks:
                 Delivery(payload.webhook_url, payload.webhook_secret, body, trajectory_id)
             )
         self.store.drop_run_request(trajectory_id)
+        shutil.rmtree(self.inputs_dir(trajectory_id), ignore_errors=True)
         self.ports.publish(trajectory_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from pier.record import RunRecord, StageRecord
 from pier.redact import Redactor
 from pier.sandbox.base import Sandbox, SandboxBackend, SandboxSource
 from pier.settings import Settings
+from pier.storage.base import RunStorage
 from pier.tasks.model import Task
 
 # (stage, line): a human line for the run's log.
@@ -24,8 +26,9 @@ LogSink = Callable[[str, str], None]
 def scratch_dir(settings: Settings, trajectory_id: str) -> Path:
     """Where a run keeps its temporary files (the assets tar, check sources cloned
     on the host): one folder per run under PIER_HOME, so that what a killed run
-    left is found and removed by whoever ends it (lifecycle/orphans.py)."""
-    return settings.home / "tmp" / trajectory_id
+    left is found and removed by whoever ends it (lifecycle/orphans.py). Its
+    `outputs/` is what collect copies out, published to storage at save."""
+    return settings.scratch_root / trajectory_id
 
 
 @dataclass
@@ -36,7 +39,7 @@ class RunContext:
     record: RunRecord
     settings: Settings
     backend: SandboxBackend
-    output_dir: Path  # where this run's outputs are stored
+    output_dir: Path  # the run's local scratch folder: collect, redaction and checks work here
     emit: LogSink  # store + console, already redacted by `log`
     save_record: Callable[[RunRecord], None]
     redactor: Redactor = field(default_factory=Redactor)
@@ -52,6 +55,15 @@ class RunContext:
     on_step: Callable[[StageRecord], None] | None = None  # a stage started or ended
     model_route: ModelRoute | None = None  # the run's way to its model through pier's gateway
     egress: EgressRun | None = None  # the run's allow-listed way out, when it has one
+    storage: RunStorage | None = None  # where output_dir is published; None keeps it where it is
+
+    def publish(self) -> None:
+        """Store what the scratch folder holds under the run's storage key, then
+        empty it. Called by save, and again at the end for run.json."""
+        if self.storage is None or not self.output_dir.is_dir():
+            return
+        self.storage.publish(self.output_dir, self.record.storage_path)
+        shutil.rmtree(self.output_dir, ignore_errors=True)
 
     def log(self, line: str, stage: str | None = None) -> None:
         self.emit(stage or self.stage, self.redactor.text(line))

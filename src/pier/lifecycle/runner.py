@@ -60,8 +60,8 @@ def execute(ctx: RunContext) -> RunRecord:
             stages.close_model_route(ctx)
             _delete_sandbox(ctx)
             stages.close_run_egress(ctx)
+            _finish(ctx, time.monotonic() - started)  # publishes what a skipped save left
             shutil.rmtree(scratch_dir(ctx.settings, record.trajectory_id), ignore_errors=True)
-            _finish(ctx, time.monotonic() - started)
     return record
 
 
@@ -85,7 +85,6 @@ def begin(ctx: RunContext) -> None:
             _step(ctx, name, stage)
     except BaseException:
         _clean_up(ctx)
-        _finish(ctx, _elapsed(ctx))
         raise
 
 
@@ -96,15 +95,16 @@ def conclude(ctx: RunContext) -> RunRecord:
             _step(ctx, name, stage)
     finally:
         _clean_up(ctx)
-        _finish(ctx, _elapsed(ctx))
     return ctx.record
 
 
 def _clean_up(ctx: RunContext) -> None:
-    """What execute's end does before the record is finished."""
+    """What execute's end does: the sandbox and its routes go, the run is
+    finished (and its outputs published), then its scratch files go."""
     stages.close_model_route(ctx)
     _delete_sandbox(ctx)
     stages.close_run_egress(ctx)
+    _finish(ctx, _elapsed(ctx))
     shutil.rmtree(scratch_dir(ctx.settings, ctx.record.trajectory_id), ignore_errors=True)
 
 
@@ -195,7 +195,9 @@ def _finish(ctx: RunContext, elapsed: float) -> None:
     record.finish(status, utcnow(), round(elapsed, 3))
     ctx.log(f"run {record.status.value} in {elapsed:.1f}s", "save")
     try:
+        ctx.output_dir.mkdir(parents=True, exist_ok=True)
         (ctx.output_dir / "run.json").write_text(record.model_dump_json(indent=2))
-    except OSError as exc:
-        log.warning("could not write run.json: %s", exc)
+        ctx.publish()  # run.json, and anything a skipped save left in scratch
+    except Exception as exc:  # the record in the store is what counts; say why the copy is missing
+        log.warning("could not store run.json of %s: %s", record.trajectory_id, exc)
     ctx.save_record(record)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pier.errors import PierError
-from pier.lifecycle.context import LogSink, RunContext
+from pier.lifecycle.context import LogSink, RunContext, scratch_dir
 from pier.lifecycle.interrupts import interruption_reason
 from pier.lifecycle.outcomes import end_record
 from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan
@@ -23,7 +23,8 @@ from pier.sandbox import get_backend
 from pier.sandbox.base import SandboxBackend
 from pier.sandbox.sweeper import owner_label
 from pier.settings import Settings, get_settings
-from pier.storage.local import LocalStorage, check_collection_name, check_name
+from pier.storage import RunStorage, open_storage
+from pier.storage.local import check_collection_name, check_name
 from pier.store import Store
 from pier.tasks.model import Task
 
@@ -40,8 +41,8 @@ class Services:
         return Store.open(self.settings.db_url)
 
     @cached_property
-    def storage(self) -> LocalStorage:
-        return LocalStorage(self.settings.storage_root)
+    def storage(self) -> RunStorage:
+        return open_storage(self.settings.storage_location)
 
     @cached_property
     def backend(self) -> SandboxBackend:
@@ -123,12 +124,20 @@ def new_context(
         record=record,
         settings=services.settings,
         backend=backend,
-        output_dir=services.storage.run_dir(request.collection, request.task_name, record.trajectory_id),
+        output_dir=outputs_dir(services.settings, record.trajectory_id),
         emit=sink,
         save_record=store.save_run,
         redactor=Redactor(request.env.values()),
         on_step=(lambda step: _observe(on_step, step)) if on_step else None,
+        storage=services.storage,
     )
+
+
+def outputs_dir(settings: Settings, trajectory_id: str) -> Path:
+    """The run's outputs in its scratch folder, empty; published to storage at save."""
+    path = scratch_dir(settings, check_name("trajectory", trajectory_id)) / "outputs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _backend_or_end(services: Services, record: RunRecord) -> SandboxBackend:

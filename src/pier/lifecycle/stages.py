@@ -382,4 +382,6 @@ def check(ctx: RunContext) -> None:
 
 
 def save(ctx: RunContext) -> None:
-    ctx.log(f"outputs saved in {ctx.output_dir}")
+    ctx.publish()
+    where = ctx.storage.where(ctx.record.storage_path) if ctx.storage else ctx.output_dir
+    ctx.log(f"outputs saved in {where}")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import mimetypes
-from pathlib import Path
+from pathlib import Path, PurePath
+from urllib.parse import quote
 
 from pier.record import ResultFile
 
@@ -34,7 +35,7 @@ _ENCODING_TYPES = {
 }
 
 
-def content_type(path: Path) -> str:
+def content_type(path: PurePath) -> str:
     """The file's MIME type from its name; application/octet-stream when unknown."""
     suffix = path.suffix.lower()
     if suffix in _EXTRA_TYPES:
@@ -43,6 +44,15 @@ def content_type(path: Path) -> str:
     if encoding:
         return _ENCODING_TYPES.get(encoding, FALLBACK_CONTENT_TYPE)
     return guessed or FALLBACK_CONTENT_TYPE
+
+
+def attachment(name: str) -> str:
+    """The Content-Disposition of a download named `name` (RFC 6266, a UTF-8
+    form when needed), as Starlette's FileResponse writes it."""
+    quoted = quote(name)
+    if quoted == name:
+        return f'attachment; filename="{name}"'
+    return f"attachment; filename*=utf-8''{quoted}"
 
 
 def describe(path: Path, base: Path) -> ResultFile:

@@ -1,5 +1,6 @@
-"""Run outputs on the local disk: <root>/<collection>/<task>/<trajectory_id>/,
-and pre-staged uploads in <root>/<collection>/.uploads/<upload_id>/.
+"""Run outputs on the local disk (the default storage): a key is a path under
+the root, <root>/<collection>/<task>/<trajectory_id>/, and pre-staged uploads in
+<root>/<collection>/.uploads/<upload_id>/.
 
 Every path handed in from outside is checked: names are single safe path
 components, and relative paths are resolved (symlinks included) and must stay
@@ -11,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import uuid
 import zipfile
 from collections.abc import Iterator
@@ -18,22 +20,15 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from pier.errors import InputError, NotFoundError
+from pier.storage.base import UPLOAD_ID as _UPLOAD_ID
+from pier.storage.base import UPLOADS, RunStorage, StoredFile, StoredUpload, clean_key, not_found
 
-UPLOADS = ".uploads"
-_UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
 _FORBIDDEN = ("/", "\\", "\x00")
 
 
 class Upload(NamedTuple):
     upload_id: str
     path: Path
-
-
-class StoredUpload(NamedTuple):
-    collection: str
-    upload_id: str
-    path: Path
-    changed: float  # the folder's mtime, seconds since the epoch
 
 
 def check_name(kind: str, name: str) -> str:
@@ -60,9 +55,75 @@ def check_collection_name(name: str) -> str:
     return name
 
 
-class LocalStorage:
+class LocalStorage(RunStorage):
     def __init__(self, root: Path):
         self.root = Path(root).expanduser().absolute()
+        self.url = self.root.as_uri()
+
+    # the port
+
+    def publish(self, folder: Path, prefix: str) -> None:
+        """Moves the folder's contents into place: a rename on the same file
+        system, so publishing costs nothing however big the outputs are."""
+        _merge_move(folder, self._key_path(prefix))
+
+    def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> None:
+        path = self._key_path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+
+    def put_stream(self, key: str, stream: BinaryIO, content_type: str = "application/octet-stream") -> None:
+        path = self._key_path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+        with open(tmp, "wb") as out:
+            shutil.copyfileobj(stream, out, length=1 << 20)
+        os.replace(tmp, path)
+
+    def stat(self, key: str) -> StoredFile:
+        path = self._file(key)
+        return StoredFile(key.lstrip("/"), path.stat().st_size)
+
+    def open(self, key: str) -> BinaryIO:
+        return open(self._file(key), "rb")
+
+    def local_path(self, key: str) -> Path | None:
+        return self._file(key)
+
+    def where(self, key: str) -> str:
+        return str(self._key_path(key))
+
+    def files(self, prefix: str) -> Iterator[StoredFile]:
+        folder = self._key_path(prefix) if prefix else self.root
+        if not folder.is_dir() or folder.is_symlink():
+            return
+        keyed = sorted((path.relative_to(self.root).as_posix(), path) for path in _regular_files(folder))
+        for key, path in keyed:  # sorted by key, as object stores list them
+            yield StoredFile(key, path.stat().st_size)
+
+    def delete(self, prefix: str) -> None:
+        shutil.rmtree(self._key_path(prefix), ignore_errors=True)
+
+    def touch_upload(self, collection: str, upload_id: str) -> None:
+        self.upload_path(collection, upload_id).touch()
+
+    def _key_path(self, key: str) -> Path:
+        cleaned = clean_key(key)
+        if cleaned is None:
+            raise InputError(f"invalid storage key {key!r}: use a relative path without '.' or '..' parts")
+        return self.root / cleaned
+
+    def _file(self, key: str) -> Path:
+        """The regular file a key names, never outside its collection's folder."""
+        head, _, rest = key.lstrip("/").partition("/")
+        try:
+            return self.resolve(head, rest)
+        except (InputError, NotFoundError):
+            raise not_found(key) from None
+
+    # the local folder's own
 
     def collection_dir(self, collection: str) -> Path:
         return self.root / check_name("collection", collection)
@@ -127,7 +188,7 @@ class LocalStorage:
                 continue
             for upload in sorted(folder.iterdir()):
                 if _UPLOAD_ID.match(upload.name) and upload.is_dir() and not upload.is_symlink():
-                    yield StoredUpload(collection.name, upload.name, upload, upload.stat().st_mtime)
+                    yield StoredUpload(collection.name, upload.name, upload.stat().st_mtime)
 
     def _run_path(self, collection: str, task: str, trajectory_id: str) -> Path:
         return (
@@ -135,6 +196,25 @@ class LocalStorage:
             / check_name("task", task)
             / check_name("trajectory", trajectory_id)
         )
+
+
+def _merge_move(source: Path, dest: Path) -> None:
+    """Move source's contents into dest (created when missing), replacing files
+    of the same name; a rename when both are on one file system."""
+    if not source.is_dir():
+        return
+    if not dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(source, dest)
+        return
+    for item in source.iterdir():
+        target = dest / item.name
+        if item.is_dir() and not item.is_symlink() and target.is_dir() and not target.is_symlink():
+            _merge_move(item, target)
+        else:
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            shutil.move(item, target)
 
 
 def _regular_files(folder: Path) -> list[Path]:

@@ -7,7 +7,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from tests.support.api_server import SLOTS, UPLOAD_LIMIT, Collection, Server, make_collection, postgres_schema
+from tests.support.api_server import (
+    SLOTS,
+    STORAGES,
+    UPLOAD_LIMIT,
+    Collection,
+    Server,
+    make_collection,
+    postgres_schema,
+    storage_settings,
+)
+
+SERVER_SETTINGS = {
+    "PIER_MAX_CONCURRENT_RUNS": str(SLOTS),
+    "PIER_MAX_UPLOAD_BYTES": str(UPLOAD_LIMIT),
+    "PIER_WEBHOOK_BACKOFF_SEC": "0.2",
+    "PIER_ROUTINE_POLL_SEC": "0.5",
+}
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
@@ -35,15 +51,21 @@ def new_db(db_backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 @pytest.fixture(scope="session")
 def server(new_db, tmp_path_factory, docker_backend, base_image) -> Iterator[Server]:
     srv = Server(
-        home=tmp_path_factory.mktemp("pier-serve"),
-        db_url=new_db(),
-        settings={
-            "PIER_MAX_CONCURRENT_RUNS": str(SLOTS),
-            "PIER_MAX_UPLOAD_BYTES": str(UPLOAD_LIMIT),
-            "PIER_WEBHOOK_BACKOFF_SEC": "0.2",
-            "PIER_ROUTINE_POLL_SEC": "0.5",
-        },
+        home=tmp_path_factory.mktemp("pier-serve"), db_url=new_db(), settings=SERVER_SETTINGS
     ).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session", params=STORAGES)
+def storage_server(request, server, new_db, tmp_path_factory) -> Iterator[Server]:
+    """The session's server (outputs in its local folder), then one whose outputs
+    and uploads live in S3: the tests of what is stored and served run on both."""
+    if request.param == "local":
+        yield server
+        return
+    settings = {**SERVER_SETTINGS, **storage_settings(request.param)}
+    srv = Server(home=tmp_path_factory.mktemp("pier-serve-s3"), db_url=new_db(), settings=settings).start()
     yield srv
     srv.stop()
 
@@ -51,3 +73,9 @@ def server(new_db, tmp_path_factory, docker_backend, base_image) -> Iterator[Ser
 @pytest.fixture
 def collection(server: Server, base_image: str) -> Collection:
     return make_collection(server, base_image)
+
+
+@pytest.fixture
+def stored_collection(storage_server: Server, base_image: str) -> Collection:
+    """A collection of storage_server: its runs' files are on each storage in turn."""
+    return make_collection(storage_server, base_image)

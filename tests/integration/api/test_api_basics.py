@@ -329,6 +329,28 @@ def test_file_route_never_leaves_the_collection(server, collection: Collection, 
         assert r.status_code == 404, (path, r.text)
 
 
+def test_file_keys_stay_in_the_collection_on_every_storage(storage_server, stored_collection, base_image):
+    """On S3 a key is any string: '..' and friends must mean nothing there either."""
+    collection, c = stored_collection, stored_collection.client()
+    mine = c.post("/api/v1/sandbox/upload", files={"files": ("a.txt", b"alpha")}).json()["file_paths"][0]
+    other = make_collection(storage_server, base_image)
+    theirs = other.client().post("/api/v1/sandbox/upload", files={"files": ("o.txt", b"other")}).json()
+    (their_path,) = theirs["file_paths"]
+    assert c.get(f"/api/v1/file/{mine}").content == b"alpha"
+    for path in (
+        their_path,
+        f"{collection.name}/../{their_path}",
+        f"{collection.name}/%2e%2e/{their_path}",
+        f"{collection.name}/.%2F..%2F{their_path}",
+        f"{collection.name}//{mine.split('/', 1)[1]}",
+        f"{collection.name}/.uploads",
+        f"{collection.name}/%00",
+    ):
+        r = c.get(f"/api/v1/file/{path}")
+        assert r.status_code == 404 and "other" not in r.text, (path, r.status_code, r.text)
+    assert c.get(f"/api/v1/trajectory/{collection.name}/t/{'0' * 32}/download").status_code == 404
+
+
 def test_upload_refuses_bad_names_and_admin_must_name_a_collection(server, collection: Collection):
     c = collection.client()
     r = c.post("/api/v1/sandbox/upload", files=[("files", ("same.txt", b"1")), ("files", ("same.txt", b"2"))])

@@ -21,6 +21,12 @@ from tests.support.api_server import ADMIN_TOKEN, Collection
 pytestmark = pytest.mark.integration
 
 EXAMPLES_PER_ROUTE = int(os.environ.get("PIER_FUZZ_EXAMPLES", "30"))
+# Routes whose path the fuzz makes real but whose 2xx random data cannot reach.
+NO_2XX_FROM_RANDOM_DATA = {
+    "POST /api/v1/tasks/{collection}": "needs a runnable workflow",
+    "POST /api/v1/sandbox/upload": "needs multipart files",
+    "POST /api/v1/trial/{collection}/activate": "the test server has no trial keys",
+}
 
 
 def test_no_server_errors(server, collection: Collection):
@@ -49,8 +55,17 @@ def test_no_server_errors(server, collection: Collection):
 
         no_5xx()
     assert set(statuses) == {operation.label for operation in operations}, "every route was called"
-    # A fuzz that never gets past validation tests little: most routes answer 2xx to some case.
-    reached = [label for label, codes in statuses.items() if any(200 <= code < 300 for code in codes)]
-    assert len(reached) >= len(operations) // 2, {
-        label: sorted(set(codes)) for label, codes in statuses.items()
+    # A fuzz that never gets past validation tests little: every route whose path the
+    # fuzz makes real (no parameter, or only {collection}) answers 2xx to some case.
+    reachable = [
+        op.label
+        for op in operations
+        if {p.name for p in op.path_parameters.items} <= {"collection"}
+        and op.label not in NO_2XX_FROM_RANDOM_DATA
+    ]
+    missed = {
+        label: sorted(set(statuses[label]))
+        for label in reachable
+        if not any(200 <= c < 300 for c in statuses[label])
     }
+    assert len(reachable) >= 10 and not missed, missed

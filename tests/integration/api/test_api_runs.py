@@ -44,7 +44,8 @@ def follow(collection: Collection, trajectory_id: str, **kwargs) -> list[dict]:
         return sse_events(r)
 
 
-def test_run_json_then_run_sync(collection: Collection):
+def test_run_json_then_run_sync(stored_collection: Collection):
+    collection = stored_collection
     collection.put_task("hello", "echo hello {{who}} | tee {{results_dir}}/hello.txt", vars={"who": "nobody"})
     with collection.client() as c:
         accepted = c.post(
@@ -71,10 +72,18 @@ def test_run_json_then_run_sync(collection: Collection):
         out = c.get(
             f"/api/v1/file/{collection.name}/hello/{synced.json()['trajectory_id']}/results/hello.txt"
         )
+        listed = c.get(f"/api/v1/db/trajectories/{collection.name}/hello").json()
     assert out.status_code == 200 and out.text == "hello nobody\n"
+    assert out.headers["content-type"].startswith("text/plain")
+    assert out.headers["content-disposition"] == 'attachment; filename="hello.txt"'
+    assert listed["total"] == 2 and {t["trajectory_id"] for t in listed["trajectories"]} == {
+        tid,
+        synced.json()["trajectory_id"],
+    }
 
 
-def test_upload_run_download_returns_the_same_bytes(collection: Collection):
+def test_upload_run_download_returns_the_same_bytes(stored_collection: Collection):
+    collection = stored_collection
     payload = os.urandom(300_000)
     collection.put_task("copy", "cp /app/assets/data.bin {{results_dir}}/copy.bin")
     with collection.client() as c:
@@ -91,7 +100,8 @@ def test_upload_run_download_returns_the_same_bytes(collection: Collection):
     assert json.loads(archive.read("run.json"))["status"] == "completed"
 
 
-def test_multipart_files_secret_params_and_collection_env(server, collection: Collection):
+def test_multipart_files_secret_params_and_collection_env(storage_server, stored_collection: Collection):
+    server, collection = storage_server, stored_collection
     collection.put_task(
         "env",
         "ls /app/assets > {{results_dir}}/assets.txt\n"

@@ -7,27 +7,33 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-from tests.support.api_server import Server, make_collection
+from tests.support.api_server import STORAGES, Server, make_collection, storage_settings
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def short_lived_uploads(tmp_path: Path, docker_backend, base_image) -> Iterator[Server]:
+@pytest.fixture(params=STORAGES)
+def short_lived_uploads(request, tmp_path: Path, docker_backend, base_image) -> Iterator[Server]:
     srv = Server(
         home=tmp_path / "home",
         db_url=f"sqlite:///{tmp_path / 'pier.db'}",
-        settings={"PIER_UPLOAD_TTL_SEC": "1", "PIER_SWEEP_INTERVAL_SEC": "0.5"},
+        settings={
+            "PIER_UPLOAD_TTL_SEC": "1",
+            "PIER_SWEEP_INTERVAL_SEC": "0.5",
+            **storage_settings(request.param),
+        },
     )
     (tmp_path / "home").mkdir()
     yield srv.start()
     srv.stop()
 
 
-def wait_gone(path: Path, timeout: float = 60) -> None:
+def wait_gone(c: httpx.Client, path: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
-    while path.exists():
+    while (status := c.get(f"/api/v1/file/{path}").status_code) != 404:
+        assert status == 200, status
         assert time.monotonic() < deadline, f"{path} still there after {timeout}s"
         time.sleep(0.2)
 
@@ -40,10 +46,9 @@ def test_an_unused_upload_expires_and_a_run_naming_it_is_told(short_lived_upload
         r = c.post("/api/v1/sandbox/upload", files={"files": ("data.csv", b"a,b\n")})
         assert r.status_code == 200, r.text
         (path,) = r.json()["file_paths"]
-        stored = server.home / "storage" / path
-        assert stored.is_file()
+        assert c.get(f"/api/v1/file/{path}").content == b"a,b\n"
 
-        wait_gone(stored.parent)
+        wait_gone(c, path)
 
         r = c.post(f"/api/v1/run/{collection.name}/t", json={"init_params": {"file_paths": [path]}})
     assert r.status_code == 422, r.text

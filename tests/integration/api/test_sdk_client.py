@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.support.api_server import ADMIN_TOKEN, Server, make_collection
+from tests.support.api_server import ADMIN_TOKEN, STORAGES, Server, make_collection, storage_settings
 from tests.support.sdk import SUITE, node
 
 pytestmark = pytest.mark.integration
@@ -34,6 +34,20 @@ def sdk_server(new_db, tmp_path_factory, docker_backend, base_image) -> Iterator
             "PIER_TRIAL_RUNS": "3",
         },
     ).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module", params=STORAGES)
+def sdk_storage_server(request, sdk_server, new_db, tmp_path_factory) -> Iterator[Server]:
+    """sdk_server (outputs in a local folder), then one that keeps them in S3 and
+    answers file downloads with a redirect to a presigned URL, which the SDK's
+    downloadFile follows."""
+    if request.param == "local":
+        yield sdk_server
+        return
+    settings = {**storage_settings(request.param), "PIER_STORAGE_PRESIGN_SEC": "300"}
+    srv = Server(home=tmp_path_factory.mktemp("pier-sdk-s3"), db_url=new_db(), settings=settings).start()
     yield srv
     srv.stop()
 
@@ -98,7 +112,9 @@ def _readme_snippet() -> str:
     return section.split("```js\n", 1)[1].split("```", 1)[0]
 
 
-def test_the_readme_snippet_runs(sdk_server: Server, base_image: str) -> None:
+def test_the_readme_snippet_runs(sdk_storage_server: Server, base_image: str) -> None:
+    """Runs, lists, labels and downloadFile, with outputs in a local folder and in S3."""
+    sdk_server = sdk_storage_server
     binary = node()
     collection = make_collection(sdk_server, base_image, prefix="readme")
     collection.put_task("hello", "echo 'hello {{name}}' > {{results_dir}}/hello.md")
@@ -120,4 +136,10 @@ def test_the_readme_snippet_runs(sdk_server: Server, base_image: str) -> None:
     assert lines[3].startswith("1 run(s); stats:")
     with collection.client() as c:
         listed = c.get(f"/api/v1/db/trajectories/{collection.name}/hello", params={"label": "reviewed=yes"})
+        key = listed.json()["trajectories"][0]["steps"]["run"]["outputs"]["files"][0]
+        served = c.get(f"/api/v1/file/{key}")
     assert listed.json()["total"] == 1
+    if "PIER_STORAGE_PRESIGN_SEC" in sdk_server.settings:  # what downloadFile followed
+        assert served.status_code == 307 and "X-Amz-Signature" in served.headers["location"], served.text
+    else:
+        assert served.status_code == 200 and served.text == "hello sdk\n"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, RedirectResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
@@ -17,8 +19,9 @@ from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.files import UploadResult, upload_schema
 from pier.api.state import get_state
 from pier.lifecycle.assets import AssetLimits
-from pier.storage.files import content_type
+from pier.storage.files import attachment, content_type
 
+CHUNK = 1 << 20
 router = APIRouter(prefix="/api/v1", tags=["files"], responses=ERROR_RESPONSES)
 
 UPLOAD_BODY = {
@@ -56,7 +59,9 @@ async def upload(
         raise invalid("files", "no file was sent: add one or more `files` parts")
     streams = [(f.filename, f.file) for f in files]
     limits = AssetLimits.of(state.settings)
-    upload_id, paths = await run_in_threadpool(save_checked_uploads, state.storage, name, streams, limits)
+    upload_id, paths = await run_in_threadpool(
+        save_checked_uploads, state.storage, name, streams, limits, state.settings.scratch_root
+    )
     return UploadResult(upload_id=upload_id, file_paths=paths, count=len(paths))
 
 
@@ -66,12 +71,29 @@ async def upload(
     response_class=FileResponse,
     responses={200: {"content": {"application/octet-stream": {}}, "description": "the file's bytes"}},
 )
-def get_file(path: str, request: Request, caller: CallerDep) -> FileResponse:
+def get_file(path: str, request: Request, caller: CallerDep) -> Response:
     """`path` is `<collection>/...` as runs and uploads report it; only the
-    caller's collection is searched, and nothing outside its folder is read."""
+    caller's collection is searched, and nothing outside it is read. From object
+    storage the bytes are streamed through, or (PIER_STORAGE_PRESIGN_SEC) the
+    answer is a redirect to a short-lived URL of the object itself."""
     state = get_state(request)
     collection = path.lstrip("/").split("/", 1)[0]
     if not caller.may_use(collection):
         collection = caller.collection or ""  # look in the caller's own: not found there
-    target = resolve_api_path(state.storage, collection, path)
-    return FileResponse(target, media_type=content_type(target), filename=target.name)
+    storage = state.storage
+    found = resolve_api_path(storage, collection, path)
+    name = PurePosixPath(found.key).name
+    local = storage.local_path(found.key)
+    if local is not None:
+        return FileResponse(local, media_type=content_type(local), filename=name)
+    presign = state.settings.storage_presign_sec
+    url = storage.presigned_url(found.key, presign) if presign else None
+    if url is not None:
+        return RedirectResponse(url, status_code=307)
+    body = storage.open(found.key)
+    return StreamingResponse(
+        iter(lambda: body.read(CHUNK), b""),
+        media_type=content_type(PurePosixPath(name)),
+        headers={"Content-Length": str(found.size), "Content-Disposition": attachment(name)},
+        background=BackgroundTask(body.close),
+    )

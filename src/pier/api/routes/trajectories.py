@@ -4,12 +4,10 @@ run's log by workflow id."""
 
 from __future__ import annotations
 
-import tempfile
-from typing import Annotated, BinaryIO, cast
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
-from starlette.background import BackgroundTask
 
 from pier.api.auth import CallerDep, CollectionDep
 from pier.api.errors import ApiError
@@ -29,7 +27,8 @@ from pier.api.schemas.trajectories import (
 from pier.api.state import get_state
 from pier.api.stats import task_stats
 from pier.errors import NotFoundError
-from pier.record import Label, Trajectory
+from pier.record import Label, Trajectory, storage_key
+from pier.storage.archive import zip_stream
 from pier.store.runs import LabelFilter
 
 router = APIRouter(prefix="/api/v1", tags=["trajectories"], responses=ERROR_RESPONSES)
@@ -37,8 +36,6 @@ router = APIRouter(prefix="/api/v1", tags=["trajectories"], responses=ERROR_RESP
 MAX_PAGE = 100
 MAX_LOG_LINES = 5000
 STATS_LIMIT = 100_000
-CHUNK = 1 << 16
-SPOOL_BYTES = 8 << 20  # zips up to this stay in memory; larger ones go to a temp file
 
 
 @router.get("/db/trajectory/{collection}/{task}/{trajectory_id}", summary="One run")
@@ -84,22 +81,14 @@ def download(collection: CollectionDep, task: str, trajectory_id: str, request: 
         raise ApiError(
             409, f"run {trajectory_id} is {record.status.value}: download its outputs when it has ended"
         )
-    spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 - closed after the response
-    try:
-        state.storage.write_run_zip(collection, task, trajectory_id, cast(BinaryIO, spool))
-    except BaseException:
-        spool.close()
-        raise
-    size = spool.tell()
-    spool.seek(0)
+    try:  # made while it is sent: nothing whole in memory or on disk
+        chunks = zip_stream(state.storage, storage_key(collection, task, trajectory_id))
+    except NotFoundError:
+        raise NotFoundError(f"no stored outputs for run {trajectory_id!r} ({collection}/{task})") from None
     return StreamingResponse(
-        iter(lambda: spool.read(CHUNK), b""),
+        chunks,
         media_type="application/zip",
-        headers={
-            "Content-Disposition": f'attachment; filename="{trajectory_id}.zip"',
-            "Content-Length": str(size),
-        },
-        background=BackgroundTask(spool.close),
+        headers={"Content-Disposition": f'attachment; filename="{trajectory_id}.zip"'},
     )
 
 

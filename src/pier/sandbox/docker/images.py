@@ -111,7 +111,11 @@ def pull_image(api: docker.APIClient, ref: str, log: LineSink, timeout: float) -
         raise ImageError(f"Pulling {ref} took more than {timeout:.0f}s: {_pull_hint(ref)}") from exc
     except (docker.errors.DockerException, requests.RequestException) as exc:
         reason = _reason(exc)
-        hint = NO_REGISTRY_HINT if registry_hint(reason) else _pull_hint(ref)
+        hint = (
+            f"{NO_REGISTRY_HINT}; where it can, {_pull_hint(ref)}"
+            if registry_hint(reason)
+            else _pull_hint(ref)
+        )
         raise ImageError(f"Could not pull {ref} ({reason}): {hint}") from exc
     if not image_exists(api, ref):
         raise ImageError(f"Pulled {ref} but the engine does not list it: {_pull_hint(ref)}")
