@@ -148,6 +148,9 @@ class Settings(BaseSettings):
         description='shared provider keys for trial runs, JSON: {"ANTHROPIC_API_KEY": "..."}',
     )
     trial_runs: int = Field(10, ge=0, description="trial runs per collection")
+    web_behind_tls: bool = Field(
+        False, description="the web UI is reached over HTTPS through a proxy: its cookie is Secure"
+    )
 
     # The fleet: runs on Temporal, executed by `pier worker` processes.
     executor: Literal["inprocess", "temporal"] = Field(

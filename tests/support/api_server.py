@@ -60,8 +60,9 @@ class Server:
             **self.settings,
         }
 
-    def start(self) -> Server:
-        self.port = free_port()
+    def start(self, port: int | None = None) -> Server:
+        """Start on a free port, or on `port` (the same one again, for a restart)."""
+        self.port = port or free_port()
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child writes it
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pier.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),

@@ -10,6 +10,7 @@ from importlib.metadata import version
 
 from fastapi import FastAPI
 
+from pier import web
 from pier.api import errors
 from pier.api.background import PeriodicSweeper
 from pier.api.bus import RunBus
@@ -90,4 +91,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(NoTrailingSlash)
     for module in (health, collections, tasks, runs, trajectories, files, events, catalog, routines):
         app.include_router(module.router)
+    web.install(app)
     return app

@@ -36,14 +36,12 @@ class Caller:
         return collection
 
 
-async def authenticate(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-) -> Caller:
-    if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
-        raise ApiError(401, "missing bearer token: send `Authorization: Bearer <token>`")
-    state: ApiState = get_state(request)
-    token = credentials.credentials
+SESSION_COOKIE = "pier_session"  # the web UI's sign-in: the token itself, HttpOnly
+SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
+async def caller_for_token(state: ApiState, token: str) -> Caller | None:
+    """Who a token is: the admin, a collection, or None when it is unknown."""
     admin = state.settings.admin_token
     if admin is not None and hmac.compare_digest(token.encode(), admin.get_secret_value().encode()):
         return Caller(collection=None, admin=True)
@@ -52,12 +50,38 @@ async def authenticate(
     if collection is None:
         collection = await run_in_threadpool(state.store.collection_for_token_hash, token_hash)
     if collection is None:
+        return None
+    state.tokens.add(token_hash, collection)
+    return Caller(collection=collection)
+
+
+def request_token(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    """The bearer token; else, for reads only, the web UI's session cookie (so
+    the browser can follow a log, show an image, download a file). Writes need
+    the header, which a cross-site page cannot send."""
+    if credentials is not None:
+        if credentials.scheme.lower() == "bearer" and credentials.credentials:
+            return credentials.credentials
+        return None
+    if request.method in SAFE_METHODS:
+        return request.cookies.get(SESSION_COOKIE) or None
+    return None
+
+
+async def authenticate(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Caller:
+    token = request_token(request, credentials)
+    if token is None:
+        raise ApiError(401, "missing bearer token: send `Authorization: Bearer <token>`")
+    caller = await caller_for_token(get_state(request), token)
+    if caller is None:
         raise ApiError(
             401,
             "unknown bearer token: use a token from `pier collection create` (or a new one from the admin)",
         )
-    state.tokens.add(token_hash, collection)
-    return Caller(collection=collection)
+    return caller
 
 
 async def require_admin(caller: Annotated[Caller, Depends(authenticate)]) -> Caller:

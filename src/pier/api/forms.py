@@ -117,6 +117,14 @@ def _params(body: RunCreate, uploaded: list[str]) -> RunParams:
 
 async def accept_run(request: Request, state: ApiState, collection: str, task: str) -> RunRecord:
     fields, files = await read_run_body(request)
+    return await accept_fields(state, collection, task, fields, files)
+
+
+async def accept_fields(
+    state: ApiState, collection: str, task: str, fields: dict[str, Any], files: list[UploadFile]
+) -> RunRecord:
+    """A run from a body already read (the API's, or the web UI's form): the
+    same checks and 422s either way."""
     body = _validated(fields)
     return await run_in_threadpool(_accept, state, collection, task, body, files)
 

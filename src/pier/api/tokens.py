@@ -28,9 +28,9 @@ def issue_token(store: Store, collection: str, label: str | None = None) -> str:
 
 
 class KnownTokens:
-    """Token hash -> collection for tokens already seen valid. A token cannot be
-    revoked (there is no route for it yet), so one that was valid stays valid,
-    and remembering it spares every request a database read in a worker thread."""
+    """Token hash -> collection for tokens already seen valid: remembering them
+    spares every request a database read in a worker thread. Revoking a token
+    through this server forgets it here at once."""
 
     def __init__(self, size: int = 10_000):
         self._size = size
@@ -43,3 +43,6 @@ class KnownTokens:
         if len(self._known) >= self._size:
             self._known.clear()
         self._known[token_hash] = collection
+
+    def forget(self, token_hash: str) -> None:
+        self._known.pop(token_hash, None)

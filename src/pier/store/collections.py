@@ -14,7 +14,7 @@ from pier.errors import InputError, NotFoundError
 from pier.record import utcnow
 from pier.store.base import StoreBase
 from pier.store.models import CollectionEnvRow, CollectionRow, TaskRow, TokenRow
-from pier.store.schemas import Collection, StoredTask
+from pier.store.schemas import Collection, StoredTask, TokenInfo
 
 
 def _collection(row: CollectionRow) -> Collection:
@@ -63,6 +63,28 @@ class CollectionStore(StoreBase):
                 return row.id
         except IntegrityError:
             raise InputError("that token is already registered: issue a new one") from None
+
+    def list_tokens(self, collection: str) -> list[TokenInfo]:
+        """The collection's tokens, oldest first: ids and labels, never hashes."""
+        self.get_collection(collection)
+        query = select(TokenRow).where(TokenRow.collection == collection).order_by(TokenRow.id)
+        with self._read() as session:
+            rows = session.scalars(query).all()
+        return [
+            TokenInfo(id=r.id, collection=r.collection, created_at=r.created_at, label=r.label) for r in rows
+        ]
+
+    def revoke_token(self, collection: str, token_id: int) -> str:
+        """Delete one of the collection's tokens; its hash, so that caches can
+        forget it. NotFoundError when the collection has no such token."""
+        query = select(TokenRow).where(TokenRow.collection == collection, TokenRow.id == token_id)
+        with self._write() as session:
+            row = session.scalar(query)
+            if row is None:
+                raise NotFoundError(f"collection {collection!r} has no token {token_id}: list its tokens")
+            token_hash = row.token_hash
+            session.delete(row)
+        return token_hash
 
     def collection_for_token_hash(self, token_hash: str) -> str | None:
         """The collection a token belongs to; None for an unknown token."""

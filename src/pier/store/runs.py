@@ -4,6 +4,7 @@ and their labels (a table of their own)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, delete, func, select
@@ -14,6 +15,9 @@ from pier.errors import InputError, NotFoundError
 from pier.record import Label, RunRecord, RunStatus, utcnow
 from pier.store.base import StoreBase
 from pier.store.models import RunLabelRow, RunRow
+
+# Where a run's success sits in its stored record (steps.run.outputs.success).
+SUCCESS_PATH = ("steps", "run", "outputs", "success")
 
 # A label filter: (key, value), or (key, None) for "has this key".
 LabelFilter = tuple[str, str | None]
@@ -88,12 +92,23 @@ class RunStore(StoreBase):
         offset: int = 0,
         statuses: Iterable[RunStatus | str] | None = None,
         labels: Iterable[LabelFilter] = (),
+        since: datetime | None = None,
+        until: datetime | None = None,
+        success: bool | None = None,
     ) -> tuple[list[RunRecord], int]:
         """One page of runs, newest first, and how many match in all. A run
-        matches `labels` when it has every one of them."""
+        matches `labels` when it has every one of them; `since`/`until` bound
+        its creation time (until excluded); `success` keeps the runs whose
+        recorded success is that (runs without one match neither)."""
         if limit < 0 or offset < 0:
             raise InputError(f"limit and offset must be >= 0 (got limit={limit}, offset={offset})")
         query = self._runs_query(collection, task, statuses)
+        if since is not None:
+            query = query.where(RunRow.created_at >= since)
+        if until is not None:
+            query = query.where(RunRow.created_at < until)
+        if success is not None:
+            query = query.where(RunRow.record[SUCCESS_PATH].as_boolean() == success)
         for key, value in labels:
             has = select(RunLabelRow.trajectory_id).where(RunLabelRow.key == key)
             if value is not None:

@@ -26,6 +26,15 @@ class Collection(BaseModel):
     created_at: datetime
 
 
+class TokenInfo(BaseModel):
+    """A token as listed: the token itself is never kept, only its hash."""
+
+    id: int
+    collection: str
+    created_at: datetime
+    label: str | None = None
+
+
 class StoredTask(BaseModel):
     """A task as stored: `definition` is the task's JSON ({init_params, steps,
     step_configs}), validated by pier.tasks, not here."""

@@ -101,3 +101,21 @@ def test_trial_runs_are_counted_up_to_the_limit(store: Store) -> None:
     activated, used = store.trial("c")
     store.activate_trial("c")
     assert store.trial("c") == (activated, 2) and activated is not None and used == 2
+
+
+def test_tokens_are_listed_without_hashes_and_revoked_by_id(store: Store) -> None:
+    store.create_collection("a")
+    store.create_collection("b")
+    first = store.add_token("a", "hash-1", "cli")
+    second = store.add_token("a", "hash-2", None)
+    other = store.add_token("b", "hash-3")
+    listed = store.list_tokens("a")
+    assert [(t.id, t.label) for t in listed] == [(first, "cli"), (second, None)]
+    assert "hash" not in listed[0].model_dump()
+    with pytest.raises(NotFoundError, match=f"no token {other}"):
+        store.revoke_token("a", other)  # another collection's token is not found here
+    assert store.revoke_token("a", first) == "hash-1"
+    assert store.collection_for_token_hash("hash-1") is None
+    assert store.collection_for_token_hash("hash-2") == "a"
+    with pytest.raises(NotFoundError):
+        store.list_tokens("missing")

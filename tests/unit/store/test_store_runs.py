@@ -149,3 +149,16 @@ def test_labels_show_on_the_run_survive_its_saves_and_filter_lists(store: Store)
     assert [lb.key for lb in store.get_run("r1").labels] == ["x"]
     with pytest.raises(NotFoundError):
         store.add_labels("nope", [Label(key="x", value="1")])
+
+
+def test_list_runs_filters_by_creation_time_and_success(store: Store) -> None:
+    for tid, minutes, success in (("old", 0, True), ("mid", 60, False), ("new", 120, None)):
+        record = _run(tid, minutes=minutes)
+        record.outputs.success = success
+        store.create_run(record)
+    ids = lambda **kw: [r.trajectory_id for r in store.list_runs("c", **kw)[0]]  # noqa: E731
+    assert ids(since=T0 + timedelta(minutes=60)) == ["new", "mid"]
+    assert ids(until=T0 + timedelta(minutes=60)) == ["old"]  # until is excluded
+    assert ids(success=True) == ["old"]
+    assert ids(success=False) == ["mid"]  # a run without a recorded success matches neither
+    assert store.list_runs("c", success=False, since=T0 + timedelta(minutes=61))[1] == 0

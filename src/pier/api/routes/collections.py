@@ -4,8 +4,9 @@ tokens (admin) and their environment."""
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
-from fastapi import APIRouter, Request, status
+from fastapi import APIRouter, Path, Request, status
 
 from pier.api.auth import AdminDep, CallerDep, CollectionDep
 from pier.api.errors import ApiError
@@ -18,6 +19,8 @@ from pier.api.schemas.collections import (
     EnvironmentPatch,
     EnvironmentPublic,
     TokenIssued,
+    TokenPublic,
+    TokenRevoked,
 )
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.state import get_state
@@ -26,6 +29,7 @@ from pier.errors import NotFoundError
 
 router = APIRouter(prefix="/api/v1/collections", tags=["collections"], responses=ERROR_RESPONSES)
 _ENV_NAME = re.compile(ENV_NAME_PATTERN)
+MAX_ID = 2**31 - 1  # token ids are 32-bit integers in the store
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create a collection (admin)")
@@ -59,6 +63,26 @@ def get_collection(collection: CollectionDep, request: Request) -> CollectionPub
 @router.post("/{collection}/tokens", status_code=status.HTTP_201_CREATED, summary="A new token (admin)")
 def new_token(collection: CollectionDep, _admin: AdminDep, request: Request) -> TokenIssued:
     return TokenIssued(collection=collection, token=issue_token(get_state(request).store, collection, "api"))
+
+
+@router.get("/{collection}/tokens", summary="The collection's tokens (admin)")
+def list_tokens(collection: CollectionDep, _admin: AdminDep, request: Request) -> list[TokenPublic]:
+    """Ids, labels and creation times; the tokens themselves are never kept."""
+    tokens = get_state(request).store.list_tokens(collection)
+    return [TokenPublic.model_validate(t.model_dump()) for t in tokens]
+
+
+@router.delete("/{collection}/tokens/{token_id}", summary="Revoke a token (admin)")
+def revoke_token(
+    collection: CollectionDep,
+    token_id: Annotated[int, Path(ge=1, le=MAX_ID, description="from the token list")],
+    _admin: AdminDep,
+    request: Request,
+) -> TokenRevoked:
+    """The token stops working at once, here and on every later request."""
+    state = get_state(request)
+    state.tokens.forget(state.store.revoke_token(collection, token_id))
+    return TokenRevoked(collection=collection, id=token_id)
 
 
 @router.get("/{collection}/environment", summary="The environment's variable names")

@@ -24,6 +24,10 @@ from pier.storage.files import attachment, content_type
 CHUNK = 1 << 20
 router = APIRouter(prefix="/api/v1", tags=["files"], responses=ERROR_RESPONSES)
 
+# A stored file is what an agent made: a browser opening one (the web UI signs
+# in with a cookie) must not run it as this site's page, nor guess its type.
+FILE_HEADERS = {"Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff"}
+
 UPLOAD_BODY = {
     "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": upload_schema()}}}
 }
@@ -85,7 +89,7 @@ def get_file(path: str, request: Request, caller: CallerDep) -> Response:
     name = PurePosixPath(found.key).name
     local = storage.local_path(found.key)
     if local is not None:
-        return FileResponse(local, media_type=content_type(local), filename=name)
+        return FileResponse(local, media_type=content_type(local), filename=name, headers=FILE_HEADERS)
     presign = state.settings.storage_presign_sec
     url = storage.presigned_url(found.key, presign) if presign else None
     if url is not None:
@@ -94,6 +98,6 @@ def get_file(path: str, request: Request, caller: CallerDep) -> Response:
     return StreamingResponse(
         iter(lambda: body.read(CHUNK), b""),
         media_type=content_type(PurePosixPath(name)),
-        headers={"Content-Length": str(found.size), "Content-Disposition": attachment(name)},
+        headers={"Content-Length": str(found.size), "Content-Disposition": attachment(name), **FILE_HEADERS},
         background=BackgroundTask(body.close),
     )

@@ -4,6 +4,7 @@ run's log by workflow id."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -27,7 +28,7 @@ from pier.api.schemas.trajectories import (
 from pier.api.state import get_state
 from pier.api.stats import task_stats
 from pier.errors import NotFoundError
-from pier.record import Label, Trajectory, storage_key
+from pier.record import Label, RunStatus, Trajectory, storage_key
 from pier.storage.archive import zip_stream
 from pier.store.runs import LabelFilter
 
@@ -90,6 +91,51 @@ def download(collection: CollectionDep, task: str, trajectory_id: str, request: 
         media_type="application/zip",
         headers={"Content-Disposition": f'attachment; filename="{trajectory_id}.zip"'},
     )
+
+
+@router.get("/runs", summary="Runs across the collections this token may see, newest first")
+def list_runs(
+    request: Request,
+    caller: CallerDep,
+    collection: Annotated[str | None, Query(description="only this collection")] = None,
+    task: Annotated[str | None, Query(description="only this task")] = None,
+    status: Annotated[list[RunStatus], Query(description="repeat for several")] = [],  # noqa: B006
+    success: Annotated[
+        bool | None, Query(description="only runs that succeeded (true) or not (false)")
+    ] = None,
+    label: Annotated[list[str], Query(description="key or key=value; repeat to require several")] = [],  # noqa: B006
+    since: Annotated[datetime | None, Query(description="created at or after (ISO 8601)")] = None,
+    until: Annotated[datetime | None, Query(description="created before (ISO 8601)")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20,
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+) -> TrajectoryPage:
+    """A collection token sees its own collection's runs; the admin every
+    collection's, or the one named."""
+    if collection is not None:
+        caller.check(collection)
+    elif not caller.admin:
+        collection = caller.collection
+    records, total = get_state(request).store.list_runs(
+        collection,
+        task,
+        limit=limit,
+        offset=(page - 1) * limit,
+        statuses=status or None,
+        labels=[_label_filter(v) for v in label],
+        since=_utc(since),
+        until=_utc(until),
+        success=success,
+    )
+    return TrajectoryPage(
+        trajectories=records, total=total, page=page, limit=limit, has_more=page * limit < total
+    )
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    """A time without a zone is taken as UTC, as the store keeps times."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
 
 
 def _label_filter(text: str) -> LabelFilter:

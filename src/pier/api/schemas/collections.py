@@ -29,6 +29,20 @@ class TokenIssued(BaseModel):
     token: str = Field(description="shown once: pier keeps only its hash")
 
 
+class TokenPublic(BaseModel):
+    """A token as listed: its id (to revoke it) and label, never the token."""
+
+    id: int
+    collection: str
+    created_at: datetime
+    label: str | None = None
+
+
+class TokenRevoked(BaseModel):
+    collection: str
+    id: int
+
+
 class EnvironmentPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

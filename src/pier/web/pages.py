@@ -1,0 +1,380 @@
+"""The web UI's pages: thin over the API's own route functions and the store,
+so a page shows and does exactly what the API would for the same token."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Annotated, Any
+from urllib.parse import urlencode, urlsplit
+
+from fastapi import APIRouter, Query, Request
+from fastapi import Path as FastPath
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from pier.api.auth import Caller, caller_for_token, collection_access, require_admin
+from pier.api.forms import MAX_FILES, accept_fields, invalid
+from pier.api.routes import collections as collection_routes
+from pier.api.routes import runs as run_routes
+from pier.api.routes import trajectories
+from pier.api.schemas.collections import EnvironmentPatch
+from pier.api.schemas.runs import StatusUpdate
+from pier.api.schemas.trajectories import LabelCreate
+from pier.api.state import get_state
+from pier.api.stats import run_cost, task_stats
+from pier.api.tokens import issue_token
+from pier.errors import NotFoundError
+from pier.record import RunStatus, Trajectory
+from pier.tasks.model import Task
+from pier.web import charts, views
+from pier.web.render import page
+from pier.web.session import CsrfRejected, FormCaller, PageCaller, clear_session, set_session
+
+router = APIRouter(include_in_schema=False)
+
+PAGE_SIZE = 50
+LOG_LINES = 5000
+OVERVIEW_RUNS = 5000
+PART_HEADER = "x-pier-part"  # the live parts of a page, fetched by pier.js
+
+
+def _see_other(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303)
+
+
+def _safe_next(url: str | None) -> str:
+    """Only a path of this site: never send a signed-in browser elsewhere."""
+    if not url or not url.startswith("/") or url.startswith("//") or "\\" in url:
+        return "/runs"
+    return url
+
+
+@router.get("/")
+def home() -> RedirectResponse:
+    return RedirectResponse("/runs", status_code=307)
+
+
+@router.get("/signin")
+def signin_page(request: Request, next: str | None = None) -> HTMLResponse:
+    return page(request, "signin.html", {"next": _safe_next(next), "error": None})
+
+
+@router.post("/signin")
+async def signin(request: Request) -> Response:
+    """Sign in; a form sent from another site (its Origin says so) is refused,
+    so no page elsewhere can sign a browser in to a token of its choosing."""
+    origin = request.headers.get("origin")
+    if origin and urlsplit(origin).netloc != request.headers.get("host"):
+        raise CsrfRejected()
+    form = await request.form()
+    token = str(form.get("token") or "").strip()
+    next_url = _safe_next(str(form.get("next") or ""))
+    caller = await caller_for_token(get_state(request), token) if token else None
+    if caller is None:
+        error = "That token is not valid here: use a collection's token or the admin token."
+        return page(request, "signin.html", {"next": next_url, "error": error}, status_code=401)
+    response = _see_other(next_url)
+    set_session(request, response, token)
+    return response
+
+
+@router.post("/signout")
+def signout(_caller: FormCaller) -> RedirectResponse:
+    response = _see_other("/signin")
+    clear_session(response)
+    return response
+
+
+# runs
+
+
+def _day(value: str | None, field: str) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.combine(date.fromisoformat(value), time(), tzinfo=UTC)
+    except ValueError:
+        raise invalid(field, f"{value!r} is not a date: write YYYY-MM-DD") from None
+
+
+def _status(value: str) -> RunStatus:
+    try:
+        return RunStatus(value)
+    except ValueError:
+        known = ", ".join(s.value for s in RunStatus)
+        raise invalid("status", f"{value!r} is not a run status: use one of {known}") from None
+
+
+def _collections(request: Request, caller: Caller) -> list[str]:
+    return [c.name for c in collection_routes.list_collections(caller, request)]
+
+
+@router.get("/runs")
+def runs_page(
+    request: Request,
+    caller: PageCaller,
+    collection: str | None = None,
+    task: str | None = None,
+    status: Annotated[list[str], Query()] = [],  # noqa: B006
+    success: str | None = None,
+    label: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    page_no: Annotated[int, Query(alias="page", ge=1, le=1_000_000)] = 1,
+) -> HTMLResponse:
+    filters = {"collection": collection or None, "task": task or None, "label": label or None,
+               "success": success or None, "since": since or None, "until": until or None}  # fmt: skip
+    statuses = [_status(s) for s in status if s]
+    until_day = _day(until, "until")
+    found = trajectories.list_runs(
+        request,
+        caller,
+        collection=filters["collection"],
+        task=filters["task"],
+        status=statuses,
+        success={"yes": True, "no": False}.get(success or ""),
+        label=[label] if label else [],
+        since=_day(since, "since"),
+        until=until_day + timedelta(days=1) if until_day else None,
+        limit=PAGE_SIZE,
+        page=page_no,
+    )
+    query = {k: v for k, v in filters.items() if v} | ({"status": statuses[0].value} if statuses else {})
+    context = {
+        "runs": [_row(r) for r in found.trajectories],
+        "total": found.total,
+        "page_no": page_no,
+        "pages": max(1, math.ceil(found.total / PAGE_SIZE)),
+        "filters": filters,
+        "status": statuses[0].value if statuses else "",
+        "statuses": [s.value for s in RunStatus],
+        "collections": _collections(request, caller),
+        "page_url": lambda n: "/runs?" + urlencode({**query, "page": n}),
+    }
+    if request.headers.get(PART_HEADER) == "rows":
+        response = page(request, "_runs_rows.html", context)
+        response.headers["X-Pier-Total"] = str(found.total)
+        return response
+    return page(request, "runs.html", context)
+
+
+def _row(record: Trajectory) -> dict[str, Any]:
+    inputs = record.run.inputs
+    return {
+        "record": record,
+        "agent": record.outputs.agent or inputs.get("agent") or "—",
+        "model": record.outputs.model or inputs.get("model") or "",
+        "cost": run_cost(record),
+        "started": record.started or record.created,
+    }
+
+
+def _visible_run(request: Request, caller: Caller, trajectory_id: str) -> Trajectory:
+    """The run, if this caller may see it; another collection's run is 'not found'."""
+    record = get_state(request).store.get_run(trajectory_id)
+    if not caller.may_use(record.collection):
+        raise NotFoundError(f"run {trajectory_id!r} not found: check the trajectory id")
+    return record
+
+
+@router.get("/runs/{trajectory_id}")
+def run_page(request: Request, caller: PageCaller, trajectory_id: str) -> HTMLResponse:
+    state = get_state(request)
+    record = _visible_run(request, caller, trajectory_id)
+    ended = record.status.terminal
+    files = views.ordered_files(record)
+    primary = set(record.outputs.primary_files)
+    context = {
+        "run": record,
+        "row": _row(record),
+        "failed": record.failed_stage,
+        "files": [(f, f.path in primary) for f in files],
+        "previews": {
+            f.path: views.preview(state.storage, record.collection, f) for f in files if f.path in primary
+        },
+        "transcript": views.transcript(state.storage, record) if ended else [],
+        "inputs": views.shown_inputs(record),
+        "instruction": record.run.inputs.get("instruction") or "",
+    }
+    part = request.headers.get(PART_HEADER)
+    if part == "live":
+        return page(request, "_run_live.html", context)
+    events = state.store.events(trajectory_id, 0, LOG_LINES)
+    context |= {"log": events, "last_seq": events[-1].seq if events else 0}
+    return page(request, "run.html", context)
+
+
+@router.get("/runs/{trajectory_id}/files/{path:path}")
+def file_page(request: Request, caller: PageCaller, trajectory_id: str, path: str) -> HTMLResponse:
+    """One result file shown inline (the raw bytes are at its download link)."""
+    state = get_state(request)
+    record = _visible_run(request, caller, trajectory_id)
+    found = [f for f in record.outputs.results_files if f.path == path]
+    if not found:
+        raise NotFoundError(f"run {trajectory_id} has no result file {path!r}: see its files")
+    preview = views.preview(state.storage, record.collection, found[0])
+    return page(request, "file.html", {"run": record, "file": found[0], "preview": preview})
+
+
+@router.post("/runs/{trajectory_id}/labels")
+async def add_label(request: Request, caller: FormCaller, trajectory_id: str) -> RedirectResponse:
+    form = await request.form()
+    record = _visible_run(request, caller, trajectory_id)
+    body = LabelCreate.model_validate(
+        {"key": str(form.get("key") or ""), "value": str(form.get("value") or "")}
+    )
+    await run_in_threadpool(
+        trajectories.add_label, record.collection, record.name, trajectory_id, body, request
+    )
+    return _see_other(f"/runs/{trajectory_id}#labels")
+
+
+@router.post("/runs/{trajectory_id}/cancel")
+async def cancel(request: Request, caller: FormCaller, trajectory_id: str) -> RedirectResponse:
+    record = _visible_run(request, caller, trajectory_id)
+    body = StatusUpdate({trajectory_id: "cancelled"})
+    await run_in_threadpool(run_routes.update_statuses, record.collection, record.name, body, request)
+    return _see_other(f"/runs/{trajectory_id}")
+
+
+# tasks
+
+
+@router.get("/tasks")
+def tasks_page(request: Request, caller: PageCaller) -> HTMLResponse:
+    store = get_state(request).store
+    tasks = [t for c in _collections(request, caller) for t in store.list_tasks(c)]
+    return page(request, "tasks.html", {"tasks": tasks})
+
+
+@router.get("/tasks/{collection}/{task}")
+async def task_page(
+    request: Request, caller: PageCaller, collection: str, task: str, rerun: str | None = None
+) -> HTMLResponse:
+    await collection_access(collection, request, caller)
+    stored = get_state(request).store.get_task(collection, task)
+    definition = Task.model_validate(stored.definition)
+    variables = dict(definition.init_params.get("vars") or {})
+    if rerun:
+        source = _visible_run(request, caller, rerun)
+        variables |= source.run.inputs.get("vars") or {}
+    context = {
+        "task": stored,
+        "instruction": definition.init_params.get("instruction") or "",
+        "params": {k: v for k, v in definition.init_params.items() if k not in ("instruction", "vars")},
+        "variables": {k: v if isinstance(v, str) else views.pretty(v) for k, v in variables.items()},
+        "rerun": rerun,
+    }
+    return page(request, "task.html", context)
+
+
+@router.post("/tasks/{collection}/{task}/run")
+async def start_run(request: Request, caller: FormCaller, collection: str, task: str) -> RedirectResponse:
+    """The form's `var.NAME` fields become init_params.vars; its files are
+    attached as the API's multipart `files` would be."""
+    await collection_access(collection, request, caller)
+    form = await request.form(max_files=MAX_FILES)
+    variables = {k[4:]: v for k, v in form.multi_items() if k.startswith("var.") and isinstance(v, str)}
+    files = [v for k, v in form.multi_items() if k == "files" and isinstance(v, UploadFile) and v.filename]
+    fields: dict[str, Any] = {"init_params": {"vars": variables}} if variables else {}
+    record = await accept_fields(get_state(request), collection, task, fields, files)
+    return _see_other(f"/runs/{record.trajectory_id}")
+
+
+# collection settings
+
+
+@router.get("/collections")
+def collections_page(request: Request, caller: PageCaller) -> HTMLResponse:
+    return page(request, "collections.html", {"collections": _collections(request, caller)})
+
+
+@router.get("/collections/{collection}/settings")
+async def settings_page(
+    request: Request, caller: PageCaller, collection: str, new_token: str | None = None
+) -> HTMLResponse:
+    await collection_access(collection, request, caller)
+    store = get_state(request).store
+    context = {
+        "collection": collection,
+        "env_names": store.list_env_names(collection),
+        "tokens": store.list_tokens(collection) if caller.admin else None,
+        "new_token": None,
+    }
+    return page(request, "settings.html", context)
+
+
+@router.post("/collections/{collection}/environment")
+async def set_env(request: Request, caller: FormCaller, collection: str) -> RedirectResponse:
+    """`name` and `value` set a variable; `delete` names one to remove."""
+    await collection_access(collection, request, caller)
+    form = await request.form()
+    deleted = str(form.get("delete") or "")
+    change: dict[str, str | None] = (
+        {deleted: None} if deleted else {str(form.get("name") or ""): str(form.get("value") or "")}
+    )
+    patch = EnvironmentPatch(environment_variables=change)
+    await run_in_threadpool(collection_routes.patch_environment, collection, patch, request)
+    return _see_other(f"/collections/{collection}/settings#environment")
+
+
+@router.post("/collections/{collection}/tokens")
+async def create_token(request: Request, caller: FormCaller, collection: str) -> HTMLResponse:
+    """A new token, shown on the answer page only (never in a URL)."""
+    await collection_access(collection, request, caller)
+    form = await request.form()
+    await require_admin(caller)
+    label = str(form.get("label") or "web")[:200]
+    token = await run_in_threadpool(issue_token, get_state(request).store, collection, label)
+    store = get_state(request).store
+    context = {
+        "collection": collection,
+        "env_names": store.list_env_names(collection),
+        "tokens": store.list_tokens(collection),
+        "new_token": token,
+    }
+    return page(request, "settings.html", context, status_code=201)
+
+
+@router.post("/collections/{collection}/tokens/{token_id}/revoke")
+async def revoke_token(
+    request: Request,
+    caller: FormCaller,
+    collection: str,
+    token_id: Annotated[int, FastPath(ge=1, le=collection_routes.MAX_ID)],
+) -> RedirectResponse:
+    await collection_access(collection, request, caller)
+    await require_admin(caller)
+    await run_in_threadpool(collection_routes.revoke_token, collection, token_id, caller, request)
+    return _see_other(f"/collections/{collection}/settings#tokens")
+
+
+# overview
+
+
+@router.get("/overview")
+def overview_page(request: Request, caller: PageCaller, collection: str | None = None) -> HTMLResponse:
+    """Per task with runs (its latest OVERVIEW_RUNS in each collection), then
+    the stored tasks that have none yet."""
+    store = get_state(request).store
+    names = _collections(request, caller)
+    shown = [collection] if collection in names else names
+    sections: list[dict[str, Any]] = []
+    for name in shown:
+        records, _ = store.list_runs(name, limit=OVERVIEW_RUNS)
+        by_task: dict[str, list[Trajectory]] = {}
+        for record in records:
+            by_task.setdefault(record.name, []).append(record)
+        stored = {t.name for t in store.list_tasks(name)}
+        for task, runs in sorted(by_task.items()):
+            days = charts.by_day(runs)
+            sections.append({"collection": name, "task": task, "stored": task in stored, "days": days,
+                             "stats": task_stats(name, task, runs), "charts": charts.task_charts(days)})  # fmt: skip
+        for task in sorted(stored - set(by_task)):
+            sections.append({"collection": name, "task": task, "stored": True, "stats": None, "days": [],
+                             "charts": None})  # fmt: skip
+    return page(
+        request, "overview.html", {"sections": sections, "collections": names, "collection": collection}
+    )
