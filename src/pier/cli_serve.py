@@ -39,6 +39,33 @@ def serve(
     uvicorn.run(create_app(), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
 
 
+def worker(
+    identity: Annotated[str | None, typer.Option(help="this worker's name; default host-pid")] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
+) -> None:
+    """Run runs from Temporal on this host's Docker engine (PIER_EXECUTOR=temporal fleets)."""
+    from pier.executors.temporal import TemporalUnavailable
+    from pier.executors.temporal_worker import run_worker
+    from pier.settings import get_settings
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = get_settings()
+    if identity:
+        settings = settings.model_copy(update={"worker_identity": identity})
+    from pier.api.pgbus import PgNotifier, is_postgres
+
+    # live logs reach followers on any `pier serve` through PostgreSQL; on
+    # SQLite (one host) the followers' poll of the store finds them
+    notifier = PgNotifier(settings.db_url) if is_postgres(settings.db_url) else None
+    try:
+        run_worker(settings, publish=notifier.publish if notifier else lambda _tid: None)
+    except (TemporalUnavailable, PierError) as exc:
+        raise _fail(str(exc), code=1) from None
+    finally:
+        if notifier is not None:
+            notifier.close()
+
+
 @collection_app.command("create")
 def collection_create(name: Annotated[str, typer.Argument(help="the collection's name")]) -> None:
     """Create a collection (or reuse it) and print a new token for it, once."""
@@ -95,6 +122,7 @@ def task_push(
 
 def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
+    app.command("worker")(worker)
     app.add_typer(collection_app, name="collection")
     app.add_typer(task_app, name="task")
     app.add_typer(routine_app, name="routine")

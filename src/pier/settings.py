@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -180,6 +181,22 @@ class Settings(BaseSettings):
     trial_runs: int = Field(10, ge=0, description="trial runs per collection")
     web_behind_tls: bool = Field(
         False, description="the web UI is reached over HTTPS through a proxy: its cookie is Secure"
+    )
+
+    # The fleet: runs on Temporal, executed by `pier worker` processes.
+    executor: Literal["inprocess", "temporal"] = Field(
+        "inprocess", description="inprocess: runs execute in `pier serve`; temporal: on `pier worker`s"
+    )
+    temporal_address: str = Field("127.0.0.1:7233", description="Temporal frontend host:port")
+    temporal_namespace: str = "default"
+    temporal_task_queue: str = Field("pier-runs", description="the queue runs wait on for a worker")
+    worker_identity: str | None = Field(None, description="a `pier worker`'s name; default host-pid")
+    worker_slots: int = Field(default_factory=_default_concurrency, ge=1, description="runs a worker holds")
+    heartbeat_timeout_sec: float = Field(
+        15, gt=0, description="a worker silent this long is lost: its run restarts or fails"
+    )
+    schedule_to_start_sec: float = Field(
+        15, gt=0, description="how long a stage waits for its sandbox's worker to take it"
     )
 
     @field_validator("storage_url")

@@ -12,16 +12,19 @@ from fastapi import FastAPI
 
 from pier import web
 from pier.api import errors
-from pier.api.background import PeriodicSweeper
 from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
 from pier.api.limits import BodyLimit, NoNul, NoTrailingSlash
+from pier.api.pgbus import PgBus, is_postgres
 from pier.api.recovery import recover
 from pier.api.routes import catalog, collections, events, files, health, routines, runs, tasks, trajectories
 from pier.api.routines import fire
 from pier.api.state import ApiState
-from pier.api.webhooks import WebhookSender
+from pier.executors import make_executor
+from pier.executors.ports import LifecycleHooks, RunPorts
+from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.service import Services
+from pier.lifecycle.webhooks import WebhookSender
 from pier.routines.scheduler import Scheduler
 from pier.settings import Settings, get_settings
 from pier.vault import load_vault
@@ -39,10 +42,13 @@ a collection's token (`pier collection create NAME`) or the admin token
 def build_state(settings: Settings) -> ApiState:
     services = Services(settings)
     services.store  # noqa: B018 - open it now: migrations run before the first request
-    bus = RunBus()
+    # Runs may execute in other processes (workers, replicas) on a shared
+    # PostgreSQL: their wake-ups then come through it.
+    bus = PgBus(settings.db_url) if is_postgres(settings.db_url) else RunBus()
     vault = load_vault(settings)
     webhooks = WebhookSender(settings.webhook_attempts, settings.webhook_backoff_sec)
-    return ApiState(services, vault, bus, Dispatcher(services, vault, bus, webhooks))
+    hooks = LifecycleHooks(RunPorts(services, vault, bus.publish, webhooks))
+    return ApiState(services, vault, bus, Dispatcher(hooks, make_executor(hooks)))
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -57,6 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         log.info("pier serve: outputs and uploads in %s", services.storage.url)
         sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings, services.storage)
         scheduler = Scheduler(services.store, lambda r: fire(state.dispatcher, r), settings.routine_poll_sec)
+        state.bus.start()
         recover(state.dispatcher)
         state.dispatcher.executor.start()
         sweeper.start()
@@ -72,6 +79,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if services.pool is not None:
                 services.pool.close()
             state.dispatcher.webhooks.close()
+            state.bus.close()
 
     app = FastAPI(
         title="pier",

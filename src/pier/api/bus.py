@@ -14,6 +14,9 @@ from collections import defaultdict
 
 
 class RunBus:
+    """The in-process bus (embedded mode: the runs execute in this process).
+    pgbus.PgBus extends it across processes on PostgreSQL."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters: defaultdict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = defaultdict(
@@ -36,6 +39,12 @@ class RunBus:
                 waiters.discard(item)
             if not waiters:
                 del self._waiters[trajectory_id]
+
+    def start(self) -> None:
+        """Nothing to start in-process."""
+
+    def close(self) -> None:
+        """Nothing to release in-process."""
 
     def publish(self, trajectory_id: str) -> None:
         """Wake the run's followers; safe from any thread, cheap when there are none."""

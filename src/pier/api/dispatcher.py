@@ -13,26 +13,21 @@ import logging
 import shutil
 import uuid
 from dataclasses import dataclass, field, replace
-from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pier.api.bus import RunBus
-from pier.api.files import resolve_api_path
-from pier.api.outcomes import SERVER_STOPPED, cancelled, cancelled_waiting, failed_to_start, interrupted
-from pier.api.trial import Trials
-from pier.api.uploads import expired_message, upload_of
-from pier.api.webhooks import Delivery, WebhookSender
-from pier.errors import InputError, NotFoundError, PierError
-from pier.executors.inprocess import InProcessExecutor, Job
-from pier.lifecycle.context import RunContext, scratch_dir
+from pier.errors import InputError
+from pier.executors.base import Executor, Job
+from pier.executors.ports import LifecycleHooks
+from pier.executors.spec import Payload
+from pier.lifecycle.context import RunContext
+from pier.lifecycle.outcomes import SERVER_STOPPED, cancelled, interrupted
 from pier.lifecycle.runner import cancel as cancel_run
-from pier.lifecycle.sandbox_env import sandbox_env
-from pier.lifecycle.service import Observer, RunRequest, Services, new_context, preflight
+from pier.lifecycle.service import RunRequest, preflight
 from pier.record import RunStatus, Trajectory
 from pier.redact import Redactor
 from pier.tasks.model import Task
-from pier.tasks.resolve import resolve
-from pier.vault import Vault
+
+__all__ = ["Dispatcher", "Payload", "RunParams"]
 
 log = logging.getLogger(__name__)
 
@@ -52,47 +47,6 @@ class RunParams:
 # A subscription credential names the provider whose own API the run uses, with
 # the collection's key for it.
 SUBSCRIPTION_PROVIDERS = {"anthropic": "anthropic", "codex": "openai"}
-
-
-@dataclass(frozen=True)
-class Payload:
-    """Everything needed to start one accepted run; the task is as it was when
-    the run was accepted, whatever happens to the stored task later."""
-
-    collection: str
-    task_name: str
-    task: Task
-    run_params: dict[str, Any]
-    secret_params: dict[str, str] = field(default_factory=dict, repr=False)
-    webhook_url: str | None = None
-    webhook_secret: str | None = field(default=None, repr=False)
-    use_trial_keys: bool = False
-
-    def stored(self, vault: Vault) -> dict[str, Any]:
-        """The storable form: no secret value in clear, secret_params only by name."""
-        return {
-            "collection": self.collection,
-            "task_name": self.task_name,
-            "task": self.task.model_dump(mode="json"),
-            "run_params": self.run_params,
-            "secret_param_names": sorted(self.secret_params),
-            "webhook_url": self.webhook_url,
-            "webhook_secret": vault.encrypt(self.webhook_secret) if self.webhook_secret else None,
-            "use_trial_keys": self.use_trial_keys,
-        }
-
-    @classmethod
-    def restore(cls, data: dict[str, Any], vault: Vault) -> Payload:
-        secret = data.get("webhook_secret")
-        return cls(
-            collection=data["collection"],
-            task_name=data["task_name"],
-            task=Task.model_validate(data["task"]),
-            run_params=dict(data.get("run_params") or {}),
-            webhook_url=data.get("webhook_url"),
-            webhook_secret=vault.decrypt(secret) if secret else None,
-            use_trial_keys=bool(data.get("use_trial_keys")),
-        )
 
 
 def split_webhook(params: RunParams) -> RunParams:
@@ -126,14 +80,17 @@ def with_subscription(params: RunParams) -> RunParams:
 
 
 class Dispatcher:
-    def __init__(self, services: Services, vault: Vault, bus: RunBus, webhooks: WebhookSender):
-        self.services = services
-        self.store = services.store
-        self.vault = vault
-        self.bus = bus
-        self.webhooks = webhooks
-        self.executor = InProcessExecutor(self, services.settings.max_concurrent_runs)
-        self.trials = Trials(services.store, services.settings)
+    """The API's side of runs; what executes them is the executor it is given,
+    what building and finishing a run means is the hooks' (shared with workers)."""
+
+    def __init__(self, hooks: LifecycleHooks, executor: Executor):
+        self.hooks = hooks
+        self.executor = executor
+        self.services = hooks.services
+        self.store = hooks.store
+        self.vault = hooks.vault
+        self.webhooks = hooks.ports.webhooks
+        self.trials = hooks.trials
 
     # accepting and cancelling (called by routes, in worker threads)
 
@@ -188,12 +145,8 @@ class Dispatcher:
         try:
             preflight(self.request(payload, trajectory_id, env), self.services.settings)
         finally:  # copies of stored inputs are made again when the run starts
-            shutil.rmtree(self.inputs_dir(trajectory_id), ignore_errors=True)
+            shutil.rmtree(self.hooks.inputs_dir(trajectory_id), ignore_errors=True)
         return env
-
-    def inputs_dir(self, trajectory_id: str) -> Path:
-        """Where a run's inputs are copied from object storage (a local store needs no copy)."""
-        return scratch_dir(self.services.settings, trajectory_id) / "inputs"
 
     def cancel(self, record: Trajectory) -> RunStatus:
         """Cancel a run; its status as the caller should see it now."""
@@ -210,87 +163,19 @@ class Dispatcher:
         self.finished(record.trajectory_id, None)
         return RunStatus.cancelled
 
-    # what a run needs to start
+    # what a run needs to start: the hooks' (a worker builds it the same way)
 
     def environment(self, payload: Payload) -> dict[str, str]:
-        encrypted = self.store.get_env_encrypted(payload.collection)
-        collection_env = {name: self.vault.decrypt(value) for name, value in encrypted.items()}
-        if payload.use_trial_keys:  # the collection's own keys win
-            collection_env = {**self.trials.keys(), **collection_env}
-        step = resolve(payload.task, payload.run_params)
-        return sandbox_env(step, collection_env, payload.secret_params)
+        return self.hooks.environment(payload)
 
     def request(self, payload: Payload, trajectory_id: str, env: dict[str, str]) -> RunRequest:
-        storage = self.services.storage
-        inputs = self.inputs_dir(trajectory_id)
-
-        def resolve_file(path: str) -> Path:
-            try:
-                found = resolve_api_path(storage, payload.collection, path)
-            except NotFoundError:
-                raise InputError(
-                    expired_message(path, self.services.settings.upload_ttl_sec)
-                    or f"init_params.file_paths: {path!r} is not a file of collection {payload.collection!r}: "
-                    "upload it with POST /api/v1/sandbox/upload and pass a file path it returns"
-                ) from None
-            upload = upload_of(path)
-            if upload:
-                storage.touch_upload(*upload)  # named by a run: its time to expire starts again
-            # one folder per file: two files of one name from different places stay apart
-            return storage.fetch(found.key, inputs / uuid.uuid4().hex / PurePosixPath(found.key).name)
-
-        return RunRequest(
-            collection=payload.collection,
-            task_name=payload.task_name,
-            task=payload.task,
-            run_params=payload.run_params,
-            env=env,
-            resolve_file=resolve_file,
-            trajectory_id=trajectory_id,
-        )
-
-    # RunHooks: the executor calls these from its worker threads
-
-    def context(self, job: Job) -> RunContext:
-        payload: Payload = job.payload
-        tid = job.trajectory_id
-        request = self.request(payload, tid, self.environment(payload))
-        observer = Observer(
-            on_log=lambda _stage, _line: self.bus.publish(tid), on_step=lambda _s: self.bus.publish(tid)
-        )
-        return new_context(self.services, request, observer, record=self.store.get_run(tid))
-
-    def ended(self, job: Job, record: Trajectory | None, error: BaseException | None) -> None:
-        if record is None:
-            message = (
-                str(error)
-                if isinstance(error, PierError)
-                else f"internal error starting the run ({error!r}): see the server log"
-            )
-            record = failed_to_start(self.store.get_run(job.trajectory_id), message)
-            self.store.save_run(record)
-        self.finished(job.trajectory_id, job.payload, record)
-
-    def cancelled_before_start(self, job: Job) -> None:
-        record = cancelled_waiting(self.store.get_run(job.trajectory_id))
-        self.store.save_run(record)
-        self.store.append_event(job.trajectory_id, record.error or "cancelled", "prepare")
-        self.finished(job.trajectory_id, job.payload, record)
-
-    # the end of a run, and of the server
+        return self.hooks.request(payload, trajectory_id, env)
 
     def finished(self, trajectory_id: str, payload: Payload | None, record: Trajectory | None = None) -> None:
         """Send the webhook, forget the kept request, wake followers."""
-        if payload is None:
-            kept = self.store.run_request(trajectory_id)
-            payload = Payload.restore(kept, self.vault) if kept else None
-        if payload is not None and payload.webhook_url:
-            record = record or self.store.get_run(trajectory_id)
-            body = record.model_dump_json().encode()
-            self.webhooks.send(Delivery(payload.webhook_url, payload.webhook_secret, body, trajectory_id))
-        self.store.drop_run_request(trajectory_id)
-        shutil.rmtree(self.inputs_dir(trajectory_id), ignore_errors=True)
-        self.bus.publish(trajectory_id)
+        self.hooks.finished(trajectory_id, payload, record)
+
+    # the end of the server
 
     def stop(self) -> None:
         """Start nothing more. Runs in progress end failed, saying the server
@@ -306,4 +191,4 @@ class Dispatcher:
         except Exception:
             log.exception("could not record that run %s was interrupted", tid)
         cancel_run(ctx)
-        self.bus.publish(tid)
+        self.hooks.ports.publish(tid)

@@ -18,10 +18,10 @@ from starlette.datastructures import UploadFile
 
 from pier.api.dispatcher import RunParams
 from pier.api.errors import ApiError
-from pier.api.files import save_uploads
 from pier.api.limits import unstorable_field
 from pier.api.schemas.runs import RunCreate
 from pier.api.state import ApiState
+from pier.lifecycle.files import save_uploads
 from pier.record import Trajectory
 from pier.storage.base import upload_prefix
 

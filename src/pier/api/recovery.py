@@ -13,18 +13,21 @@ accepted is lost, and nothing a live process runs is touched.
 An owner on another host cannot be judged from here: such a running run (or
 one with no owner, from an older pier) is taken for the previous server's, so
 one server per store still holds.
+With a durable executor (Temporal) a run's owner is its workflow, not a
+server: a starting replica leaves running runs alone, and a pending one is only
+submitted again (a no-op when its workflow exists).
 """
 
 from __future__ import annotations
 
 import logging
 
-from pier.api.background import sweep_once
 from pier.api.dispatcher import Dispatcher, Payload
-from pier.api.outcomes import failed_to_start
 from pier.errors import NotFoundError
-from pier.executors.inprocess import Job
+from pier.executors.base import Job
+from pier.lifecycle.background import sweep_once
 from pier.lifecycle.orphans import end_orphaned_runs
+from pier.lifecycle.outcomes import failed_to_start
 from pier.record import RunStatus, Trajectory
 from pier.sandbox.sweeper import owner_alive
 
@@ -34,6 +37,9 @@ LOST_REQUEST = "the server lost this run's request before it started; run it aga
 
 
 def recover(dispatcher: Dispatcher) -> None:
+    if dispatcher.executor.durable:
+        requeue_pending(dispatcher)
+        return
     services = dispatcher.services
     for record in end_orphaned_runs(services.store, services.settings, judge=abandoned_at_start):
         log.warning("run %s was running when its process stopped: marked failed", record.trajectory_id)

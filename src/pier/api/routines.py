@@ -9,9 +9,9 @@ import logging
 import uuid
 
 from pier.api.dispatcher import Dispatcher, RunParams
-from pier.api.outcomes import failed_to_start
 from pier.db import StoredRoutine
 from pier.errors import NotFoundError, PierError
+from pier.lifecycle.outcomes import failed_to_start
 from pier.record import Trajectory, utcnow
 
 log = logging.getLogger(__name__)

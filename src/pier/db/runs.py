@@ -36,6 +36,9 @@ def run_columns(record: Trajectory) -> dict[str, Any]:
     }
 
 
+_OPEN = (RunStatus.pending.value, RunStatus.running.value)
+
+
 def _status_values(statuses: Iterable[RunStatus | str]) -> list[str]:
     try:
         return [RunStatus(status).value for status in statuses]
@@ -59,16 +62,19 @@ class RunStore(StoreBase):
                 f"run {record.trajectory_id!r} already exists: use save_run to update it"
             ) from None
 
-    def save_run(self, record: Trajectory) -> None:
-        """Insert or replace the run (status, record, updated_at)."""
+    def save_run(self, record: Trajectory) -> bool:
+        """Insert or replace the run (status, record, updated_at), unless the
+        stored run has already ended: a status another process made final (a
+        cancel, a lost worker, a replica) stays. False when nothing was written."""
         values = run_columns(record)
         statement = self._insert(RunRow).values(**values)
         statement = statement.on_conflict_do_update(
             index_elements=[RunRow.trajectory_id],
             set_={k: v for k, v in values.items() if k != "trajectory_id"},
-        )
+            where=RunRow.status.in_(_OPEN),
+        ).returning(RunRow.trajectory_id)
         with self._write() as session:
-            session.execute(statement)
+            return session.execute(statement).first() is not None
 
     def get_run(self, trajectory_id: str) -> Trajectory:
         """The run. NotFoundError when there is none with that id."""

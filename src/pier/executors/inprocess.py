@@ -17,10 +17,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Protocol
 
 from pier.errors import PierError
+from pier.executors.base import CancelOutcome, Job
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.runner import cancel as cancel_run
 from pier.lifecycle.runner import execute
@@ -28,15 +28,7 @@ from pier.record import Trajectory
 
 log = logging.getLogger(__name__)
 
-CancelOutcome = Literal["pending", "running"]
-
-
-@dataclass(frozen=True)
-class Job:
-    """One accepted run. `payload` is the caller's (what RunHooks needs to start it)."""
-
-    trajectory_id: str
-    payload: Any = field(default=None, compare=False, repr=False)
+__all__ = ["CancelOutcome", "InProcessExecutor", "Job", "RunHooks"]
 
 
 class RunHooks(Protocol):
@@ -88,6 +80,8 @@ class SharedLock:
 
 
 class InProcessExecutor:
+    durable = False  # its runs die with this process
+
     def __init__(self, hooks: RunHooks, max_workers: int, name: str = "pier-run"):
         if max_workers < 1:
             raise ValueError("max_workers must be at least 1")

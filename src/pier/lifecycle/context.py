@@ -42,7 +42,8 @@ class RunContext:
     backend: SandboxBackend
     output_dir: Path  # the run's local scratch folder: collect, redaction and checks work here
     emit: LogSink  # store + console, already redacted by `log`
-    save_record: Callable[[Trajectory], None]
+    # what it returns (whether the store wrote: a run made final elsewhere stays) is unused here
+    save_record: Callable[[Trajectory], object]
     redactor: Redactor = field(default_factory=Redactor)
     cancel: threading.Event = field(default_factory=threading.Event)
     plan: RunPlan | None = None

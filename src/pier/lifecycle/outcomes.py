@@ -1,5 +1,5 @@
 """Ending a run's record from outside its stages: an interruption, a process
-that died, a run that never got going (the API's variants are in api/outcomes.py)."""
+that died, a run that never got going, a run cancelled while it waited."""
 
 from __future__ import annotations
 
@@ -23,3 +23,25 @@ def end_record(record: Trajectory, status: RunStatus, message: str) -> Trajector
     duration = None if record.started is None else round((ended - record.started).total_seconds(), 3)
     record.finish(status, ended, duration)
     return record
+
+
+# Ends given to a run's record from outside the runner: cancelled while it
+# waited, the server stopped under it, it never got going.
+CANCELLED_WAITING = "the run was cancelled before it started"
+CANCELLED = "the run was cancelled"
+
+
+def interrupted(record: Trajectory) -> Trajectory:
+    return end_record(record, RunStatus.failed, SERVER_STOPPED)
+
+
+def cancelled_waiting(record: Trajectory) -> Trajectory:
+    return end_record(record, RunStatus.cancelled, CANCELLED_WAITING)
+
+
+def cancelled(record: Trajectory) -> Trajectory:
+    return end_record(record, RunStatus.cancelled, CANCELLED)
+
+
+def failed_to_start(record: Trajectory, message: str) -> Trajectory:
+    return end_record(record, RunStatus.failed, message)

@@ -64,6 +64,54 @@ def execute(ctx: RunContext) -> Trajectory:
     return record
 
 
+# A distributed executor runs a run in two halves, each on the sandbox's host:
+# before the agent starts, a lost host only costs a restart elsewhere; after,
+# the agent's work is gone with it.
+BEFORE_AGENT = STAGES[:3]
+FROM_AGENT = STAGES[3:]
+
+
+def begin(ctx: RunContext) -> None:
+    """The first half of execute: the run is running, its sandbox is set up.
+    On an unexpected exit the sandbox goes and the run is finished."""
+    record = ctx.record
+    record.status = RunStatus.running
+    record.started = utcnow()
+    record.owner = owner_label()  # this worker process
+    ctx.save_record(record)
+    try:
+        for name, stage in BEFORE_AGENT:
+            _step(ctx, name, stage)
+    except BaseException:
+        _clean_up(ctx)
+        raise
+
+
+def conclude(ctx: RunContext) -> Trajectory:
+    """The second half of execute, after begin on the same context."""
+    try:
+        for name, stage in FROM_AGENT:
+            _step(ctx, name, stage)
+    finally:
+        _clean_up(ctx)
+    return ctx.record
+
+
+def _clean_up(ctx: RunContext) -> None:
+    """What execute's end does: the sandbox and its routes go, the run is
+    finished (and its outputs published), then its scratch files go."""
+    stages.close_model_route(ctx)
+    _delete_sandbox(ctx)
+    stages.close_run_egress(ctx)
+    _finish(ctx, _elapsed(ctx))
+    shutil.rmtree(scratch_dir(ctx.settings, ctx.record.trajectory_id), ignore_errors=True)
+
+
+def _elapsed(ctx: RunContext) -> float:
+    started = ctx.record.started
+    return 0.0 if started is None else (utcnow() - started).total_seconds()
+
+
 def cancel(ctx: RunContext) -> None:
     """Stop a run from another thread. Between stages the flag is enough; during
     one (the agent may run for half an hour) deleting the sandbox ends whatever

@@ -16,8 +16,8 @@ import httpx
 import pytest
 from tests.support.api_server import SLOTS, Collection
 
-from pier.api.webhooks import SIGNATURE_HEADER, verify
 from pier.db import Store
+from pier.lifecycle.webhooks import SIGNATURE_HEADER, verify
 
 pytestmark = pytest.mark.integration
 

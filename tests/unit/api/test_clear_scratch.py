@@ -8,8 +8,8 @@ import time
 import uuid
 from pathlib import Path
 
-from pier.api.background import clear_scratch
 from pier.db import Store
+from pier.lifecycle.background import clear_scratch
 from pier.record import RunStatus, Trajectory, utcnow
 from pier.settings import Settings
 

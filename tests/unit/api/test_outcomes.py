@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pier.api.outcomes import SERVER_STOPPED, cancelled_waiting, interrupted
+from pier.lifecycle.outcomes import SERVER_STOPPED, cancelled_waiting, interrupted
 from pier.record import RunStatus, StageStatus, Trajectory, utcnow
 
 

@@ -7,8 +7,8 @@ import os
 import time
 from pathlib import Path
 
-from pier.api.uploads import expire_uploads, expired_message, uploads_in_use
 from pier.db import Store
+from pier.lifecycle.uploads import expire_uploads, expired_message, uploads_in_use
 from pier.record import Trajectory
 from pier.settings import Settings
 from pier.storage.local import LocalStorage

@@ -5,7 +5,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import NamedTuple
 
-from pier.api.webhooks import SIGNATURE_HEADER, Delivery, WebhookSender, sign, verify
+from pier.lifecycle.webhooks import SIGNATURE_HEADER, Delivery, WebhookSender, sign, verify
 
 
 def test_signature_is_hmac_of_timestamp_and_body():

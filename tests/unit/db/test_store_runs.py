@@ -53,6 +53,20 @@ def test_save_run_inserts_then_updates(store: Store) -> None:
     assert store.list_runs(statuses=["pending"]) == ([], 0)
 
 
+def test_save_run_never_overwrites_a_status_already_final(store: Store) -> None:
+    """Two processes end one run (a cancel from the API, the worker finishing):
+    the first final status stays, whatever the second one saves."""
+    record = _run("r1", status=RunStatus.running)
+    store.save_run(record)
+    cancelled = store.get_run("r1")
+    cancelled.finish(RunStatus.cancelled, T0, 1.0)
+    assert store.save_run(cancelled) is True
+    record.finish(RunStatus.completed, T0, 2.0)
+    assert store.save_run(record) is False
+    got = store.get_run("r1")
+    assert (got.status, got.duration_seconds) == (RunStatus.cancelled, 1.0)
+
+
 def test_save_run_bumps_updated_at(store: Store) -> None:
     from sqlalchemy import select
 

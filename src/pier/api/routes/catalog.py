@@ -11,8 +11,8 @@ from pydantic import BaseModel
 from pier.api.auth import CallerDep, CollectionDep
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.state import StateDep
-from pier.api.trial import TrialStatus
 from pier.errors import NotFoundError
+from pier.lifecycle.trial import TrialStatus
 from pier.tasks.model import ACTIVITIES, ACTIVITY_DESCRIPTIONS
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES)

@@ -13,12 +13,12 @@ from starlette.datastructures import UploadFile
 
 from pier.api.auth import Caller, CallerDep
 from pier.api.errors import ApiError
-from pier.api.files import resolve_api_path, save_checked_uploads
 from pier.api.forms import MAX_FILES, invalid
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.files import UploadResult, upload_schema
 from pier.api.state import StateDep
 from pier.lifecycle.assets import AssetLimits
+from pier.lifecycle.files import resolve_api_path, save_checked_uploads
 from pier.storage.files import attachment, content_type
 
 CHUNK = 1 << 20

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-from pier.api.uploads import expire_uploads
 from pier.db import Store
 from pier.errors import NotFoundError, PierError
 from pier.lifecycle.orphans import end_orphaned_runs
+from pier.lifecycle.uploads import expire_uploads
 from pier.record import RunStatus
 from pier.sandbox.base import LABEL_RUN, SandboxBackend, SandboxInfo
 from pier.sandbox.sweeper import sweep

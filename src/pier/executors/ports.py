@@ -1,0 +1,143 @@
+"""What running one accepted run needs, wherever it runs (the API's process
+for the in-process executor, a `pier worker` for Temporal): its ports (store,
+storage, sandbox backend through Services; the vault that opens its secrets;
+the event sink that wakes live followers; webhooks) and the hooks an executor
+calls to build its context and to finish it."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from pier.errors import InputError, NotFoundError, PierError
+from pier.executors.base import Job
+from pier.executors.spec import Payload
+from pier.lifecycle.context import RunContext, scratch_dir
+from pier.lifecycle.files import resolve_api_path
+from pier.lifecycle.outcomes import cancelled_waiting, failed_to_start
+from pier.lifecycle.sandbox_env import sandbox_env
+from pier.lifecycle.service import Observer, RunRequest, Services, new_context
+from pier.lifecycle.trial import Trials
+from pier.lifecycle.uploads import expired_message, upload_of
+from pier.lifecycle.webhooks import Delivery, WebhookSender
+from pier.record import Trajectory
+from pier.tasks.resolve import resolve
+from pier.vault import Vault
+
+log = logging.getLogger(__name__)
+
+# Called with a run's id whenever its log grows or it changes: wakes followers.
+EventSink = Callable[[str], None]
+
+
+@dataclass
+class RunPorts:
+    services: Services
+    vault: Vault
+    publish: EventSink
+    webhooks: WebhookSender
+
+    @property
+    def store(self):
+        return self.services.store
+
+
+class LifecycleHooks:
+    """The executor's RunHooks: a run's context from its payload, its end
+    recorded, its webhook sent, its kept request dropped, its followers woken."""
+
+    def __init__(self, ports: RunPorts):
+        self.ports = ports
+        self.services = ports.services
+        self.store = ports.services.store
+        self.vault = ports.vault
+        self.trials = Trials(ports.services.store, ports.services.settings)
+
+    # what a run needs to start
+
+    def environment(self, payload: Payload) -> dict[str, str]:
+        encrypted = self.store.get_env_encrypted(payload.collection)
+        collection_env = {name: self.vault.decrypt(value) for name, value in encrypted.items()}
+        if payload.use_trial_keys:  # the collection's own keys win
+            collection_env = {**self.trials.keys(), **collection_env}
+        step = resolve(payload.task, payload.run_params)
+        return sandbox_env(step, collection_env, payload.secret_params)
+
+    def inputs_dir(self, trajectory_id: str) -> Path:
+        """Where a run's inputs are copied from object storage (a local store needs no copy)."""
+        return scratch_dir(self.services.settings, trajectory_id) / "inputs"
+
+    def request(self, payload: Payload, trajectory_id: str, env: dict[str, str]) -> RunRequest:
+        storage = self.services.storage
+        inputs = self.inputs_dir(trajectory_id)
+
+        def resolve_file(path: str) -> Path:
+            try:
+                found = resolve_api_path(storage, payload.collection, path)
+            except NotFoundError:
+                raise InputError(
+                    expired_message(path, self.services.settings.upload_ttl_sec)
+                    or f"init_params.file_paths: {path!r} is not a file of collection {payload.collection!r}: "
+                    "upload it with POST /api/v1/sandbox/upload and pass a file path it returns"
+                ) from None
+            upload = upload_of(path)
+            if upload:
+                storage.touch_upload(*upload)  # named by a run: its time to expire starts again
+            # one folder per file: two files of one name from different places stay apart
+            return storage.fetch(found.key, inputs / uuid.uuid4().hex / PurePosixPath(found.key).name)
+
+        return RunRequest(
+            collection=payload.collection,
+            task_name=payload.task_name,
+            task=payload.task,
+            run_params=payload.run_params,
+            env=env,
+            resolve_file=resolve_file,
+            trajectory_id=trajectory_id,
+        )
+
+    # RunHooks: an executor calls these from its worker threads
+
+    def context(self, job: Job) -> RunContext:
+        payload: Payload = job.payload
+        tid = job.trajectory_id
+        request = self.request(payload, tid, self.environment(payload))
+        publish = self.ports.publish
+        observer = Observer(on_log=lambda _stage, _line: publish(tid), on_step=lambda _s: publish(tid))
+        return new_context(self.services, request, observer, record=self.store.get_run(tid))
+
+    def ended(self, job: Job, record: Trajectory | None, error: BaseException | None) -> None:
+        if record is None:
+            message = (
+                str(error)
+                if isinstance(error, PierError)
+                else f"internal error starting the run ({error!r}): see the server log"
+            )
+            record = failed_to_start(self.store.get_run(job.trajectory_id), message)
+            self.store.save_run(record)
+        self.finished(job.trajectory_id, job.payload, record)
+
+    def cancelled_before_start(self, job: Job) -> None:
+        record = cancelled_waiting(self.store.get_run(job.trajectory_id))
+        self.store.save_run(record)
+        self.store.append_event(job.trajectory_id, record.error or "cancelled", "prepare")
+        self.finished(job.trajectory_id, job.payload, record)
+
+    def finished(self, trajectory_id: str, payload: Payload | None, record: Trajectory | None = None) -> None:
+        """Send the webhook, forget the kept request, wake followers."""
+        if payload is None:
+            kept = self.store.run_request(trajectory_id)
+            payload = Payload.restore(kept, self.vault) if kept else None
+        if payload is not None and payload.webhook_url:
+            record = record or self.store.get_run(trajectory_id)
+            body = record.model_dump_json().encode()
+            self.ports.webhooks.send(
+                Delivery(payload.webhook_url, payload.webhook_secret, body, trajectory_id)
+            )
+        self.store.drop_run_request(trajectory_id)
+        shutil.rmtree(self.inputs_dir(trajectory_id), ignore_errors=True)
+        self.ports.publish(trajectory_id)

@@ -1,0 +1,156 @@
+"""The Temporal executor (`PIER_EXECUTOR=temporal`): `pier serve` starts one
+workflow per run (id = the run's trajectory id) and executes nothing itself;
+`pier worker` processes (temporal_worker.py) run the lifecycle.
+
+The run crosses to the worker as a RunSpec, secrets sealed with the vault key:
+Temporal's history never holds a secret value in clear, and every worker needs
+the servers' PIER_SECRET_KEY (it also opens the collections' environment).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from pier.errors import PierError
+from pier.executors.base import CancelOutcome, Job
+from pier.executors.spec import RunSpec
+from pier.executors.temporal_workflow import WORKFLOW
+from pier.settings import Settings
+
+if TYPE_CHECKING:
+    from pier.executors.ports import LifecycleHooks
+    from pier.lifecycle.context import RunContext
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+CALL_TIMEOUT_SEC = 30
+
+
+class TemporalUnavailable(PierError):
+    """Temporal does not answer at PIER_TEMPORAL_ADDRESS."""
+
+
+def control_queue(settings: Settings) -> str:
+    return f"{settings.temporal_task_queue}-control"
+
+
+def workflow_config(settings: Settings) -> dict[str, Any]:
+    """What the workflow needs to know of the settings (it cannot read them)."""
+    return {
+        "task_queue": settings.temporal_task_queue,
+        "control_queue": control_queue(settings),
+        "heartbeat_timeout_sec": settings.heartbeat_timeout_sec,
+        "schedule_to_start_sec": settings.schedule_to_start_sec,
+        # prepare + create (an image build) + setup, or the agent + collect + check
+        "run_timeout_sec": settings.create_timeout_sec + settings.max_timeout_sec + 3600,
+        "cleanup_timeout_sec": settings.cleanup_timeout_sec + 30,
+    }
+
+
+async def connect(settings: Settings) -> Client:
+    try:
+        return await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+    except RuntimeError as exc:  # the SDK's connection failure
+        raise TemporalUnavailable(
+            f"Temporal does not answer at PIER_TEMPORAL_ADDRESS={settings.temporal_address} "
+            f"(namespace {settings.temporal_namespace}): {exc}; start it, or unset PIER_EXECUTOR"
+        ) from None
+
+
+class TemporalExecutor:
+    durable = True  # runs are workflows: they outlive this server
+
+    def __init__(self, settings: Settings, hooks: LifecycleHooks):
+        self._settings = settings
+        self._hooks = hooks
+        self._vault = hooks.vault
+        self._control: Any = None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="pier-temporal", daemon=True)
+        self._client: Client | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+        self._client = self._call(lambda: connect(self._settings))
+        self._control = self._call(self._start_control)
+        log.info("runs go to Temporal at %s, queue %s", self._settings.temporal_address,
+                 self._settings.temporal_task_queue)  # fmt: skip
+
+    async def _start_control(self) -> Any:
+        """This server keeps records and runs workflows too (a run whose worker
+        is lost is failed, one cancelled while it waits ends, even when no
+        worker is left); it executes no run."""
+        from pier.executors.temporal_worker import control_worker, default_identity, workflow_worker
+
+        identity = f"serve-{default_identity()}"
+        workers = [
+            control_worker(self._require(), self._hooks, self._settings, identity),
+            workflow_worker(self._require(), self._settings, identity),
+        ]
+        for worker in workers:
+            asyncio.get_running_loop().create_task(worker.run())
+        return workers
+
+    def submit(self, job: Job) -> None:
+        spec = RunSpec.seal(job.trajectory_id, job.payload, self._vault)
+        try:
+            self._call(lambda: self._require().start_workflow(
+                WORKFLOW,
+                args=[spec.model_dump(mode="json"), workflow_config(self._settings)],
+                id=job.trajectory_id,
+                task_queue=self._settings.temporal_task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            ))  # fmt: skip
+        except WorkflowAlreadyStartedError:
+            log.info("run %s already has its workflow", job.trajectory_id)
+
+    def cancel(self, trajectory_id: str) -> CancelOutcome | None:
+        handle = self._require().get_workflow_handle(trajectory_id)
+        try:
+            status = self._call(handle.describe).status
+            if status != WorkflowExecutionStatus.RUNNING:
+                return None
+            self._call(handle.cancel)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        return "running"
+
+    def pending(self) -> list[str]:
+        return []  # this server holds no run: the workflows do
+
+    def running(self) -> list[str]:
+        return []
+
+    def stop(self, interrupt: Callable[[RunContext], None] | None = None) -> list[str]:
+        """Nothing runs here: the runs go on on the workers."""
+        for worker in self._control or []:
+            try:
+                self._call(worker.shutdown)
+            except Exception:  # going anyway: the other processes carry on
+                log.exception("a Temporal worker of this server did not stop cleanly")
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        return []
+
+    def _require(self) -> Client:
+        if self._client is None:
+            raise RuntimeError("the Temporal executor is not started")
+        return self._client
+
+    def _call(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        async def call() -> T:
+            return await make()
+
+        future = asyncio.run_coroutine_threadsafe(call(), self._loop)
+        return future.result(CALL_TIMEOUT_SEC)

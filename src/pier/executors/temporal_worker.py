@@ -1,0 +1,320 @@
+"""`pier worker`: polls Temporal and runs the lifecycle on this host's sandbox
+backend (the workflow is in temporal_workflow.py).
+
+A worker listens on three task queues: the shared one (workflows, and `claim`:
+a run waits there until a worker has a free slot), the control queue (record
+keeping any worker may do: a lost worker's run failed, a run cancelled before
+it started), and its own queue, named after its identity, where the stages
+that touch its sandboxes run. A run's context (its sandbox, plan, agent) lives
+in this process between `begin` and `conclude`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from pier.executors.base import Job
+from pier.executors.ports import EventSink, LifecycleHooks, RunPorts
+from pier.executors.spec import RunSpec
+from pier.executors.temporal import connect, control_queue
+from pier.executors.temporal_workflow import RunWorkflow
+from pier.lifecycle import runner
+from pier.lifecycle.background import PeriodicSweeper
+from pier.lifecycle.context import RunContext
+from pier.lifecycle.outcomes import end_record
+from pier.lifecycle.service import Services
+from pier.lifecycle.webhooks import WebhookSender
+from pier.record import STAGES, RunStatus, StageRecord, StageStatus, Trajectory
+from pier.settings import Settings
+from pier.vault import load_vault
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+HEARTBEAT_EVERY_SEC = 1.0
+# The workflow's module imports only temporalio; pier (already loaded, with its
+# database models) is passed through rather than re-imported in the sandbox.
+RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("pier"))
+WORKER_LOST = "PierWorkerLost"  # an activity's error type: its worker is going away
+
+
+def lost_message(worker: str, heartbeat_sec: float) -> str:
+    return (
+        f"worker {worker} was lost while the run's agent was running (no heartbeat for "
+        f"{heartbeat_sec:g}s): its sandbox and the agent's work went with it; run it again"
+    )
+
+
+def restart_message(worker: str) -> str:
+    return f"worker {worker} was lost before the agent started: the run starts again on another worker"
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _fresh(record: Trajectory) -> Trajectory:
+    """A run that starts again: its stages as if it had never started."""
+    record.status, record.error, record.failed_stage, record.started = RunStatus.pending, None, None, None
+    record.outputs.stages = [StageRecord(name=name) for name in STAGES]
+    return record
+
+
+class FleetActivities:
+    def __init__(self, hooks: LifecycleHooks, identity: str, queue: str, settings: Settings):
+        self.hooks = hooks
+        self.store = hooks.store
+        self.identity = identity
+        self.queue = queue
+        self.settings = settings
+        self.stopping = False
+        self._slots = settings.worker_slots
+        self._held: dict[str, asyncio.TimerHandle | None] = {}
+        self._changed = asyncio.Event()
+        self._runs: dict[str, tuple[Job, RunContext]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=2 * self._slots + 4, thread_name_prefix="pier-worker")
+
+    def held(self) -> list[str]:
+        return list(self._held)
+
+    # the shared queue
+
+    @activity.defn(name="pier.claim")
+    async def claim(self, trajectory_id: str) -> dict[str, str]:
+        """Take the run once a slot is free; answer with this worker's queue.
+        The slot is kept for `begin`, and freed if it never comes."""
+        while trajectory_id not in self._held and len(self._held) >= self._slots:
+            activity.heartbeat()
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), HEARTBEAT_EVERY_SEC)
+        expiry = 2 * self.settings.schedule_to_start_sec + 5
+        self._held[trajectory_id] = asyncio.get_running_loop().call_later(expiry, self._free, trajectory_id)
+        return {"queue": self.queue, "worker": self.identity}
+
+    # this worker's own queue: the stages that touch its sandboxes
+
+    @activity.defn(name="pier.begin")
+    async def begin(self, raw: dict[str, Any]) -> str:
+        spec = RunSpec.model_validate(raw)
+        tid = spec.trajectory_id
+        self._keep(tid)
+        job = Job(tid, spec.open(self.hooks.vault))
+        record = await self._thread(lambda: self.store.get_run(tid))
+        if record.status.terminal:  # ended elsewhere meanwhile (cancelled from the API)
+            return record.status.value
+        if record.status == RunStatus.running:  # a lost worker had started it
+            await self._thread(lambda: self.store.save_run(_fresh(record)))
+        try:
+            ctx = await self._thread(lambda: self.hooks.context(job))
+        except Exception as exc:  # e.g. a secret the runbook requires was deleted meanwhile
+            error = exc
+            await self._thread(lambda: self.hooks.ended(job, None, error))
+            return RunStatus.failed.value
+        self._runs[tid] = (job, ctx)
+        ctx.log(f"worker {self.identity} runs it", "prepare")
+        await self._supervise(ctx, lambda: runner.begin(ctx), lambda: self._end(job, ctx))
+        if ctx.cancel.is_set():
+            return (await self._thread(lambda: self._end(job, ctx))).status.value
+        return "started"
+
+    @activity.defn(name="pier.conclude")
+    async def conclude(self, trajectory_id: str) -> str:
+        held = self._runs.get(trajectory_id)
+        if held is None:
+            raise ApplicationError(
+                f"worker {self.identity} does not hold run {trajectory_id} (it restarted?)",
+                type=WORKER_LOST,
+                non_retryable=True,
+            )
+        job, ctx = held
+        record = await self._supervise(ctx, lambda: self._end(job, ctx), None)
+        return record.status.value
+
+    @activity.defn(name="pier.release")
+    async def release(self, trajectory_id: str) -> None:
+        """Delete the run's sandbox (a no-op once the run deleted it) and free its slot."""
+        held = self._runs.pop(trajectory_id, None)
+        try:
+            if held is not None and held[1].sandbox is not None:
+                await self._thread(held[1].sandbox.delete)
+        finally:
+            self._free(trajectory_id)
+
+    # helpers
+
+    def _end(self, job: Job, ctx: RunContext) -> Trajectory:
+        """Run the rest of the lifecycle; finish up (webhook, followers) unless
+        another process ended the run first (its status stays, and so does its
+        webhook)."""
+        record = runner.conclude(ctx)
+        stored = self.store.get_run(job.trajectory_id)
+        if stored.status == record.status:
+            self.hooks.ended(job, record, None)
+        return stored
+
+    async def _supervise(
+        self, ctx: RunContext, work: Callable[[], T], on_cancel: Callable[[], Any] | None
+    ) -> T:
+        """Run `work` on a thread, heartbeating; a cancellation (the workflow
+        was cancelled) deletes the sandbox at once, and `on_cancel` then ends
+        the run. A worker going away leaves the run to the workflow instead."""
+        future = asyncio.get_running_loop().run_in_executor(self._pool, work)
+        try:
+            while not future.done():
+                activity.heartbeat()
+                await asyncio.wait({future}, timeout=HEARTBEAT_EVERY_SEC)
+        except asyncio.CancelledError:
+            if self.stopping:
+                ctx.save_record = lambda _record: None  # what happens next is the workflow's to say
+            runner.cancel(ctx)
+            await asyncio.wait({future})
+            if self.stopping:
+                raise ApplicationError(f"worker {self.identity} stopped", type=WORKER_LOST) from None
+            if on_cancel is not None:
+                await self._thread(on_cancel)
+            raise
+        return future.result()
+
+    def _keep(self, trajectory_id: str) -> None:
+        timer = self._held.get(trajectory_id)
+        if timer is not None:
+            timer.cancel()
+        self._held[trajectory_id] = None
+
+    def _free(self, trajectory_id: str) -> None:
+        timer = self._held.pop(trajectory_id, None)
+        if timer is not None:
+            timer.cancel()
+        self._changed.set()
+
+    async def _thread(self, work: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, work)
+
+
+class ControlActivities:
+    """Record keeping any process on the store may do, when a run's own worker
+    cannot (it is gone): `pier worker`s and `pier serve` replicas all poll the
+    control queue, so a loss is recorded even when no worker is left."""
+
+    def __init__(self, hooks: LifecycleHooks, settings: Settings):
+        self.hooks = hooks
+        self.store = hooks.store
+        self.settings = settings
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pier-control")
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.lost, self.restarting, self.cancelled_waiting]
+
+    @activity.defn(name="pier.lost")
+    async def lost(self, arg: dict[str, str]) -> str:
+        """The run's worker stopped answering during `conclude`: "restart"
+        when its agent had not started after all, else the run fails."""
+        message = lost_message(arg["worker"], self.settings.heartbeat_timeout_sec)
+        return await self._thread(lambda: self._fail(arg["trajectory_id"], message))
+
+    @activity.defn(name="pier.restarting")
+    async def restarting(self, arg: dict[str, str]) -> None:
+        tid = arg["trajectory_id"]
+        await self._thread(lambda: self.store.append_event(tid, restart_message(arg["worker"]), "prepare"))
+        self.hooks.ports.publish(tid)
+
+    @activity.defn(name="pier.cancelled_waiting")
+    async def cancelled_waiting(self, raw: dict[str, Any]) -> None:
+        spec = RunSpec.model_validate(raw)
+        job = Job(spec.trajectory_id, spec.open(self.hooks.vault))
+
+        def record() -> None:
+            if not self.store.get_run(job.trajectory_id).status.terminal:
+                self.hooks.cancelled_before_start(job)
+
+        await self._thread(record)
+
+    def _fail(self, trajectory_id: str, message: str) -> str:
+        record = self.store.get_run(trajectory_id)
+        if record.status.terminal:
+            return record.status.value
+        if record.stage("run_agent").status == StageStatus.pending:
+            return "restart"
+        stage = next((s.name for s in record.stages if s.status == "running"), "run_agent")
+        self.store.append_event(trajectory_id, message, stage)
+        if self.store.save_run(end_record(record, RunStatus.failed, message)):
+            self.hooks.finished(trajectory_id, None, record)
+        return RunStatus.failed.value
+
+    async def _thread(self, work: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, work)
+
+
+def control_worker(client: Client, hooks: LifecycleHooks, settings: Settings, identity: str) -> Worker:
+    return Worker(client, task_queue=control_queue(settings), max_concurrent_activities=4,
+                  activities=ControlActivities(hooks, settings).activities(), identity=identity)  # fmt: skip
+
+
+def workflow_worker(client: Client, settings: Settings, identity: str) -> Worker:
+    """Runs workflows only (they decide, they execute nothing): a server polls
+    with it too, so a run cancelled while no worker is up still ends."""
+    return Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow],
+                  workflow_runner=RUNNER, identity=identity)  # fmt: skip
+
+
+async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Event) -> None:
+    """Poll Temporal until `stop` is set."""
+    services = Services(settings)
+    services.store  # noqa: B018 - fail now when the database does not answer
+    services.backend  # noqa: B018 - and when the sandbox backend does not
+    webhooks = WebhookSender(settings.webhook_attempts, settings.webhook_backoff_sec)
+    hooks = LifecycleHooks(RunPorts(services, load_vault(settings), publish, webhooks))
+    identity = settings.worker_identity or default_identity()
+    queue = f"{settings.temporal_task_queue}-{identity}-{uuid.uuid4().hex[:8]}"
+    client = await connect(settings)
+    acts = FleetActivities(hooks, identity, queue, settings)
+    beat = timedelta(seconds=HEARTBEAT_EVERY_SEC)  # heartbeats (and so cancels) go out this often
+    workers = [
+        Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow],
+               workflow_runner=RUNNER, activities=[acts.claim], max_concurrent_activities=1,
+               identity=identity, max_heartbeat_throttle_interval=beat, default_heartbeat_throttle_interval=beat),
+        control_worker(client, hooks, settings, identity),
+        Worker(client, task_queue=queue, activities=[acts.begin, acts.conclude, acts.release],
+               max_concurrent_activities=3 * settings.worker_slots,
+               identity=identity, max_heartbeat_throttle_interval=beat, default_heartbeat_throttle_interval=beat),
+    ]  # fmt: skip
+    sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings)  # this host's sandboxes
+    sweeper.start()
+    log.info("pier worker %s: %d slot(s), queue %s", identity, settings.worker_slots, queue)
+    try:
+        async with workers[0], workers[1], workers[2]:
+            await stop.wait()
+            acts.stopping = True
+    finally:
+        sweeper.stop()
+        webhooks.close()
+
+
+def run_worker(settings: Settings, publish: EventSink) -> None:
+    """Run until SIGTERM or SIGINT."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve_worker(settings, publish, stop)
+
+    asyncio.run(main())

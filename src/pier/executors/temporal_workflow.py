@@ -1,0 +1,129 @@
+"""The run workflow: one per run, workflow id = the run's trajectory id.
+
+It imports only temporalio and the standard library: Temporal replays it in a
+sandbox. What it decides:
+
+1. `claim` on the shared task queue: some worker with a free run slot takes
+   the run and answers with its own task queue (worker-specific queues).
+2. `begin` (prepare, create, setup) and `conclude` (the agent to the end) run
+   on that queue, so every stage that touches the sandbox runs on its host;
+   they heartbeat, and a short schedule-to-start timeout notices a worker that
+   is gone before it takes them.
+3. `release` (delete the sandbox, free the slot) always runs after, even on
+   cancellation.
+
+A worker lost before the agent started (begin timed out, or conclude was never
+taken) costs a restart: the run is claimed again, by another worker. Lost
+after (conclude's heartbeat stopped once the agent had started, as the run's
+record says), the agent's work is gone: `lost` fails the run with a reason
+that names the worker. Cancelling the workflow reaches
+the running activity through its heartbeat; the activity deletes the sandbox
+at once and records the run cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType, is_cancelled_exception
+from temporalio.workflow import ActivityCancellationType
+
+WORKFLOW = "pier-run"
+ONCE = RetryPolicy(maximum_attempts=1)
+RESTART = "restart"
+
+
+def _timeout(exc: ActivityError) -> TimeoutType | None:
+    cause = exc.cause
+    return cause.type if isinstance(cause, TimeoutError) else None
+
+
+@workflow.defn(name=WORKFLOW)
+class RunWorkflow:
+    @workflow.run
+    async def run(self, spec: dict[str, Any], config: dict[str, Any]) -> str:
+        tid = spec["trajectory_id"]
+        while True:
+            try:
+                claim = await workflow.execute_activity(
+                    "pier.claim",
+                    tid,
+                    task_queue=config["task_queue"],
+                    start_to_close_timeout=timedelta(days=30),  # the run's wait in the queue
+                    heartbeat_timeout=timedelta(seconds=config["heartbeat_timeout_sec"]),
+                    retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
+                )
+            except BaseException as exc:
+                if not is_cancelled_exception(exc):
+                    raise
+                await self._control("pier.cancelled_waiting", spec, config)
+                raise
+            outcome = await self._on_worker(spec, config, claim)
+            if outcome != RESTART:
+                return outcome
+            await self._control("pier.restarting", {"trajectory_id": tid, "worker": claim["worker"]}, config)
+
+    async def _on_worker(self, spec: dict[str, Any], config: dict[str, Any], claim: dict[str, str]) -> str:
+        tid, queue = spec["trajectory_id"], claim["queue"]
+        options: dict[str, Any] = {
+            "task_queue": queue,
+            "schedule_to_start_timeout": timedelta(seconds=config["schedule_to_start_sec"]),
+            "heartbeat_timeout": timedelta(seconds=config["heartbeat_timeout_sec"]),
+            "start_to_close_timeout": timedelta(seconds=config["run_timeout_sec"]),
+            "retry_policy": ONCE,
+            "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        }
+        try:
+            try:
+                began = await workflow.execute_activity("pier.begin", spec, **options)
+            except ActivityError as exc:
+                if _timeout(exc) is not None and not is_cancelled_exception(exc):
+                    return RESTART  # the sandbox's worker is gone before the agent started
+                raise
+            if began != "started":
+                return began
+            try:
+                return await workflow.execute_activity("pier.conclude", tid, **options)
+            except ActivityError as exc:
+                kind = _timeout(exc)
+                if kind == TimeoutType.SCHEDULE_TO_START:
+                    return RESTART  # the worker went between the halves: the agent never started
+                if kind is None or is_cancelled_exception(exc):
+                    raise
+                lost = {"trajectory_id": tid, "worker": claim["worker"], "timeout": kind.name.lower()}
+                # "restart" when the agent never started after all (the stage was
+                # taken but never ran: its worker, or Temporal, dropped it)
+                return await self._control("pier.lost", lost, config)
+        finally:
+            await self._release(tid, queue, config)
+
+    async def _release(self, tid: str, queue: str, config: dict[str, Any]) -> None:
+        """Delete the sandbox and free the slot, on the sandbox's host; when
+        that host is gone, its sweep removes what it left."""
+        try:
+            await workflow.execute_activity(
+                "pier.release",
+                tid,
+                task_queue=queue,
+                schedule_to_start_timeout=timedelta(seconds=config["schedule_to_start_sec"]),
+                start_to_close_timeout=timedelta(seconds=config["cleanup_timeout_sec"]),
+                retry_policy=ONCE,
+            )
+        except ActivityError:
+            workflow.logger.warning("run %s: its worker did not release it (gone?)", tid)
+        except asyncio.CancelledError:
+            pass
+
+    async def _control(self, name: str, arg: Any, config: dict[str, Any]) -> Any:
+        """Record-keeping any worker can do (the run's own worker may be gone)."""
+        return await workflow.execute_activity(
+            name,
+            arg,
+            task_queue=config["control_queue"],
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
+        )

@@ -1,0 +1,132 @@
+"""For the fleet tests: Temporal's dev server (scripts/start-temporal.sh), a
+`pier serve` with PIER_EXECUTOR=temporal, and `pier worker` processes, all on
+one PostgreSQL store and one PIER_HOME (local storage: the workers share this
+host's disk), on a task queue of their own."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography.fernet import Fernet
+
+from pier.db import Store
+from tests.support.api_server import ADMIN_TOKEN, Server
+from tests.support.services import require_service
+
+TEMPORAL_ENV = "PIER_TEST_TEMPORAL_ADDRESS"
+REPO = Path(__file__).resolve().parents[2]
+FAKE_BACKEND = "tests.support.fleet_backend:backend"
+
+
+def temporal_address() -> str:
+    """Temporal's dev server the fleet tests use ($PIER_TEST_TEMPORAL_ADDRESS)."""
+    address = os.environ.get(TEMPORAL_ENV, "").strip()
+    if not address:
+        require_service(
+            "Temporal",
+            f"{TEMPORAL_ENV} is not set: run scripts/start-temporal.sh and export the address it prints",
+        )
+    return address
+
+
+@dataclass
+class Worker:
+    identity: str
+    proc: subprocess.Popen
+    log_path: Path
+
+    def kill(self) -> None:
+        """SIGKILL: the host dies mid-whatever."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class Fleet:
+    home: Path
+    db_url: str
+    address: str
+    settings: dict[str, str] = field(default_factory=dict)
+    queue: str = field(default_factory=lambda: f"pier-test-{uuid.uuid4().hex[:10]}")
+    key: str = field(default_factory=lambda: Fernet.generate_key().decode())
+    workers: list[Worker] = field(default_factory=list)
+    servers: list[Server] = field(default_factory=list)
+
+    def env(self) -> dict[str, str]:
+        pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+        return {
+            "PIER_EXECUTOR": "temporal",
+            "PIER_TEMPORAL_ADDRESS": self.address,
+            "PIER_TEMPORAL_TASK_QUEUE": self.queue,
+            "PIER_SECRET_KEY": self.key,
+            "PIER_HEARTBEAT_TIMEOUT_SEC": "5",
+            "PIER_SCHEDULE_TO_START_SEC": "5",
+            "PIER_WORKER_SLOTS": "2",
+            "PYTHONPATH": pythonpath,
+            **self.settings,
+        }
+
+    def server(self) -> Server:
+        server = Server(self.home, self.db_url, settings=self.env()).start()
+        self.servers.append(server)
+        return server
+
+    def worker(self, identity: str) -> Worker:
+        log_path = self.home / f"worker-{identity}.log"
+        env = {**os.environ, **Server(self.home, self.db_url).env(), **self.env()}
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pier.cli", "worker", "--identity", identity],
+                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=REPO,
+            )  # fmt: skip
+        worker = Worker(identity, proc, log_path)
+        self.workers.append(worker)
+        return worker
+
+    def store(self) -> Store:
+        return Store.open(self.db_url)
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        for server in self.servers:
+            server.stop()
+
+
+def ran_on(store: Store, trajectory_id: str) -> list[str]:
+    """The workers that took the run, in order (from its log)."""
+    lines = [e.line for e in store.events(trajectory_id)]
+    return [line.split()[1] for line in lines if line.startswith("worker ") and line.endswith(" runs it")]
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what}: not after {timeout}s"
+        time.sleep(interval)
+
+
+__all__ = ["ADMIN_TOKEN", "Fleet", "Worker", "ran_on", "temporal_address", "wait_for"]
