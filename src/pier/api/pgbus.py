@@ -16,23 +16,16 @@ import logging
 import threading
 
 import psycopg
-from sqlalchemy.engine import make_url
 
 from pier.api.bus import RunBus
+from pier.db.engine import conninfo, is_postgres
+
+__all__ = ["PgBus", "PgNotifier", "is_postgres"]
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "pier_runs"
 RECONNECT_SEC = 1.0
-
-
-def conninfo(database_url: str) -> str:
-    """A libpq URL from a SQLAlchemy one (postgresql+psycopg://...)."""
-    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def is_postgres(database_url: str) -> bool:
-    return make_url(database_url).get_backend_name() == "postgresql"
 
 
 class PgNotifier:

@@ -38,6 +38,16 @@ def advisory_key(name: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+def conninfo(database_url: str) -> str:
+    """A libpq URL from a SQLAlchemy one (postgresql+psycopg://...), for a
+    plain psycopg connection (LISTEN/NOTIFY)."""
+    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def is_postgres(database_url: str) -> bool:
+    return make_url(database_url).get_backend_name() == "postgresql"
+
+
 def create_store_engine(url: str) -> Engine:
     """An engine for a `sqlite:///path` or `postgresql+psycopg://...` URL."""
     parsed = make_url(url)
