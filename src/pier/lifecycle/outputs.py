@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pier.errors import StageError
@@ -21,13 +19,16 @@ OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app
 
 
 def collect_outputs(ctx: RunContext) -> None:
+    """Read the three folders one after another: the Docker engine keeps a
+    container locked while an archive of it is being read, so asking for a second
+    archive before the first is read to its end waits for ever."""
     settings = ctx.settings
     budget = Budget(settings.max_output_bytes, settings.max_output_files)
-    archives = open_archives(ctx.require_sandbox(), list(OUTPUT_DIRS.values()))
+    sandbox = ctx.require_sandbox()
     try:
         for name, path in OUTPUT_DIRS.items():
             try:
-                extract_stream(archives[path](), ctx.output_dir / name, budget=budget)
+                _extract(sandbox, path, ctx.output_dir / name, budget)
             except FileNotFoundError:
                 ctx.log(f"{path} does not exist in the sandbox")
             except OverBudget as exc:
@@ -38,7 +39,6 @@ def collect_outputs(ctx: RunContext) -> None:
                     "was kept. Have the runbook write less, or ask the operator to raise the limits",
                 ) from None
     finally:  # the logs are stored even when a later folder fails to come out
-        _close_all(archives)
         _redact_logs(ctx, ctx.output_dir / "logs")
     results = ctx.output_dir / "results"
     files = sorted(p for p in results.rglob("*") if p.is_file()) if results.is_dir() else []
@@ -52,24 +52,13 @@ def collect_outputs(ctx: RunContext) -> None:
     ctx.log(f"collected {len(files)} result file(s)")
 
 
-def open_archives(sandbox: Sandbox, paths: list[str]) -> dict[str, Callable[[], Iterator[bytes]]]:
-    """Ask for every folder's archive at once, then read them one by one: the
-    engine prepares them in parallel, so collect waits about one round trip, not
-    one per folder. Each value gives that folder's stream, or raises what
-    get_archive raised (FileNotFoundError when the folder is missing)."""
-    pool = ThreadPoolExecutor(len(paths), thread_name_prefix="pier-collect")
-    futures = {path: pool.submit(sandbox.get_archive, path) for path in paths}
-    pool.shutdown(wait=False)
-    return {path: future.result for path, future in futures.items()}
-
-
-def _close_all(archives: dict[str, Callable[[], Iterator[bytes]]]) -> None:
-    """Release the streams not read to their end (a failure midway)."""
-    for opened in archives.values():
-        try:
-            stream = opened()
-        except Exception:  # it failed to open: nothing to release
-            continue
+def _extract(sandbox: Sandbox, path: str, dest: Path, budget: Budget) -> None:
+    """One folder's archive into dest, its stream released even when extraction
+    stops midway (over budget), so the engine unlocks the container."""
+    stream = sandbox.get_archive(path)
+    try:
+        extract_stream(stream, dest, budget=budget)
+    finally:
         close = getattr(stream, "close", None)
         if close is not None:
             close()

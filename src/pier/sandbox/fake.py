@@ -125,6 +125,7 @@ class FakeSandbox(Sandbox):
         self.deleted = False
         self._backend = backend
         self._markers: set[str] = set()
+        self._reading: str | None = None
 
     def __repr__(self) -> str:
         return f"FakeSandbox({self.id[:12]})"
@@ -192,14 +193,29 @@ class FakeSandbox(Sandbox):
             raise SandboxError(f"sandbox {self.id[:12]}: copying files into {dest_dir}: {exc}") from exc
 
     def get_archive(self, path: str) -> Iterator[bytes]:
+        """As the Docker engine does, the sandbox stays locked while an archive
+        of it is being read: there a second get_archive before the first stream
+        is read to its end (or closed) waits for ever; here it fails at once."""
         self._alive()
+        if self._reading is not None:
+            raise SandboxError(
+                f"sandbox {self.id[:12]}: get_archive({path}) while the archive of {self._reading} is still "
+                "being read (an engine would wait for ever): read or close one stream before asking for the next"
+            )
         source = self.host_path(path)
         if not source.exists():
             raise FileNotFoundError(f"{path} does not exist in the sandbox")
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             tar.add(source, arcname=PurePosixPath(path).name or "/")
-        return iter([buf.getvalue()])
+        self._reading = path
+        return self._stream(buf.getvalue())
+
+    def _stream(self, data: bytes) -> Iterator[bytes]:
+        try:
+            yield data
+        finally:
+            self._reading = None
 
     def oom_killed(self) -> bool:
         self._alive()

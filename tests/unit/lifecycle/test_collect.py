@@ -23,12 +23,19 @@ SECRET = "sk-live-0123456789"
 
 
 class FolderSandbox:
-    """Serves `folders` ({sandbox folder: {relative name: bytes}}) through get_archive."""
+    """Serves `folders` ({sandbox folder: {relative name: bytes}}) through get_archive,
+    with the Docker engine's rule: a container stays locked while an archive of it
+    is being read, so a second get_archive before the first stream is read to its
+    end (or closed) waits for ever. Here it fails at once instead of hanging."""
 
     def __init__(self, folders: dict[str, dict[str, bytes]]):
         self.folders = folders
+        self.open: str | None = None
 
     def get_archive(self, path: str) -> Iterator[bytes]:
+        assert self.open is None, (
+            f"get_archive({path}) while {self.open} is still being read: deadlocks on Docker"
+        )
         if path not in self.folders:
             raise FileNotFoundError(path)
         top = PurePosixPath(path).name
@@ -39,7 +46,14 @@ class FolderSandbox:
                 info = tarfile.TarInfo(f"{top}/{name}")
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
-        return iter([buffer.getvalue()])
+        self.open = path
+        return self._stream(buffer.getvalue())
+
+    def _stream(self, data: bytes) -> Iterator[bytes]:
+        try:
+            yield data
+        finally:
+            self.open = None
 
 
 def _folder(name: str) -> tarfile.TarInfo:
