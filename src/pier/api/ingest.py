@@ -81,7 +81,7 @@ def ingest(store: Store, storage: RunStorage, collection: str, task: str, body: 
             f"trajectory_id: {record.trajectory_id!r} is a run that was not ingested into {collection}/{task}: "
             "leave trajectory_id out, or use the id an earlier ingest returned"
         )
-    store.save_run(record)
+    store.save_run(record, replace_final=True)  # a re-push replaces the earlier one in place
     store.add_labels(record.trajectory_id, labels, replace=True)
     stored = store.get_run(record.trajectory_id)
     key = storage_key(collection, task, record.trajectory_id, "run.json")

@@ -62,16 +62,18 @@ class RunStore(StoreBase):
                 f"run {record.trajectory_id!r} already exists: use save_run to update it"
             ) from None
 
-    def save_run(self, record: Trajectory) -> bool:
+    def save_run(self, record: Trajectory, *, replace_final: bool = False) -> bool:
         """Insert or replace the run (status, record, updated_at), unless the
         stored run has already ended: a status another process made final (a
-        cancel, a lost worker, a replica) stays. False when nothing was written."""
+        cancel, a lost worker, a replica) stays. replace_final writes over an
+        ended run too (an ingest re-push replaces what it pushed before). False
+        when nothing was written."""
         values = run_columns(record)
         statement = self._insert(RunRow).values(**values)
         statement = statement.on_conflict_do_update(
             index_elements=[RunRow.trajectory_id],
             set_={k: v for k, v in values.items() if k != "trajectory_id"},
-            where=RunRow.status.in_(_OPEN),
+            where=None if replace_final else RunRow.status.in_(_OPEN),
         ).returning(RunRow.trajectory_id)
         with self._write() as session:
             return session.execute(statement).first() is not None

@@ -18,7 +18,7 @@ CHROMIUM = os.environ.get("PIER_TEST_CHROMIUM", "/usr/bin/chromium")
 SCREENSHOT_DIR = Path(os.environ.get("PIER_SCREENSHOT_DIR", "build/screenshots"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # its sync API keeps an event loop on this thread: not past web/
 def chromium() -> Iterator[object]:
     if not Path(CHROMIUM).is_file():
         require_service(

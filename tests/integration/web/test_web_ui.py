@@ -439,7 +439,7 @@ def test_an_agent_cli_run_reads_as_a_transcript(chromium, web_server: Server, ba
         record = store.get_run(tid)
         record.outputs.agent, record.outputs.model = "claude-code", "claude-sonnet-4-5"
         record.outputs.usage = {"prompt_tokens": 200, "completion_tokens": 50, "cost_usd": 0.0012}
-        store.save_run(record)
+        store.save_run(record, replace_final=True)
     logs = web_server.home / "storage" / coll.name / "cli" / tid / "logs"
     logs.mkdir(parents=True)
     shutil.copy(STREAMS / "claude-code.jsonl", logs / "claude-code.jsonl")

@@ -5,16 +5,28 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import pytest
 
 from pier.api.pgbus import PgBus, PgNotifier
 from tests.support.services import postgres_url
 
+T = TypeVar("T")
+
 
 @pytest.fixture
 def pg_url() -> str:
     return postgres_url()
+
+
+def run_follower(follow: Coroutine[Any, Any, T]) -> T:
+    """The follower's coroutine on a loop of its own thread, as a server runs it:
+    the test's own thread may hold a running loop (Playwright's sync API leaves one)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, follow).result()
 
 
 def test_a_workers_publish_wakes_a_follower_on_another_server(pg_url: str) -> None:
@@ -32,7 +44,7 @@ def test_a_workers_publish_wakes_a_follower_on_another_server(pg_url: str) -> No
         return other.is_set()
 
     try:
-        assert asyncio.run(follow()) is False, "only the named run's followers wake"
+        assert run_follower(follow()) is False, "only the named run's followers wake"
     finally:
         worker.close()
         server.close()
@@ -50,7 +62,7 @@ def test_a_replicas_publish_reaches_the_others(pg_url: str) -> None:
         await asyncio.wait_for(wake.wait(), 30)
 
     try:
-        asyncio.run(follow())
+        run_follower(follow())
     finally:
         first.close()
         second.close()

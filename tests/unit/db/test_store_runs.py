@@ -65,6 +65,8 @@ def test_save_run_never_overwrites_a_status_already_final(store: Store) -> None:
     assert store.save_run(record) is False
     got = store.get_run("r1")
     assert (got.status, got.duration_seconds) == (RunStatus.cancelled, 1.0)
+    assert store.save_run(record, replace_final=True) is True, "unless the caller means to replace it"
+    assert store.get_run("r1").status == RunStatus.completed
 
 
 def test_save_run_bumps_updated_at(store: Store) -> None:
