@@ -85,11 +85,15 @@ class TemporalExecutor:
         self._client: Client | None = None
 
     def start(self) -> None:
-        self._thread.start()
-        self._client = self._call(lambda: connect(self._settings))
+        self.connect()
         self._control = self._call(self._start_control)
         log.info("runs go to Temporal at %s, queue %s", self._settings.temporal_address,
                  self._settings.temporal_task_queue)  # fmt: skip
+
+    def connect(self) -> None:
+        """Submit and cancel only: this process polls no queue (`pier run --remote`)."""
+        self._thread.start()
+        self._client = self._call(lambda: connect(self._settings))
 
     async def _start_control(self) -> Any:
         """This server keeps records and runs workflows too (a run whose worker
