@@ -49,6 +49,8 @@ def pier_run(fleet: Fleet, *args: str) -> subprocess.CompletedProcess[str]:
 def test_pier_run_remote_runs_on_a_worker_and_prints_like_a_local_run(fleet: Fleet, tmp_path: Path) -> None:
     folder, data = prepare(fleet, tmp_path)
     fleet.worker("w1")
+    missing = pier_run(fleet, str(folder), "--file", str(tmp_path / "nowhere.txt"))
+    assert missing.returncode == 2 and "is not a file" in " ".join(missing.stderr.split()), missing.stderr
     done = pier_run(fleet, str(folder), "--file", str(data))
     assert done.returncode == 0, done.stdout + done.stderr
     found = re.search(r"completed run ([0-9a-f]{32}) in", done.stdout)
