@@ -114,7 +114,7 @@ class RemoteRun:
         import time
 
         wake = self.bus.wake_on(trajectory_id)
-        seq, seen = 0, {}
+        seq, seen = 0, dict[str, str]()
         deadline = None if give_up is None else time.monotonic() + give_up
         while True:
             wake.clear()  # before reading: a line written meanwhile wakes the next wait
