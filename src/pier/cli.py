@@ -63,9 +63,20 @@ def run_command(
     no_network: Annotated[bool, typer.Option("--no-network", help="no outbound network")] = False,
     collection: Annotated[str, typer.Option(help="collection the run belongs to")] = "local",
     as_json: Annotated[bool, typer.Option("--json", help="print only the run record as JSON")] = False,
+    remote: Annotated[
+        bool,
+        typer.Option(
+            "--remote", help="submit to the fleet (PIER_EXECUTOR=temporal): a `pier worker` runs it"
+        ),
+    ] = False,
 ) -> None:
     """Run a runbook end to end in a fresh sandbox."""
     from pydantic import ValidationError
+
+    if remote:
+        _run_remote(
+            path, var, file, agent, snapshot, image, timeout, cpus, memory, no_network, collection, as_json
+        )
 
     from pier.cli_progress import Progress
     from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt
@@ -110,6 +121,37 @@ def run_command(
         elif record is not None:
             show_summary(record, services.storage.where(record.storage_path))
     raise typer.Exit(code if code is not None else 0 if record and record.success else 1)
+
+
+def _run_remote(
+    path: Path,
+    var: list[str],
+    files: list[Path],
+    agent: str | None,
+    snapshot: str | None,
+    image: str | None,
+    timeout: int | None,
+    cpus: float | None,
+    memory: str | None,
+    no_network: bool,
+    collection: str,
+    as_json: bool,
+) -> None:
+    """`pier run --remote` (see cli_remote): the same input errors, exit codes and output."""
+    from pier.cli_remote import run_remote
+
+    def build() -> RunRequest:  # the files go to the fleet's storage, not as host paths
+        return build_request(
+            path, var, [], agent, snapshot, image, timeout, cpus, memory, no_network, collection
+        )
+
+    try:
+        code = run_remote(build, files, as_json)
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    except PierError as exc:
+        raise fail(str(exc), code=1) from None
+    raise typer.Exit(code)
 
 
 def _stored(services: Services, trajectory_id: str) -> Trajectory | None:

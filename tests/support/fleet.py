@@ -5,6 +5,9 @@ host's disk), on a task queue of their own."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography.fernet import Fernet
+from temporalio.client import Client
 
 from pier.db import Store
 from tests.support.api_server import ADMIN_TOKEN, Server
@@ -119,6 +123,31 @@ def ran_on(store: Store, trajectory_id: str) -> list[str]:
     return [line.split()[1] for line in lines if line.startswith("worker ") and line.endswith(" runs it")]
 
 
+def history_json(address: str, namespace: str, workflow_id: str) -> str:
+    """A workflow's whole history as Temporal keeps it (JSON), followed by every
+    payload in it decoded (the JSON holds them base64-encoded), so that a value
+    in the history is found by searching this text."""
+
+    async def fetch() -> str:
+        client = await Client.connect(address, namespace=namespace)
+        history = await client.get_workflow_handle(workflow_id).fetch_history()
+        return history.to_json()
+
+    text = asyncio.run(fetch())
+    return "\n".join([text, *_payloads(json.loads(text))])
+
+
+def _payloads(node: object) -> list[str]:
+    if isinstance(node, list):
+        return [text for item in node for text in _payloads(item)]
+    if not isinstance(node, dict):
+        return []
+    found = []
+    if isinstance(node.get("data"), str) and "metadata" in node:
+        found.append(base64.b64decode(node["data"]).decode(errors="replace"))
+    return found + [text for value in node.values() for text in _payloads(value)]
+
+
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
     deadline = time.monotonic() + timeout
     while True:
@@ -129,4 +158,4 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
         time.sleep(interval)
 
 
-__all__ = ["ADMIN_TOKEN", "Fleet", "Worker", "ran_on", "temporal_address", "wait_for"]
+__all__ = ["ADMIN_TOKEN", "Fleet", "Worker", "history_json", "ran_on", "temporal_address", "wait_for"]

@@ -1,6 +1,7 @@
 """A sandbox backend for fleet tests that need no Docker: the fake backend
 (scripted), whose agent writes a result, after PIER_TEST_AGENT_SEC seconds
-when that is set (a run to kill or cancel mid-agent). Named to `pier worker`
+when that is set (a run to kill or cancel mid-agent), and copies the attached
+files it was given (/app/assets) to results as asset-<name>. Named to `pier worker`
 as PIER_SANDBOX_BACKEND=tests.support.fleet_backend:backend."""
 
 from __future__ import annotations
@@ -19,6 +20,14 @@ def _agent(sandbox, call) -> None:
         sandbox._alive()  # deleted (cancelled): the command ends, as in a container
         time.sleep(0.1)
     sandbox.put_files("/app/results", {"out.txt": b"done\n"})
+    assets = sandbox.host_path("/app/assets")  # attached files, copied back as results
+    copies = (
+        {f"asset-{f.name}": f.read_bytes() for f in assets.iterdir() if f.is_file()}
+        if assets.is_dir()
+        else {}
+    )
+    if copies:
+        sandbox.put_files("/app/results", copies)
 
 
 class SlowBackend(FakeBackend):

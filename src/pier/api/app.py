@@ -82,7 +82,8 @@ def create_app(
             state.dispatcher.stop()
             if services.pool is not None:
                 services.pool.close()
-            state.dispatcher.webhooks.close()
+            if state.dispatcher.webhooks is not None:
+                state.dispatcher.webhooks.close()
             state.bus.close()
 
     app = FastAPI(

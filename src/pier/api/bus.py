@@ -22,6 +22,7 @@ class RunBus:
         self._waiters: defaultdict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = defaultdict(
             set
         )
+        self._threads: defaultdict[str, set[threading.Event]] = defaultdict(set)
 
     def subscribe(self, trajectory_id: str) -> asyncio.Event:
         """An event set whenever the run changes; call from the event loop."""
@@ -40,6 +41,14 @@ class RunBus:
             if not waiters:
                 del self._waiters[trajectory_id]
 
+    def wake_on(self, trajectory_id: str) -> threading.Event:
+        """A threading.Event set whenever the run changes, for a follower
+        outside any event loop (`pier run --remote`); clear it before reading."""
+        event = threading.Event()
+        with self._lock:
+            self._threads[trajectory_id].add(event)
+        return event
+
     def start(self) -> None:
         """Nothing to start in-process."""
 
@@ -50,6 +59,8 @@ class RunBus:
         """Wake the run's followers; safe from any thread, cheap when there are none."""
         with self._lock:
             waiters = list(self._waiters.get(trajectory_id, ()))
+            for waiting in self._threads.get(trajectory_id, ()):
+                waiting.set()
         for loop, event in waiters:
             try:
                 loop.call_soon_threadsafe(event.set)

@@ -100,6 +100,12 @@ class Dispatcher:
         """Check, store and queue a run; InputError (422) when it cannot run.
         `routine_id` names the routine that starts it, if one does."""
         task = Task.model_validate(self.store.get_task(collection, task_name).definition)
+        return self.accept_task(collection, task_name, task, params, routine_id)
+
+    def accept_task(
+        self, collection: str, task_name: str, task: Task, params: RunParams, routine_id: int | None = None
+    ) -> Trajectory:
+        """accept, for a task given whole rather than stored (`pier run --remote`)."""
         params = with_subscription(split_webhook(params))
         payload = Payload(
             collection, task_name, task, params.init_params, params.secret_params,

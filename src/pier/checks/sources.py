@@ -50,7 +50,7 @@ def resolve_local(check: CodeCheck, source_dir: Path | None) -> CodeCheck:
     if source_dir is None:
         raise InputError(
             f"check '{check.name}': source '{check.source}' is a local path, which only runs "
-            "started with `pier run` may use; give a git URL (https://...)"
+            "started with `pier run` on this machine (not --remote) may use; give a git URL (https://...)"
         )
     raw = check.source.removeprefix("file://")
     path = (source_dir / os.path.expanduser(raw)).resolve()

@@ -10,7 +10,7 @@ import logging
 import shutil
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from pier.errors import InputError, NotFoundError, PierError
@@ -39,7 +39,9 @@ class RunPorts:
     services: Services
     vault: Vault
     publish: EventSink
-    webhooks: WebhookSender
+    # None: the executor delivers webhooks itself (a fleet's workflow does, from
+    # an activity Temporal retries), so finishing a run here sends none
+    webhooks: WebhookSender | None
 
     @property
     def store(self):
@@ -56,6 +58,10 @@ class LifecycleHooks:
         self.store = ports.services.store
         self.vault = ports.vault
         self.trials = Trials(ports.services.store, ports.services.settings)
+
+    def without_webhooks(self) -> LifecycleHooks:
+        """These hooks, for processes whose runs' webhooks the workflow delivers."""
+        return LifecycleHooks(replace(self.ports, webhooks=None))
 
     # what a run needs to start
 
@@ -128,11 +134,12 @@ class LifecycleHooks:
         self.finished(job.trajectory_id, job.payload, record)
 
     def finished(self, trajectory_id: str, payload: Payload | None, record: Trajectory | None = None) -> None:
-        """Send the webhook, forget the kept request, wake followers."""
-        if payload is None:
+        """Send the webhook (unless the executor does), forget the kept
+        request, wake followers."""
+        if payload is None and self.ports.webhooks is not None:
             kept = self.store.run_request(trajectory_id)
             payload = Payload.restore(kept, self.vault) if kept else None
-        if payload is not None and payload.webhook_url:
+        if payload is not None and payload.webhook_url and self.ports.webhooks is not None:
             record = record or self.store.get_run(trajectory_id)
             body = record.model_dump_json().encode()
             self.ports.webhooks.send(

@@ -24,6 +24,7 @@ from pier.errors import PierError
 from pier.executors.base import CancelOutcome, Job
 from pier.executors.spec import RunSpec
 from pier.executors.temporal_workflow import WORKFLOW
+from pier.lifecycle import webhooks
 from pier.settings import Settings
 
 if TYPE_CHECKING:
@@ -53,6 +54,11 @@ def workflow_config(settings: Settings) -> dict[str, Any]:
         # prepare + create (an image build) + setup, or the agent + collect + check
         "run_timeout_sec": settings.create_timeout_sec + settings.max_timeout_sec + 3600,
         "cleanup_timeout_sec": settings.cleanup_timeout_sec + 30,
+        # the run's webhook: Temporal retries it, doubling the wait, as the in-process sender does
+        "webhook_attempts": settings.webhook_attempts,
+        "webhook_backoff_sec": settings.webhook_backoff_sec,
+        "webhook_max_delay_sec": webhooks.MAX_DELAY_SEC,
+        "webhook_attempt_sec": webhooks.TIMEOUT_SEC + 20,  # the POST, and reading the record
     }
 
 
@@ -79,11 +85,15 @@ class TemporalExecutor:
         self._client: Client | None = None
 
     def start(self) -> None:
-        self._thread.start()
-        self._client = self._call(lambda: connect(self._settings))
+        self.connect()
         self._control = self._call(self._start_control)
         log.info("runs go to Temporal at %s, queue %s", self._settings.temporal_address,
                  self._settings.temporal_task_queue)  # fmt: skip
+
+    def connect(self) -> None:
+        """Submit and cancel only: this process polls no queue (`pier run --remote`)."""
+        self._thread.start()
+        self._client = self._call(lambda: connect(self._settings))
 
     async def _start_control(self) -> Any:
         """This server keeps records and runs workflows too (a run whose worker
@@ -93,7 +103,8 @@ class TemporalExecutor:
 
         identity = f"serve-{default_identity()}"
         workers = [
-            control_worker(self._require(), self._hooks, self._settings, identity),
+            # the workflow delivers webhooks (pier.webhook): finishing a run here sends none
+            control_worker(self._require(), self._hooks.without_webhooks(), self._settings, identity),
             workflow_worker(self._require(), self._settings, identity),
         ]
         for worker in workers:

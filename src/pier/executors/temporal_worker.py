@@ -6,7 +6,9 @@ a run waits there until a worker has a free slot), the control queue (record
 keeping any worker may do: a lost worker's run failed, a run cancelled before
 it started), and its own queue, named after its identity, where the stages
 that touch its sandboxes run. A run's context (its sandbox, plan, agent) lives
-in this process between `begin` and `conclude`.
+in this process between `begin` and `conclude`. A run's webhook is the
+workflow's to deliver (`pier.webhook`, on the control queue, retried by
+Temporal): finishing a run here sends none.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.outcomes import end_record
 from pier.lifecycle.service import Services
-from pier.lifecycle.webhooks import WebhookSender
+from pier.lifecycle.webhooks import Delivery, new_client, post
 from pier.record import STAGES, RunStatus, StageRecord, StageStatus, Trajectory
 from pier.settings import Settings
 from pier.vault import load_vault
@@ -220,7 +222,7 @@ class ControlActivities:
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pier-control")
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.lost, self.restarting, self.cancelled_waiting]
+        return [self.lost, self.restarting, self.cancelled_waiting, self.webhook]
 
     @activity.defn(name="pier.lost")
     async def lost(self, arg: dict[str, str]) -> str:
@@ -245,6 +247,29 @@ class ControlActivities:
                 self.hooks.cancelled_before_start(job)
 
         await self._thread(record)
+
+    @activity.defn(name="pier.webhook")
+    async def webhook(self, arg: dict[str, Any]) -> None:
+        """One attempt at POSTing the ended run's record to its webhook_url,
+        signed as the in-process sender signs it; an error makes Temporal try
+        again (the workflow's retry policy), from whichever process polls. The
+        secret comes sealed (the history never holds it) and is opened here."""
+        tid, url = arg["trajectory_id"], arg["url"]
+        record = await self._thread(lambda: self.store.get_run(tid))
+        if not record.status.terminal:  # the workflow ended without ending it: nothing to report
+            log.warning("run %s has not ended (%s): no webhook sent", tid, record.status.value)
+            return
+        sealed = arg.get("sealed_secret")
+        secret = self.hooks.vault.decrypt(sealed) if sealed else None
+        delivery = Delivery(url, secret, record.model_dump_json().encode(), tid)
+
+        def attempt() -> str | None:
+            with new_client() as client:
+                return post(client, delivery)
+
+        problem = await self._thread(attempt)
+        if problem is not None:
+            raise ApplicationError(f"webhook for run {tid} to {url}: {problem}", type="PierWebhookRefused")
 
     def _fail(self, trajectory_id: str, message: str) -> str:
         record = self.store.get_run(trajectory_id)
@@ -279,8 +304,8 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
     services = Services(settings)
     services.store  # noqa: B018 - fail now when the database does not answer
     services.backend  # noqa: B018 - and when the sandbox backend does not
-    webhooks = WebhookSender(settings.webhook_attempts, settings.webhook_backoff_sec)
-    hooks = LifecycleHooks(RunPorts(services, load_vault(settings), publish, webhooks))
+    # no webhook sender: the workflow delivers webhooks (pier.webhook)
+    hooks = LifecycleHooks(RunPorts(services, load_vault(settings), publish, None))
     identity = settings.worker_identity or default_identity()
     queue = f"{settings.temporal_task_queue}-{identity}-{uuid.uuid4().hex[:8]}"
     client = await connect(settings)
@@ -304,7 +329,6 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
             acts.stopping = True
     finally:
         sweeper.stop()
-        webhooks.close()
 
 
 def run_worker(settings: Settings, publish: EventSink) -> None:

@@ -11,6 +11,10 @@ sandbox. What it decides:
    is gone before it takes them.
 3. `release` (delete the sandbox, free the slot) always runs after, even on
    cancellation.
+4. `webhook`, once the run has ended (cancelled included), when it has a
+   webhook_url: an activity on the control queue that Temporal retries with
+   backoff, so a process that dies mid-delivery loses nothing. Its secret
+   stays sealed in the history (the activity opens it).
 
 A worker lost before the agent started (begin timed out, or conclude was never
 taken) costs a restart: the run is claimed again, by another worker. Lost
@@ -46,6 +50,16 @@ def _timeout(exc: ActivityError) -> TimeoutType | None:
 class RunWorkflow:
     @workflow.run
     async def run(self, spec: dict[str, Any], config: dict[str, Any]) -> str:
+        try:
+            outcome = await self._run(spec, config)
+        except BaseException as exc:
+            if is_cancelled_exception(exc):  # the run was ended cancelled: say so
+                await self._webhook(spec, config)
+            raise
+        await self._webhook(spec, config)
+        return outcome
+
+    async def _run(self, spec: dict[str, Any], config: dict[str, Any]) -> str:
         tid = spec["trajectory_id"]
         while True:
             try:
@@ -117,6 +131,34 @@ class RunWorkflow:
             workflow.logger.warning("run %s: its worker did not release it (gone?)", tid)
         except asyncio.CancelledError:
             pass
+
+    async def _webhook(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """POST the ended run's record to its webhook_url, retried with a
+        doubling wait for webhook_attempts attempts; giving up is logged, the
+        run's outcome stays."""
+        if not spec.get("webhook_url"):
+            return
+        arg = {
+            "trajectory_id": spec["trajectory_id"],
+            "url": spec["webhook_url"],
+            "sealed_secret": spec.get("sealed_webhook_secret"),
+        }
+        retry = RetryPolicy(
+            initial_interval=timedelta(seconds=max(config.get("webhook_backoff_sec", 1.0), 0.1)),
+            backoff_coefficient=2.0,
+            maximum_interval=timedelta(seconds=config.get("webhook_max_delay_sec", 300)),
+            maximum_attempts=config.get("webhook_attempts", 6),
+        )
+        try:
+            await workflow.execute_activity(
+                "pier.webhook",
+                arg,
+                task_queue=config["control_queue"],
+                start_to_close_timeout=timedelta(seconds=config.get("webhook_attempt_sec", 30)),
+                retry_policy=retry,
+            )
+        except ActivityError as exc:
+            workflow.logger.warning("run %s: its webhook gave up: %s", spec["trajectory_id"], exc.cause)
 
     async def _control(self, name: str, arg: Any, config: dict[str, Any]) -> Any:
         """Record-keeping any worker can do (the run's own worker may be gone)."""

@@ -6,7 +6,9 @@ The body is signed like Stripe's: the header
 
 lets the receiver check both the sender and the age (replays). Delivery runs on
 background threads and retries with exponential backoff, so a slow or failing
-receiver never holds up a run or the API.
+receiver never holds up a run or the API. A fleet (PIER_EXECUTOR=temporal)
+delivers from a Temporal activity instead, whose retries outlive any process;
+both make each attempt with `post`, so the receiver cannot tell them apart.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ class WebhookSender:
         self._attempts = attempts
         self._backoff = backoff_sec
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pier-webhook")
-        self._client = httpx.Client(timeout=TIMEOUT_SEC, follow_redirects=False)
+        self._client = new_client()
 
     def send(self, delivery: Delivery) -> None:
         """Queue a delivery; returns at once."""
@@ -91,13 +93,23 @@ class WebhookSender:
         return False
 
     def _post(self, delivery: Delivery) -> str | None:
-        headers = {"Content-Type": "application/json", EVENT_HEADER: "run.ended"}
-        if delivery.secret:
-            headers[SIGNATURE_HEADER] = sign(delivery.secret, int(time.time()), delivery.body)
-        try:
-            response = self._client.post(delivery.url, content=delivery.body, headers=headers)
-        except httpx.HTTPError as exc:
-            return f"{type(exc).__name__}: {exc}"
-        if response.is_success:
-            return None
-        return f"HTTP {response.status_code}"
+        return post(self._client, delivery)
+
+
+def new_client() -> httpx.Client:
+    return httpx.Client(timeout=TIMEOUT_SEC, follow_redirects=False)
+
+
+def post(client: httpx.Client, delivery: Delivery) -> str | None:
+    """One attempt, signed now: None when the receiver accepted it (2xx), else
+    what went wrong."""
+    headers = {"Content-Type": "application/json", EVENT_HEADER: "run.ended"}
+    if delivery.secret:
+        headers[SIGNATURE_HEADER] = sign(delivery.secret, int(time.time()), delivery.body)
+    try:
+        response = client.post(delivery.url, content=delivery.body, headers=headers)
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if response.is_success:
+        return None
+    return f"HTTP {response.status_code}"

@@ -6,14 +6,12 @@ sandbox; Temporal's history holds no secret."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 
 import pytest
-from temporalio.client import Client
 from tests.support.api_server import make_collection
-from tests.support.fleet import Fleet, ran_on, wait_for
+from tests.support.fleet import Fleet, history_json, ran_on, wait_for
 
 from pier.lifecycle.background import sweep_once
 from pier.record import RunStatus
@@ -25,15 +23,6 @@ SPREAD_RUNS = int(os.environ.get("PIER_TEST_FLEET_DOCKER_RUNS", "9"))
 SECRET = "s3cr3t-" + "q" * 24
 
 SCRIPT = """printf %s "$TOKEN" | sha256sum | cut -d' ' -f1 > /app/results/token.sha256"""
-
-
-def history_json(address: str, namespace: str, workflow_id: str) -> str:
-    async def fetch() -> str:
-        client = await Client.connect(address, namespace=namespace)
-        history = await client.get_workflow_handle(workflow_id).fetch_history()
-        return history.to_json()
-
-    return asyncio.run(fetch())
 
 
 @pytest.mark.parametrize("runs", [SPREAD_RUNS])
