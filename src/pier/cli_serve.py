@@ -32,11 +32,14 @@ def serve(
     """Serve the run API (FastAPI under uvicorn); docs at /docs."""
     import uvicorn
 
+    from pier import web
     from pier.api.app import create_app
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # One process: the executor's run slots and the live-log wake-ups are in memory.
-    uvicorn.run(create_app(), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    uvicorn.run(
+        create_app(pages=web.install), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5
+    )
 
 
 def worker(

@@ -27,6 +27,7 @@ from pier.sandbox.docker.backend import DockerBackend
 from pier.sandbox.docker.sandbox import DockerSandbox
 from pier.sandbox.dockerfile import generate_dockerfile
 from pier.sandbox.sweeper import owner_label, sweep
+from pier.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -119,8 +120,9 @@ def test_a_generated_dockerfile_is_built_once_and_reused(docker_backend, base_im
     source = SandboxSource(kind="dockerfile", name="generated", dockerfile=dockerfile)
     lines: list[str] = []
     tag = docker_backend.ensure_image(source, lines.append, timeout=600)
-    if "Using cached image" in lines[0]:  # built by an earlier session: build it afresh
-        docker_backend.api.remove_image(tag)
+    if "Using cached image" in lines[0]:  # built earlier: build it afresh, as a new process would
+        docker_backend.api.remove_image(tag, force=True)
+        docker_backend = DockerBackend(Settings())
         lines.clear()
         tag = docker_backend.ensure_image(source, lines.append, timeout=600)
     assert tag.startswith("pier-build/generated:")
@@ -135,6 +137,27 @@ def test_a_generated_dockerfile_is_built_once_and_reused(docker_backend, base_im
     sandbox = make_sandbox(image=tag, memory="256m")
     result = sandbox.exec("jq --version && python3 -c 'import six; print(six.__name__)' && uv --version")
     assert result.ok and "jq-" in result.output and "six" in result.output, result.output
+
+
+def test_an_image_removed_after_its_lookup_is_prepared_again_at_create(docker_backend, base_image):
+    """Lookups are remembered for a minute (one round trip less per run); an
+    operator removing the image meanwhile must not fail the next run."""
+    backend = DockerBackend(Settings())
+    dockerfile = (
+        generate_dockerfile(base_image, ["jq"], ["six"], ca_bundle=True)
+        + "\nLABEL pier.test=removed-after-lookup\n"
+    )
+    source = SandboxSource(kind="dockerfile", name="removed", dockerfile=dockerfile)
+    tag = backend.ensure_image(source, lambda _: None, timeout=600)
+    backend.api.remove_image(tag, force=True)
+    assert backend.ensure_image(source, lambda _: None, timeout=600) == tag, "the remembered lookup"
+    labels = {LABEL_RUN: f"test-{uuid.uuid4().hex[:12]}"}
+    sandbox = backend.create(SandboxSpec(image=tag, limits=Limits(memory="128m"), labels=labels))
+    try:
+        assert sandbox.exec("echo up").output.strip() == "up"
+    finally:
+        sandbox.delete()
+    assert backend.image_exists(tag)
 
 
 def test_sweep_removes_sandboxes_of_dead_owners_and_past_deadlines(make_sandbox, docker_backend):

@@ -4,13 +4,12 @@ the run machinery in dispatcher.py, start-up recovery in recovery.py."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import version
 
 from fastapi import FastAPI
 
-from pier import web
 from pier.api import errors
 from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
@@ -51,7 +50,12 @@ def build_state(settings: Settings) -> ApiState:
     return ApiState(services, vault, bus, Dispatcher(hooks, make_executor(hooks)))
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, *, pages: Callable[[FastAPI], None] | None = None
+) -> FastAPI:
+    """The API; `pages` adds a user interface after the API's error handlers
+    (pier serve passes the web UI's installer: pier.web sits beside the API and
+    uses it, so the API does not import it back)."""
     settings = settings or get_settings()
 
     @asynccontextmanager
@@ -94,5 +98,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(NoTrailingSlash)
     for module in (health, collections, tasks, runs, trajectories, files, events, catalog, routines):
         app.include_router(module.router)
-    web.install(app)
+    if pages is not None:
+        pages(app)
     return app

@@ -65,7 +65,7 @@ def sweep_once(backend: Callable[[], SandboxBackend], store: Store, settings: Se
     return len(swept)
 
 
-_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+_TRAJECTORY_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def clear_scratch(store: Store, settings: Settings, now: float | None = None) -> int:
@@ -77,7 +77,7 @@ def clear_scratch(store: Store, settings: Settings, now: float | None = None) ->
     root = settings.scratch_root
     removed = 0
     for folder in _children(root):
-        if not _RUN_ID.match(folder.name) or folder.is_symlink():
+        if not _TRAJECTORY_ID.match(folder.name) or folder.is_symlink():
             continue
         state = status(folder.name)
         ended = state is not None and RunStatus(state).terminal

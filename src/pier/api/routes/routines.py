@@ -27,11 +27,10 @@ MAX_RUNS = 100
 
 
 def route(method: str, path: str, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register `path` and `path/`, so that neither form redirects."""
+    """Register `path` (the app's NoTrailingSlash middleware serves `path/` too)."""
 
     def register(endpoint: Callable[..., Any]) -> Callable[..., Any]:
         router.add_api_route(path, endpoint, methods=[method], **options)
-        router.add_api_route(f"{path}/", endpoint, methods=[method], include_in_schema=False, **options)
         return endpoint
 
     return register

@@ -51,8 +51,8 @@ from pier.settings import Settings
 log = logging.getLogger(__name__)
 
 # How long an image found ready stays known without asking the engine again: runs
-# of one source in a row skip the lookup. An image removed meanwhile fails create
-# with the engine's "no such image" for at most this long.
+# of one source in a row skip the lookup. An image removed meanwhile is prepared
+# again when create meets the engine's "no such image" (see DockerBackend.create).
 IMAGE_CACHE_SEC = 60.0
 
 
@@ -67,6 +67,7 @@ class DockerBackend(SandboxBackend):
         if api is not None:
             self.__dict__["api"] = api
         self._ready: dict[tuple[str | None, str | None, str], tuple[str, float]] = {}
+        self._sources: dict[str, SandboxSource] = {}  # image ref -> the source it was prepared from
 
     @cached_property
     def api(self) -> docker.APIClient:
@@ -131,7 +132,24 @@ class DockerBackend(SandboxBackend):
         with docker_errors(f"preparing the image for {source.name}", self._url):
             ref = images.ensure_image(self.api, source, self._ca_bytes, log, timeout)
         self._ready[key] = (ref, time.monotonic())
+        self._sources[ref] = source
         return ref
+
+    def _prepare_again(self, ref: str) -> bool:
+        """The image `ref` is gone from the engine though a lookup said it was
+        there (removed since): forget that lookup and prepare it again from its
+        source. False when pier never prepared it (nothing to prepare from)."""
+        self._ready = {key: known for key, known in self._ready.items() if known[0] != ref}
+        source = self._sources.get(ref)
+        if source is None:
+            return False
+        log.info("image %s was removed from the engine after it was looked up: preparing it again", ref)
+        with docker_errors(f"preparing the image for {source.name}", self._url):
+            images.ensure_image(
+                self.api, source, self._ca_bytes, lambda line: log.debug("%s", line),
+                timeout=self._settings.create_timeout_sec,
+            )  # fmt: skip
+        return True
 
     def create(self, spec: SandboxSpec) -> DockerSandbox:
         refuse_unsupported(spec, self.capabilities, self.name)
@@ -140,7 +158,12 @@ class DockerBackend(SandboxBackend):
             spec, self.facts, owner=owner_label(), extra_env=extra_env, hardening=self.hardening
         )
         with docker_errors(f"creating a sandbox from {spec.image}", self._url):
-            container_id, plan = self._create(plan)
+            try:
+                container_id, plan = self._create(plan)
+            except docker.errors.ImageNotFound:
+                if not self._prepare_again(spec.image):
+                    raise
+                container_id, plan = self._create(plan)
         sandbox = DockerSandbox(self.api, container_id, self._url)
         sandbox.applied, sandbox.notes = applied_limits(spec, plan, self.facts)
         try:
