@@ -21,7 +21,7 @@ Docker engine and the base image. Keep sizes small on a shared machine.
     uv run python bench/fleet.py [--part latency|throughput|all] [--runs 20]
         [--backend fake|docker] [--slots 2] [--lines 300] [--line-gap 0.01]
 
-The default part, latency, takes about a minute and a half; `--part all`
+The default part, latency, takes about a minute; `--part all`
 prints every figure in one run (a few minutes).
 """
 
@@ -195,7 +195,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--part", choices=["all", "throughput", "latency"], default="latency",
-        help="latency: ~1.5 min (the default); throughput and all: a few minutes",
+        help="latency: about a minute (the default); throughput and all: a few minutes",
     )  # fmt: skip
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--backend", choices=["fake", "docker"], default="fake")
