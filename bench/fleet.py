@@ -1,13 +1,28 @@
-"""The fleet's throughput: runs through the API with the in-process executor,
-then through Temporal with 1, 2 and 3 `pier worker`s (one engine, one
-PostgreSQL): runs/s, queue wait p50/p95 (accepted -> started), and the
-orchestration overhead per run, Temporal vs in-process, with the fake backend.
+"""The fleet's throughput and its live-log latency.
+
+Throughput: runs through the API with the in-process executor, then through
+Temporal with 1, 2 and 3 `pier worker`s (one engine, one PostgreSQL): runs/s,
+queue wait p50/p95 (accepted -> started), and the orchestration overhead per
+run, Temporal vs in-process, with the fake backend.
+
+Live-log latency: a fake agent logs --lines lines, one every --line-gap
+seconds; an SSE follower measures each line from the time the emitting
+process logged it (the event's own `ts`, written by that process) to the time
+the follower read it (same host clock). Three figures, one run: a bare
+PostgreSQL NOTIFY -> LISTEN round trip (the floor of any cross-process bus on
+that database), the in-process executor with its follower on the same
+server (the embedded bus), and a `pier worker`'s lines to a follower on a
+`pier serve` replica (PostgreSQL LISTEN/NOTIFY bus); goal: p95 < 100 ms.
 
 Needs PostgreSQL and Temporal's dev server (scripts/start-postgres.sh,
 scripts/start-temporal.sh: export what they print); --backend docker also a
 Docker engine and the base image. Keep sizes small on a shared machine.
 
-    uv run python bench/fleet.py [--runs 20] [--backend fake|docker] [--slots 2]
+    uv run python bench/fleet.py [--part latency|throughput|all] [--runs 20]
+        [--backend fake|docker] [--slots 2] [--lines 300] [--line-gap 0.01]
+
+The default part, latency, takes about a minute; `--part all`
+prints every figure in one run (a few minutes).
 """
 
 from __future__ import annotations
@@ -16,15 +31,21 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+
+import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.api_server import Server, make_collection
-from tests.support.fleet import FAKE_BACKEND, Fleet
+from tests.support.fleet import FAKE_BACKEND, Fleet, Follower
 
-from pier.db.engine import scratch_schema
+from pier.db.engine import conninfo, scratch_schema
+
+GOAL_P95_MS = 100
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -53,19 +74,7 @@ def measure(server: Server, image: str, fleet: Fleet, runs: int) -> dict[str, fl
             "failed": len(bad)}  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--backend", choices=["fake", "docker"], default="fake")
-    parser.add_argument(
-        "--slots", type=int, default=2, help="run slots per worker, and of the in-process server"
-    )
-    args = parser.parse_args()
-    pg, address = os.environ.get("PIER_TEST_POSTGRES_URL"), os.environ.get("PIER_TEST_TEMPORAL_ADDRESS")
-    if not pg or not address:
-        sys.exit(
-            "export PIER_TEST_POSTGRES_URL and PIER_TEST_TEMPORAL_ADDRESS (scripts/start-*.sh print them)"
-        )
+def throughput(args: argparse.Namespace, pg: str, address: str) -> None:
     image = (
         "pier-fake:latest"
         if args.backend == "fake"
@@ -76,16 +85,10 @@ def main() -> None:
     print(f"{'executor':<22} {'runs/s':>7} {'wall s':>7} {'wait p50':>9} {'wait p95':>9} {'failed':>7}")
     results = {}
     for workers in (0, 1, 2, 3):
-        schema = scratch_schema(pg, prefix="pier_bench")
-        home = Path(tempfile.mkdtemp(prefix="pier-bench-fleet-"))
-        fleet = Fleet(home=home, db_url=next(schema), address=address, settings=dict(backend))
-        fleet.settings["PIER_WORKER_SLOTS"] = str(args.slots)
-        try:
+        with scratch_fleet(pg, address, backend) as fleet:
+            fleet.settings["PIER_WORKER_SLOTS"] = str(args.slots)
             if workers == 0:
-                server = Server(home, fleet.db_url, settings={
-                    **backend, "PIER_MAX_CONCURRENT_RUNS": str(args.slots),
-                    "PYTHONPATH": fleet.env()["PYTHONPATH"]}).start()  # fmt: skip
-                fleet.servers.append(server)
+                server = in_process_server(fleet, {**backend, "PIER_MAX_CONCURRENT_RUNS": str(args.slots)})
                 name = "in-process"
             else:
                 server = fleet.server()
@@ -95,13 +98,122 @@ def main() -> None:
             got = results[name] = measure(server, image, fleet, args.runs)
             print(f"{name:<22} {got['runs/s']:>7.2f} {got['wall']:>7.1f} {got['p50']:>9.2f} {got['p95']:>9.2f} "
                   f"{got['failed']:>7}", flush=True)  # fmt: skip
-        finally:
-            fleet.close()
-            next(schema, None)
     base, one = results["in-process"], results["temporal, 1 worker(s)"]
     overhead = (one["wall"] - base["wall"]) / args.runs
     print(f"orchestration overhead per run, Temporal (1 worker) vs in-process, same slots: {overhead * 1000:+.0f} ms"
           f" (ratio {one['wall'] / base['wall']:.2f}x)")  # fmt: skip
+
+
+@contextmanager
+def scratch_fleet(pg: str, address: str, settings: dict[str, str]):
+    """A fleet on a fresh schema and home, closed and dropped afterwards."""
+    schema = scratch_schema(pg, prefix="pier_bench")
+    home = Path(tempfile.mkdtemp(prefix="pier-bench-fleet-"))
+    fleet = Fleet(home=home, db_url=next(schema), address=address, settings=dict(settings))
+    try:
+        yield fleet
+    finally:
+        fleet.close()
+        next(schema, None)
+
+
+def in_process_server(fleet: Fleet, settings: dict[str, str]) -> Server:
+    """A `pier serve` that runs its runs itself (the embedded executor)."""
+    server = Server(fleet.home, fleet.db_url, settings={
+        **settings, "PYTHONPATH": fleet.env()["PYTHONPATH"]}).start()  # fmt: skip
+    fleet.servers.append(server)
+    return server
+
+
+def notify_latency(pg: str, lines: int, gap: float) -> list[float]:
+    """A bare NOTIFY -> LISTEN round trip on the database, each note carrying
+    its send time: what any bus over LISTEN/NOTIFY cannot beat."""
+    channel, got, ready = "pier_bench_latency", [], threading.Event()
+
+    def listen() -> None:
+        with psycopg.connect(conninfo(pg), autocommit=True) as conn:
+            conn.execute(f"LISTEN {channel}")
+            ready.set()
+            for note in conn.notifies(timeout=30 + lines * gap, stop_after=lines):
+                got.append(time.time() - float(note.payload))
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    ready.wait(30)
+    with psycopg.connect(conninfo(pg), autocommit=True) as conn:
+        for _ in range(lines):
+            conn.execute("SELECT pg_notify(%s, %s)", (channel, repr(time.time())))
+            time.sleep(gap)
+    listener.join(60)
+    return got
+
+
+def follow_latency(fleet: Fleet, submit_to: Server, follow_on: Server) -> list[float]:
+    """One run's agent lines, submitted to one server and followed on another
+    (or the same): each line's delay from its event's own time to the
+    follower. Lines logged before the follower connected are left out."""
+    collection = make_collection(submit_to, "pier-fake:latest", prefix="bench")
+    collection.put_task("t", "echo hi")
+    tid = collection.run("t")
+    followed = Follower(follow_on, collection.token, tid).follow()
+    if followed.broken is not None or followed.end != "completed":
+        sys.exit(f"the latency run ended {followed.end} ({followed.broken}): see {fleet.home}")
+    assert followed.connected is not None
+    return [
+        s.received - s.ts for s in followed.seen if s.line.startswith("tick ") and s.ts >= followed.connected
+    ]
+
+
+def latency(args: argparse.Namespace, pg: str, address: str) -> None:
+    agent = {"PIER_SANDBOX_BACKEND": FAKE_BACKEND, "PIER_TEST_AGENT_LINES": str(args.lines),
+             "PIER_TEST_LINE_SEC": str(args.line_gap)}  # fmt: skip
+    print(f"live-log latency, {args.lines} lines {args.line_gap * 1000:g} ms apart (emit -> SSE follower)")
+    print(f"{'path':<44} {'lines':>6} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7}")
+    figures = {"bare NOTIFY -> LISTEN (baseline)": notify_latency(pg, args.lines, args.line_gap)}
+    with scratch_fleet(pg, address, agent) as fleet:
+        server = in_process_server(fleet, agent)
+        figures["in-process executor, same server"] = follow_latency(fleet, server, server)
+    with scratch_fleet(pg, address, agent) as fleet:
+        submit, replica = fleet.server(), fleet.server()
+        fleet.worker("bench1")
+        figures["pier worker -> follower on a replica"] = follow_latency(fleet, submit, replica)
+    for name, values in figures.items():
+        ms = [v * 1000 for v in values]
+        print(
+            f"{name:<44} {len(ms):>6} {percentile(ms, 0.5):>7.1f} {percentile(ms, 0.95):>7.1f} {max(ms):>7.1f}"
+        )
+    base, fleet_ms = (
+        figures["bare NOTIFY -> LISTEN (baseline)"],
+        figures["pier worker -> follower on a replica"],
+    )
+    p95 = percentile(fleet_ms, 0.95) * 1000
+    print(f"worker -> replica p95 {p95:.1f} ms: {'meets' if p95 < GOAL_P95_MS else 'MISSES'} the {GOAL_P95_MS} ms goal; "
+          f"p50 {percentile(fleet_ms, 0.5) / max(percentile(base, 0.5), 1e-6):.1f}x the bare NOTIFY round trip")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--part", choices=["all", "throughput", "latency"], default="latency",
+        help="latency: about a minute (the default); throughput and all: a few minutes",
+    )  # fmt: skip
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--backend", choices=["fake", "docker"], default="fake")
+    parser.add_argument(
+        "--slots", type=int, default=2, help="run slots per worker, and of the in-process server"
+    )
+    parser.add_argument("--lines", type=int, default=300, help="agent lines per latency run")
+    parser.add_argument("--line-gap", type=float, default=0.01, help="seconds between the agent's lines")
+    args = parser.parse_args()
+    pg, address = os.environ.get("PIER_TEST_POSTGRES_URL"), os.environ.get("PIER_TEST_TEMPORAL_ADDRESS")
+    if not pg or not address:
+        sys.exit(
+            "export PIER_TEST_POSTGRES_URL and PIER_TEST_TEMPORAL_ADDRESS (scripts/start-*.sh print them)"
+        )
+    if args.part in ("all", "throughput"):
+        throughput(args, pg, address)
+    if args.part in ("all", "latency"):
+        latency(args, pg, address)
 
 
 if __name__ == "__main__":

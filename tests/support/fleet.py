@@ -12,11 +12,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 from cryptography.fernet import Fernet
 from temporalio.client import Client
 
@@ -117,6 +120,83 @@ class Fleet:
             server.stop()
 
 
+@dataclass
+class Seen:
+    """One log event as a follower got it: `ts` is when the emitting process
+    logged it, `received` when it reached the follower (both time.time())."""
+
+    seq: int
+    ts: float
+    line: str
+    received: float
+
+
+@dataclass
+class Follower:
+    """An SSE follower of one run on one server, in a thread of its own: it
+    resumes after `after` (Last-Event-ID) and reads until the run's end event or
+    until the server goes away (`broken`)."""
+
+    server: Server
+    token: str
+    trajectory_id: str
+    after: int = 0
+    seen: list[Seen] = field(default_factory=list)
+    end: str | None = None
+    broken: BaseException | None = None
+    connected: float | None = None
+    _thread: threading.Thread | None = None
+
+    def start(self) -> Follower:
+        self._thread = threading.Thread(target=self.follow, daemon=True)
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float = 180) -> Follower:
+        assert self._thread is not None
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), (
+            f"the follower of {self.trajectory_id} still reads after {timeout}s"
+        )
+        return self
+
+    @property
+    def seqs(self) -> list[int]:
+        return [s.seq for s in self.seen]
+
+    def follow(self) -> Follower:
+        """Read the stream here (not in a thread) to its end or the server's loss."""
+        url = f"/api/v1/runs/{self.trajectory_id}/events"
+        try:
+            with (
+                self.server.client(self.token, timeout=180) as c,
+                c.stream("GET", url, headers={"Last-Event-ID": str(self.after)}) as response,
+            ):
+                assert response.status_code == 200, response.status_code
+                self.connected = time.time()
+                self._read(response.iter_lines())
+        except httpx.TransportError as exc:  # the server went away mid-stream
+            self.broken = exc
+        return self
+
+    def _read(self, lines) -> None:
+        event = None
+        for line in lines:
+            if line.startswith("event: "):
+                event = line.removeprefix("event: ")
+            elif line.startswith("data: ") and event == "log":
+                data = json.loads(line.removeprefix("data: "))
+                self.seen.append(Seen(data["seq"], _epoch(data["ts"]), data["line"], time.time()))
+            elif line.startswith("data: ") and event == "end":
+                self.end = json.loads(line.removeprefix("data: "))["status"]
+                return
+
+
+def _epoch(iso: str) -> float:
+    stamp = datetime.fromisoformat(iso)
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+
+
 def ran_on(store: Store, trajectory_id: str) -> list[str]:
     """The workers that took the run, in order (from its log)."""
     lines = [e.line for e in store.events(trajectory_id)]
@@ -158,4 +238,14 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
         time.sleep(interval)
 
 
-__all__ = ["ADMIN_TOKEN", "Fleet", "Worker", "history_json", "ran_on", "temporal_address", "wait_for"]
+__all__ = [
+    "ADMIN_TOKEN",
+    "Fleet",
+    "Follower",
+    "Seen",
+    "Worker",
+    "history_json",
+    "ran_on",
+    "temporal_address",
+    "wait_for",
+]

@@ -1,16 +1,27 @@
 """A sandbox backend for fleet tests that need no Docker: the fake backend
 (scripted), whose agent writes a result, after PIER_TEST_AGENT_SEC seconds
 when that is set (a run to kill or cancel mid-agent), and copies the attached
-files it was given (/app/assets) to results as asset-<name>. Named to `pier worker`
-as PIER_SANDBOX_BACKEND=tests.support.fleet_backend:backend."""
+files it was given (/app/assets) to results as asset-<name>. With
+PIER_TEST_AGENT_LINES the agent first logs that many lines, `tick 1`, `tick 2`,
+..., one every PIER_TEST_LINE_SEC seconds, as a real agent's output comes (a
+live log to follow). Named to `pier worker` as
+PIER_SANDBOX_BACKEND=tests.support.fleet_backend:backend."""
 
 from __future__ import annotations
 
 import os
+import re
 import time
 
-from pier.sandbox.fake import FakeBackend, Script
+from pier.sandbox.fake import FakeBackend, FakeSandbox, Script
 from pier.settings import Settings
+
+AGENT = r"script\.sh"
+
+
+def tick(n: int) -> str:
+    """The agent's n-th live line (1-based)."""
+    return f"tick {n}"
 
 
 def _agent(sandbox, call) -> None:
@@ -30,8 +41,27 @@ def _agent(sandbox, call) -> None:
         sandbox.put_files("/app/results", copies)
 
 
+class TickingSandbox(FakeSandbox):
+    """The agent's command streams PIER_TEST_AGENT_LINES lines through on_line
+    before its scripted reply: the scripted fake hands a command's output over
+    only when it has ended, which is no live log."""
+
+    def exec(self, command, *, on_line=None, **kwargs):
+        lines = int(os.environ.get("PIER_TEST_AGENT_LINES") or 0)
+        text = command if isinstance(command, str) else " ".join(command)
+        if lines and on_line is not None and re.search(AGENT, text):
+            gap = float(os.environ.get("PIER_TEST_LINE_SEC") or 0)
+            for n in range(1, lines + 1):
+                self._alive()  # deleted (cancelled): the command ends
+                on_line(tick(n))
+                time.sleep(gap)
+        return super().exec(command, on_line=on_line, **kwargs)
+
+
 class SlowBackend(FakeBackend):
     """Making a sandbox takes PIER_TEST_CREATE_SEC (a worker to lose before its agent starts)."""
+
+    sandbox_class = TickingSandbox
 
     def create(self, spec):
         time.sleep(float(os.environ.get("PIER_TEST_CREATE_SEC") or 0))
@@ -39,4 +69,4 @@ class SlowBackend(FakeBackend):
 
 
 def backend(settings: Settings) -> FakeBackend:
-    return SlowBackend(settings, program=Script().on(r"script\.sh", _agent))
+    return SlowBackend(settings, program=Script().on(AGENT, _agent))

@@ -4,13 +4,12 @@ before their agent starts, fail naming the worker lost after, and cancel."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 import pytest
 from tests.support.api_server import Collection, make_collection
-from tests.support.fleet import FAKE_BACKEND, Fleet, ran_on, wait_for
+from tests.support.fleet import FAKE_BACKEND, Fleet, Follower, ran_on, wait_for
 
 from pier.record import RunStatus
 
@@ -124,21 +123,83 @@ def test_cancel_from_the_api_stops_the_run_on_its_worker(fleet: Fleet) -> None:
 
 def sse(server, token: str, tid: str, after: int = 0) -> tuple[list[int], str | None]:
     """Follow a run's events on `server` to its end: the log seqs and the end status."""
-    seqs, end, event = [], None, None
-    with (
-        server.client(token, timeout=120) as c,
-        c.stream("GET", f"/api/v1/runs/{tid}/events", headers={"Last-Event-ID": str(after)}) as response,
-    ):
-        assert response.status_code == 200
-        for line in response.iter_lines():
-            if line.startswith("event: "):
-                event = line.removeprefix("event: ")
-            elif line.startswith("id: "):
-                seqs.append(int(line.removeprefix("id: ")))
-            elif line.startswith("data: ") and event == "end":
-                end = json.loads(line.removeprefix("data: "))["status"]
-                break
-    return seqs, end
+    followed = Follower(server, token, tid, after=after).follow()
+    assert followed.broken is None, followed.broken
+    return followed.seqs, followed.end
+
+
+def ticks(seen) -> list[int]:
+    """The numbers of the agent's `tick N` lines among what a follower saw, in order."""
+    return [int(s.line.split()[1]) for s in seen if s.line.startswith("tick ")]
+
+
+def test_a_workers_lines_reach_a_follower_on_a_replica_in_order_with_no_gaps(fleet: Fleet) -> None:
+    """The agent logs on a worker; a follower on another server than the one
+    the run was submitted to gets every line of the run once, in order, while
+    it is logged, and then the run's end."""
+    lines = 200
+    collection = setup(fleet, PIER_TEST_AGENT_LINES=str(lines), PIER_TEST_LINE_SEC="0.01")
+    replica = fleet.server()
+    fleet.worker("w1")
+    tid = collection.run("t")
+    followed = Follower(replica, collection.token, tid).follow()
+    assert followed.broken is None and followed.end == "completed", (followed.broken, followed.end)
+    store = fleet.store()
+    every = [e.seq for e in store.events(tid)]
+    store.close()
+    assert followed.seqs == every == list(range(1, len(every) + 1)), (
+        "a line was missed, repeated or reordered"
+    )
+    assert ticks(followed.seen) == list(range(1, lines + 1))
+    live = [s for s in followed.seen if s.line.startswith("tick ") and s.ts > followed.connected]
+    assert live, "no line reached the follower while the agent was logging"
+
+
+def on_another_host(store, tid: str) -> None:
+    """Make the run's owner a worker process on another host, as in a real
+    fleet: a server cannot judge such an owner, and a server that took every
+    running run it cannot judge for its own dead one (the one-machine rule)
+    would fail it at start. The worker writes its record again only at its
+    next stage, after the agent."""
+    record = store.get_run(tid)
+    record.owner = "another-host:4242:1"
+    store.save_run(record)
+
+
+def test_a_restarted_server_fails_no_run_and_its_follower_misses_no_line(fleet: Fleet) -> None:
+    """The only server dies while a worker's agent logs; the lines logged
+    meanwhile are kept; the server starts again on the same port and leaves the
+    run running; the follower, resuming with Last-Event-ID, gets every line
+    once, and the run completes."""
+    lines = 400  # 40 s of logging: the run outlives the server's restart
+    collection = setup(fleet, PIER_TEST_AGENT_LINES=str(lines), PIER_TEST_LINE_SEC="0.1")
+    fleet.worker("w1")
+    tid = collection.run("t")
+    server, store = collection.server, fleet.store()
+    first = Follower(server, collection.token, tid).start()
+    wait_for(lambda: len(ticks(first.seen)) >= 10, 90, "the follower got the agent's first lines")
+    server.kill()
+    first.join()
+    assert first.broken is not None and first.end is None, "the follower lost its server"
+    heard = first.seqs[-1]
+    wait_for(lambda: store.last_seq(tid) >= heard + 10, 60, "the worker logged on while no server ran")
+    on_another_host(store, tid)
+    server.start(port=server.port)
+    record = store.get_run(tid)
+    assert record.status == RunStatus.running and record.error is None, (
+        "the restarted server left the run alone"
+    )
+    assert store.get_run(tid).stage("run_agent").status == "running", (
+        "the agent still runs: the check meant something"
+    )
+    second = Follower(server, collection.token, tid, after=heard).follow()
+    assert second.broken is None and second.end == "completed", (second.broken, second.end)
+    every = [e.seq for e in store.events(tid)]
+    store.close()
+    assert first.seqs + second.seqs == every == list(range(1, len(every) + 1)), (
+        "a line was missed or repeated"
+    )
+    assert ticks(first.seen + second.seen) == list(range(1, lines + 1))
 
 
 def test_a_replica_neither_fails_anothers_run_nor_misses_its_lines(fleet: Fleet) -> None:
