@@ -77,7 +77,10 @@ def begin(ctx: RunContext) -> None:
     record = ctx.record
     record.status = RunStatus.running
     record.started = utcnow()
-    record.owner = owner_label()  # this worker process
+    # No process owns a fleet run: its workflow decides what a lost worker means
+    # (a restart elsewhere, or a failure naming it), so no pier process on this
+    # host may end it because a local pid is gone.
+    record.owner = None
     ctx.save_record(record)
     try:
         for name, stage in BEFORE_AGENT:

@@ -11,7 +11,9 @@ import pytest
 from tests.support.api_server import Collection, make_collection
 from tests.support.fleet import FAKE_BACKEND, Fleet, Follower, ran_on, wait_for
 
+from pier.lifecycle.orphans import end_orphaned_runs
 from pier.record import RunStatus
+from pier.settings import Settings
 
 SCALE_RUNS = int(os.environ.get("PIER_TEST_FLEET_RUNS", "200"))
 
@@ -98,6 +100,9 @@ def test_a_worker_lost_before_the_agent_started_costs_a_restart_elsewhere(fleet:
     store = fleet.store()
     wait_for(lambda: ran_on(store, tid) == ["slow"], 60, "the slow worker took the run")
     slow.kill()
+    # Any pier process on this host (a sweep, `pier runs`) ends the runs whose
+    # owner process is gone; a fleet run's fate is its workflow's, not a pid's.
+    assert end_orphaned_runs(store, Settings(database_url=fleet.db_url)) == []
     fleet.worker("healthy")
     record = collection.wait("t", tid, timeout=90)
     assert record["status"] == "completed", record
