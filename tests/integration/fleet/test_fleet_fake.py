@@ -15,7 +15,7 @@ from pier.lifecycle.orphans import end_orphaned_runs
 from pier.record import RunStatus
 from pier.settings import Settings
 
-SCALE_RUNS = int(os.environ.get("PIER_TEST_FLEET_RUNS", "200"))
+SCALE_RUNS = int(os.environ.get("PIER_TEST_FLEET_RUNS", "1000"))  # the orchestration-scale figure
 
 
 def setup(fleet: Fleet, **settings: str) -> Collection:
