@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pier.cli_console import err, out
+from pier.cli_console import err, fail, out, refusals
 from pier.cli_sandbox import register as register_sandbox_commands
 from pier.cli_serve import register as register_api_commands
 from pier.cli_storage import register as register_storage_commands
@@ -34,11 +34,6 @@ if TYPE_CHECKING:
 app = typer.Typer(help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True)
 snapshot_app = typer.Typer(help="Named, prebuilt sandbox images.", no_args_is_help=True)
 app.add_typer(snapshot_app, name="snapshot")
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", highlight=False)
-    return typer.Exit(code)
 
 
 def secret_env(step: ResolvedStep, environ: Mapping[str, str]) -> dict[str, str]:
@@ -145,12 +140,8 @@ def _run_remote(
             path, var, [], agent, snapshot, image, timeout, cpus, memory, no_network, collection
         )
 
-    try:
+    with refusals():
         code = run_remote(build, files, as_json)
-    except InputError as exc:
-        raise fail(str(exc)) from None
-    except PierError as exc:
-        raise fail(str(exc), code=1) from None
     raise typer.Exit(code)
 
 

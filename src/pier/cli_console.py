@@ -7,7 +7,13 @@ only when something is printed through them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
+
+import typer
+
+from pier.errors import InputError, PierError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -32,3 +38,20 @@ class LazyConsole:
 # Typed as what they stand in for: every caller may treat them as Consoles.
 out = cast("Console", LazyConsole())
 err = cast("Console", LazyConsole(stderr=True))
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Say what went wrong on stderr; the exit to raise (2: bad input, 1: refused)."""
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+@contextmanager
+def refusals() -> Iterator[None]:
+    """Bad input exits 2, anything else pier refuses exits 1; both say why."""
+    try:
+        yield
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    except PierError as exc:
+        raise fail(str(exc), code=1) from None

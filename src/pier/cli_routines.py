@@ -5,16 +5,14 @@ that store fires them."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pier.cli_console import err, out
+from pier.cli_console import err, out, refusals
 from pier.cli_options import parse_vars
-from pier.errors import InputError, PierError
+from pier.errors import InputError
 
 if TYPE_CHECKING:
     from pier.db import StoredRoutine
@@ -27,19 +25,6 @@ routine_app = typer.Typer(
 Collection = Annotated[str, typer.Argument(help="the task's collection")]
 TaskName = Annotated[str, typer.Argument(help="the task the routine runs")]
 Name = Annotated[str, typer.Argument(help="the routine's name (unique per task)")]
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    """Bad input exits 2, anything else pier refuses exits 1; both say why."""
-    try:
-        yield
-    except InputError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(2) from None
-    except PierError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
 
 
 def _routines() -> Routines:
@@ -86,7 +71,7 @@ def routine_create(
     paused: Annotated[bool, typer.Option(help="create it paused")] = False,
 ) -> None:
     """Create a routine of a stored task."""
-    with _errors():
+    with refusals():
         params = _init_params(init_params, var)
         routine = _routines().create(
             collection, task, name, cron, timezone, params, enabled=not paused, description=description
@@ -121,7 +106,7 @@ def routine_list(
 @routine_app.command("pause")
 def routine_pause(collection: Collection, task: TaskName, name: Name) -> None:
     """Stop firing it until it is resumed."""
-    with _errors():
+    with refusals():
         routines = _routines()
         routines.pause(routines.get(collection, task, name))
     out.print(f"routine {collection}/{task}/{name} paused", highlight=False)
@@ -130,7 +115,7 @@ def routine_pause(collection: Collection, task: TaskName, name: Name) -> None:
 @routine_app.command("resume")
 def routine_resume(collection: Collection, task: TaskName, name: Name) -> None:
     """Fire it again from its next tick (missed ticks are not made up)."""
-    with _errors():
+    with refusals():
         routines = _routines()
         routine = routines.resume(routines.get(collection, task, name))
     out.print(f"routine {_label(routine)} resumed; next run {_when(routine.next_run_at)}", highlight=False)
@@ -139,7 +124,7 @@ def routine_resume(collection: Collection, task: TaskName, name: Name) -> None:
 @routine_app.command("run-now")
 def routine_run_now(collection: Collection, task: TaskName, name: Name) -> None:
     """Ask the server to run it once now, paused or not."""
-    with _errors():
+    with refusals():
         from pier.lifecycle.service import Services
         from pier.routines import Routines
 
@@ -157,7 +142,7 @@ def routine_run_now(collection: Collection, task: TaskName, name: Name) -> None:
 @routine_app.command("delete")
 def routine_delete(collection: Collection, task: TaskName, name: Name) -> None:
     """Delete it; the runs it started are kept."""
-    with _errors():
+    with refusals():
         routines = _routines()
         routines.delete(routines.get(collection, task, name))
     out.print(f"routine {collection}/{task}/{name} deleted", highlight=False)

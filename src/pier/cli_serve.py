@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from pier.cli_console import err, out
+from pier.cli_console import err, fail, out, refusals
 from pier.cli_routines import routine_app
 from pier.errors import InputError, PierError
 
@@ -17,11 +17,6 @@ collection_app = typer.Typer(
     help="Collections: namespaces of tasks, runs, secrets and tokens.", no_args_is_help=True
 )
 task_app = typer.Typer(help="Tasks: named, stored workflows of a collection.", no_args_is_help=True)
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", highlight=False)
-    return typer.Exit(code)
 
 
 def serve(
@@ -63,7 +58,7 @@ def worker(
     try:
         run_worker(settings, publish=notifier.publish if notifier else lambda _tid: None)
     except (TemporalUnavailable, PierError) as exc:
-        raise _fail(str(exc), code=1) from None
+        raise fail(str(exc), code=1) from None
     finally:
         if notifier is not None:
             notifier.close()
@@ -79,7 +74,7 @@ def collection_create(name: Annotated[str, typer.Argument(help="the collection's
     try:
         check_collection_name(name)
     except InputError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     store = Services().store
     store.create_collection(name)
     token = issue_token(store, name, "cli")
@@ -110,16 +105,12 @@ def task_push(
     from pier.tasks import task_from_runbook
 
     services = Services()
-    try:
+    with refusals():
         loaded = load(runbook)
         task = checked_task(task_from_runbook(loaded, services.settings.default_snapshot))
         label = check_task_name(name or Path(loaded.path or runbook).resolve().parent.name)
         services.store.get_collection(collection)
         services.store.put_task(collection, label, task.model_dump(mode="json"))
-    except InputError as exc:
-        raise _fail(str(exc)) from None
-    except PierError as exc:
-        raise _fail(str(exc), code=1) from None
     out.print(f"task {collection}/{label} stored", highlight=False)
 
 

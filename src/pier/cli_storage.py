@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from pier.cli_console import err, out
+from pier.cli_console import err, out, refusals
 from pier.errors import InputError, PierError
 
 # boto3, rich, the settings and the storages load when a command runs: `pier
@@ -57,13 +57,8 @@ def migrate_command(
         err.print("[red]error:[/red] --to names the storage being copied: give another one", highlight=False)
         raise typer.Exit(2)
     try:
-        done = migrate(open_storage(from_url), open_storage(to))
-    except InputError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(2) from None
-    except PierError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
+        with refusals():
+            done = migrate(open_storage(from_url), open_storage(to))
     except (BotoCoreError, ClientError, S3UploadFailedError) as exc:
         err.print(
             f"[red]error:[/red] could not copy to {to}: {exc}: check the bucket, AWS_ENDPOINT_URL and the "
