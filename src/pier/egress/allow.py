@@ -62,8 +62,8 @@ def _rule(entry: str, field: str) -> Rule:
     elif text.count(":") == 1:
         host, port = text.split(":")
         ports = (_port(port, entry, field),)
-    if _is_ip(host) or _is_name(host):
-        return Rule(str(ipaddress.ip_address(host)) if _is_ip(host) else host, ports)
+    if is_ip(host) or _is_name(host):
+        return Rule(str(ipaddress.ip_address(host)) if is_ip(host) else host, ports)
     raise InputError(
         f"{field}: '{entry}' is not a host: give a name (pypi.org), a wildcard for subdomains "
         "(*.npmjs.org), or an IP address, optionally with :port (443 and 80 otherwise)"
@@ -76,7 +76,8 @@ def _port(text: str, entry: str, field: str) -> int:
     raise InputError(f"{field}: '{entry}' has no valid port after ':' (1-65535)")
 
 
-def _is_ip(host: str) -> bool:
+def is_ip(host: str) -> bool:
+    """Whether host is an IPv4 or IPv6 address (not a name)."""
     try:
         ipaddress.ip_address(host)
     except ValueError:

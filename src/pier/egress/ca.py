@@ -20,6 +20,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from pier.egress.allow import is_ip
+
 CLOCK_SKEW = datetime.timedelta(hours=1)
 ALPN = ["http/1.1"]  # pier reads intercepted requests with h11: HTTP/1.1 only
 
@@ -96,7 +98,7 @@ def name_constraints(hosts: Iterable[str]) -> x509.NameConstraints:
     names: list[x509.GeneralName] = []
     addresses: list[x509.GeneralName] = []
     for host in hosts:
-        if _is_ip(host):
+        if is_ip(host):
             addresses.append(x509.IPAddress(ipaddress.ip_network(host)))
         else:
             names.append(x509.DNSName(host.removeprefix("*.")))
@@ -116,15 +118,7 @@ def _ca_usage() -> x509.KeyUsage:
 
 
 def _general_name(host: str) -> x509.GeneralName:
-    return x509.IPAddress(ipaddress.ip_address(host)) if _is_ip(host) else x509.DNSName(host)
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
+    return x509.IPAddress(ipaddress.ip_address(host)) if is_ip(host) else x509.DNSName(host)
 
 
 def _load_chain(context: ssl.SSLContext, leaf: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
