@@ -6,10 +6,10 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -68,9 +68,13 @@ def run_command(
     """Run a runbook end to end in a fresh sandbox."""
     from pydantic import ValidationError
 
-    if remote:
+    if remote:  # the files go to the fleet's storage, not as host paths
         _run_remote(
-            path, var, file, agent, snapshot, image, timeout, cpus, memory, no_network, collection, as_json
+            lambda: build_request(
+                path, var, [], agent, snapshot, image, timeout, cpus, memory, no_network, collection
+            ),
+            file,
+            as_json,
         )
 
     from pier.cli_progress import Progress
@@ -118,27 +122,9 @@ def run_command(
     raise typer.Exit(code if code is not None else 0 if record and record.success else 1)
 
 
-def _run_remote(
-    path: Path,
-    var: list[str],
-    files: list[Path],
-    agent: str | None,
-    snapshot: str | None,
-    image: str | None,
-    timeout: int | None,
-    cpus: float | None,
-    memory: str | None,
-    no_network: bool,
-    collection: str,
-    as_json: bool,
-) -> None:
+def _run_remote(build: Callable[[], RunRequest], files: list[Path], as_json: bool) -> NoReturn:
     """`pier run --remote` (see cli_remote): the same input errors, exit codes and output."""
     from pier.cli_remote import run_remote
-
-    def build() -> RunRequest:  # the files go to the fleet's storage, not as host paths
-        return build_request(
-            path, var, [], agent, snapshot, image, timeout, cpus, memory, no_network, collection
-        )
 
     with refusals():
         code = run_remote(build, files, as_json)
