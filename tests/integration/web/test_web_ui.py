@@ -419,6 +419,9 @@ def test_live_log_resumes_after_the_server_restarts(
         page.locator("#log-state", has_text="reconnecting").wait_for(timeout=30_000)
         server.start(port=port)
         page.locator("#run-status .s-failed").wait_for(timeout=60_000)
+        # the status comes from the page's periodic refresh, which may beat the
+        # stream's reconnection: the log is whole once the stream's end arrived
+        page.locator('#run-live[data-ended="yes"]').wait_for(timeout=60_000)
         assert page.evaluate("window.__samePage") is True
         seqs = page.eval_on_selector_all("#log span", "spans => spans.map(s => Number(s.dataset.seq))")
         with Store.open(server.db_url) as store:
