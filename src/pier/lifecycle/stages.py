@@ -42,6 +42,7 @@ from pier.sandbox.processes import STOP_PROCESSES_SCRIPT
 from pier.sandbox.snapshots import SnapshotCatalog
 from pier.sandbox.sweeper import owner_label
 from pier.sandbox.tarutil import file_chunks
+from pier.telemetry import metrics
 
 SANDBOX_DIRS = ("/app/assets", "/app/results", "/app/checks", "/logs/agent", "/run/pier")
 REQUIRED_TOOLS = ("bash", "mkdir", "rm", "cat", "tee", "timeout", "kill")
@@ -83,7 +84,11 @@ def create(ctx: RunContext) -> None:
     open_run_egress(ctx)
     spec = sandbox_spec(ctx)
     pooled = _claim(ctx, spec)
-    ctx.sandbox = pooled or create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
+    if pooled is None:
+        with metrics.sandbox_operation.labels("create").time():
+            pooled = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
+    ctx.sandbox = pooled
+    metrics.sandboxes_live.inc()
     report_limit_notes(ctx, tuple(ctx.sandbox.notes))
     cpus = ctx.sandbox.applied.cpus if ctx.sandbox.applied else plan.cpus
     ctx.record.outputs.sandbox = SandboxRecord(
@@ -225,7 +230,8 @@ def setup(ctx: RunContext) -> None:
     _place(ctx, SANDBOX_DIRS, plan.assets, _launch_files(launch))
     _verify_tools(ctx)
     if launch is None:
-        agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
+        with metrics.agent_install.labels(plan.agent).time():
+            agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
         launch = _launch(ctx)
         _place(ctx, (), (), _launch_files(launch))
     if launch.summary:

@@ -328,7 +328,7 @@ async def set_env(request: Request, state: StateDep, caller: FormCaller, collect
         {deleted: None} if deleted else {str(form.get("name") or ""): str(form.get("value") or "")}
     )
     patch = EnvironmentPatch(environment_variables=change)
-    await run_in_threadpool(collection_routes.patch_environment, collection, patch, state)
+    await run_in_threadpool(collection_routes.patch_environment, collection, patch, state, request)
     return _see_other(f"/collections/{collection}/settings#environment")
 
 
