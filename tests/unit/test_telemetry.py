@@ -15,9 +15,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from pier.gateway import Budget, Gateway
 from pier.lifecycle.runner import STAGES
 from pier.record import RunStatus
-from pier.sandbox.fake import Script
+from pier.sandbox.fake import FakeEngine, Script
 from pier.telemetry import metrics, tracing
-from tests.unit.lifecycle.test_run_on_fake import engine, start, write_results  # noqa: F401
+from tests.unit.lifecycle.test_run_on_fake import start, write_results
+
+
+@pytest.fixture
+def engine(monkeypatch) -> FakeEngine:
+    monkeypatch.setattr("pier.sandbox._registered", {})
+    return FakeEngine()
 
 
 @pytest.fixture
