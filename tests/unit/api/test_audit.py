@@ -132,3 +132,27 @@ def test_reads_are_not_audited(client: TestClient) -> None:
     for _ in range(3):
         client.get("/api/v1/collections", headers=admin())
     assert len(entries(client)) == before
+
+
+def test_the_audit_page_filters_and_shows_a_collection_its_own(pier_home, monkeypatch) -> None:
+    from pier import web
+
+    monkeypatch.setenv("PIER_ADMIN_TOKEN", ADMIN)
+    monkeypatch.setenv("PIER_SANDBOX_BACKEND", "tests.support.fleet_backend:backend")
+    get_settings.cache_clear()
+    with TestClient(create_app(Settings(), pages=web.install)) as client:
+        a = client.post("/api/v1/collections", json={"name": "team-a"}, headers=admin()).json()["token"]
+        client.post("/api/v1/collections", json={"name": "team-b"}, headers=admin())
+        client.patch("/api/v1/collections/team-b/environment", json={"environment_variables": {"ONLY_B": "v"}},
+                     headers=admin())  # fmt: skip
+        client.patch("/api/v1/collections/team-a/environment", json={"environment_variables": {"ONLY_A": "v"}},
+                     headers={"Authorization": f"Bearer {a}"})  # fmt: skip
+        client.cookies.set("pier_session", ADMIN)
+        everything = client.get("/audit").text
+        assert "ONLY_A" in everything and "ONLY_B" in everything
+        filtered = client.get("/audit", params={"collection": "team-b"}).text
+        assert "ONLY_B" in filtered and "ONLY_A" not in filtered
+        client.cookies.set("pier_session", a)
+        theirs = client.get("/audit").text
+        assert "ONLY_A" in theirs and "ONLY_B" not in theirs
+        assert client.get("/audit", params={"collection": "team-b"}).status_code == 403
