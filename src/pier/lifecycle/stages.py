@@ -111,6 +111,7 @@ def _claim(ctx: RunContext, spec: SandboxSpec) -> Sandbox | None:
     if ctx.pool is None:
         return None
     sandbox = ctx.pool.claim(spec)
+    metrics.pool_claims.labels("miss" if sandbox is None else "hit").inc()
     if sandbox is None:
         ctx.log(f"warm pool: miss (no ready sandbox of {spec.image} with these limits); creating one")
     else:
