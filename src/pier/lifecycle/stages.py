@@ -84,10 +84,7 @@ def create(ctx: RunContext) -> None:
     open_run_egress(ctx)
     spec = sandbox_spec(ctx)
     pooled = _claim(ctx, spec)
-    if pooled is None:
-        with metrics.sandbox_operation.labels("create").time():
-            pooled = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
-    ctx.sandbox = pooled
+    ctx.sandbox = pooled or _create(ctx, spec, deadline)
     metrics.sandboxes_live.inc()
     report_limit_notes(ctx, tuple(ctx.sandbox.notes))
     cpus = ctx.sandbox.applied.cpus if ctx.sandbox.applied else plan.cpus
@@ -104,6 +101,11 @@ def create(ctx: RunContext) -> None:
     ctx.log(
         f"sandbox {ctx.sandbox.id[:12]} up ({cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
     )
+
+
+def _create(ctx: RunContext, spec: SandboxSpec, deadline: float) -> Sandbox:
+    with metrics.sandbox_operation.labels("create").time():
+        return create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
 
 
 def _claim(ctx: RunContext, spec: SandboxSpec) -> Sandbox | None:
