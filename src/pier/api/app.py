@@ -26,6 +26,7 @@ from pier.executors.ports import LifecycleHooks, RunPorts
 from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.service import Services
 from pier.lifecycle.webhooks import WebhookSender
+from pier.record import RunStatus
 from pier.routines.scheduler import Scheduler
 from pier.settings import Settings, get_settings
 from pier.telemetry import metrics, tracing
@@ -73,7 +74,10 @@ def create_app(
         scheduler = Scheduler(services.store, lambda r: fire(state.dispatcher, r), settings.routine_poll_sec)
         state.bus.start()
         executor = state.dispatcher.executor
-        metrics.watch_queue(lambda: len(executor.pending()), lambda: len(executor.running()))
+        if executor.durable:  # the queue is Temporal's: the store says how many wait
+            metrics.watch_queue(lambda: services.store.count_with_status([RunStatus.pending]), lambda: 0)
+        else:
+            metrics.watch_queue(lambda: len(executor.pending()), lambda: len(executor.running()))
         recover(state.dispatcher)
         executor.start()
         sweeper.start()

@@ -11,6 +11,7 @@ Everything here is cheap when nobody scrapes: an increment is a lock and an add.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 
@@ -184,9 +185,20 @@ def attempt_label(attempt: int) -> str:
 
 
 def watch_queue(length: Callable[[], int], running: Callable[[], int]) -> None:
-    """The queue gauges read the executor when scraped."""
-    queue_length.set_function(length)
-    runs_running.set_function(running)
+    """The queue gauges read the executor (or the store) when scraped; one that
+    cannot be read (the database is down) is NaN, and the rest still scrape."""
+    queue_length.set_function(_or_nan(length))
+    runs_running.set_function(_or_nan(running))
+
+
+def _or_nan(read: Callable[[], int]) -> Callable[[], float]:
+    def safe() -> float:
+        try:
+            return float(read())
+        except Exception:
+            return math.nan
+
+    return safe
 
 
 def exposition() -> tuple[bytes, str]:
