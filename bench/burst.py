@@ -56,7 +56,7 @@ def burst_api(args: argparse.Namespace, home: Path) -> tuple[float, list[float]]
     return args.runs / max(latencies), latencies
 
 
-def wait_all(url: str, token: str, ids: list[str], began: float, timeout: float) -> list[datetime]:
+def wait_all(url: str, token: str, ids: list[str], began: float, timeout: float, task: str = "burst") -> list[datetime]:
     """Each run's `ended`, once every run has one (polled once a second)."""
     ended: dict[str, datetime] = {}
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
@@ -65,7 +65,7 @@ def wait_all(url: str, token: str, ids: list[str], began: float, timeout: float)
                 raise SystemExit(f"only {len(ended)} of {len(ids)} runs ended in {timeout:.0f} s")
             time.sleep(1)
             for tid in (t for t in ids if t not in ended):
-                record = client.get(f"/api/v1/db/trajectory/bench/burst/{tid}").json()
+                record = client.get(f"/api/v1/db/trajectory/bench/{task}/{tid}").json()
                 if record.get("status") in ("completed", "failed", "cancelled"):
                     if record["status"] != "completed":
                         raise SystemExit(f"run {tid} {record['status']}: {record.get('error')}")

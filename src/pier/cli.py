@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from pier.cli_audit import register as register_audit_command
 from pier.cli_console import err, fail, out, refusals
 from pier.cli_sandbox import register as register_sandbox_commands
 from pier.cli_serve import register as register_api_commands
@@ -445,6 +446,7 @@ def snapshot_build(name: Annotated[str, typer.Argument(help="snapshot name")]) -
 register_api_commands(app)  # serve, collection, task, routine
 register_sandbox_commands(app)  # sandbox check
 register_storage_commands(app)  # storage where, storage migrate
+register_audit_command(app)  # audit
 
 
 def main() -> None:  # pragma: no cover

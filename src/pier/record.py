@@ -181,6 +181,7 @@ class Trajectory(BaseModel):
     ended: datetime | None = None
     duration_seconds: float | None = None
     triggered_by_routine_id: int | None = None  # the routine that started it, if one did
+    trace_id: str | None = None  # its OpenTelemetry trace, when the server exports traces
     # "host:pid:start" of the process running the run (pier.sandbox.sweeper.owner_label):
     # a run whose owner is gone is ended by whoever notices (lifecycle/orphans.py).
     # Stored, never served: it is the host's business, not a client's.

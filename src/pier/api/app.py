@@ -14,6 +14,8 @@ from pier.api import errors
 from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
 from pier.api.limits import BodyLimit, NoNul, NoTrailingSlash
+from pier.api.observe import Observe
+from pier.api.observe import router as observe_router
 from pier.api.pgbus import PgBus, is_postgres
 from pier.api.recovery import recover
 from pier.api.routes import catalog, collections, events, files, health, routines, runs, tasks, trajectories
@@ -24,8 +26,10 @@ from pier.executors.ports import LifecycleHooks, RunPorts
 from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.service import Services
 from pier.lifecycle.webhooks import WebhookSender
+from pier.record import RunStatus
 from pier.routines.scheduler import Scheduler
 from pier.settings import Settings, get_settings
+from pier.telemetry import metrics, tracing
 from pier.vault import load_vault
 
 log = logging.getLogger(__name__)
@@ -57,6 +61,7 @@ def create_app(
     (pier serve passes the web UI's installer: pier.web sits beside the API and
     uses it, so the API does not import it back)."""
     settings = settings or get_settings()
+    observe(settings, "pier-serve")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -68,8 +73,13 @@ def create_app(
         sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings, services.storage)
         scheduler = Scheduler(services.store, lambda r: fire(state.dispatcher, r), settings.routine_poll_sec)
         state.bus.start()
+        executor = state.dispatcher.executor
+        if executor.durable:  # the queue is Temporal's: the store says how many wait
+            metrics.watch_queue(lambda: services.store.count_with_status([RunStatus.pending]), lambda: 0)
+        else:
+            metrics.watch_queue(lambda: len(executor.pending()), lambda: len(executor.running()))
         recover(state.dispatcher)
-        state.dispatcher.executor.start()
+        executor.start()
         sweeper.start()
         scheduler.start()
         services.start_pool()  # PIER_WARM_POOL: ready sandboxes, filled in the background
@@ -85,6 +95,7 @@ def create_app(
             if state.dispatcher.webhooks is not None:
                 state.dispatcher.webhooks.close()
             state.bus.close()
+            tracing.shutdown()
 
     app = FastAPI(
         title="pier",
@@ -96,9 +107,26 @@ def create_app(
     errors.install(app)
     app.add_middleware(NoNul)  # inside BodyLimit: it reads JSON bodies whole
     app.add_middleware(BodyLimit, limit=settings.max_upload_bytes)
+    app.add_middleware(Observe)  # outside the limits: refused requests are counted (and audited) too
     app.add_middleware(NoTrailingSlash)
     for module in (health, collections, tasks, runs, trajectories, files, events, catalog, routines):
         app.include_router(module.router)
+    app.include_router(observe_router)
     if pages is not None:
         pages(app)
     return app
+
+
+_listening: set[str] = set()
+
+
+def observe(settings: Settings, service: str) -> None:
+    """Metrics labels, the metrics listener and tracing, as the settings say
+    (once per process: a test may build several apps)."""
+    metrics.allow_collection_labels(settings.metrics_collections)
+    tracing.configure(service)
+    address = settings.metrics_address
+    if address and address not in _listening:
+        metrics.serve(address)
+        _listening.add(address)
+        log.info("%s: metrics on http://%s/metrics", service, address)

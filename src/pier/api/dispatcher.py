@@ -26,6 +26,7 @@ from pier.lifecycle.service import RunRequest, preflight
 from pier.record import RunStatus, Trajectory
 from pier.redact import Redactor
 from pier.tasks.model import Task
+from pier.telemetry import metrics, tracing
 
 __all__ = ["Dispatcher", "Payload", "RunParams"]
 
@@ -122,8 +123,10 @@ class Dispatcher:
             step_config=task.run_step().model_dump(mode="json"),
             webhook_url=payload.webhook_url,
         )
+        record.trace_id = tracing.trace_id(trajectory_id)
         self.store.enqueue_run(record, payload.stored(self.vault))
         self.executor.submit(Job(trajectory_id, payload))
+        metrics.runs_accepted.labels(metrics.collection_label(collection)).inc()
         return record
 
     def _checked(self, payload: Payload, trajectory_id: str) -> tuple[Payload, dict[str, str]]:

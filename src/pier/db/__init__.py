@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from typing import Self
 
+from pier.db.audit import AuditStore
 from pier.db.collections import CollectionStore
 from pier.db.engine import create_store_engine, upgrade_to_head
 from pier.db.events import EventStore
 from pier.db.requests import RequestStore
 from pier.db.routines import RoutineStore
 from pier.db.runs import RunStore
-from pier.db.schemas import Collection, Event, StoredRoutine, StoredTask
+from pier.db.schemas import AuditEntry, Collection, Event, StoredRoutine, StoredTask
 from pier.db.trials import TrialStore
 
-__all__ = ["Collection", "Event", "Store", "StoredRoutine", "StoredTask"]
+__all__ = ["AuditEntry", "Collection", "Event", "Store", "StoredRoutine", "StoredTask"]
 
 
-class Store(RunStore, EventStore, CollectionStore, RequestStore, RoutineStore, TrialStore):
+class Store(RunStore, EventStore, CollectionStore, RequestStore, RoutineStore, TrialStore, AuditStore):
     """Thread-safe: share one instance; each call uses its own session."""
 
     @classmethod

@@ -166,3 +166,26 @@ class RoutineRow(Base):
     last_trajectory_id: Mapped[str | None] = mapped_column(String(NAME))
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+
+
+class AuditRow(Base):
+    """One change a token or a signed-in user made, or tried to (refusals too).
+    Names only: a body is never kept, so a secret's value never is."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (
+        Index("ix_audit_events_collection_at", "collection", "at"),
+        Index("ix_audit_events_at", "at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    at: Mapped[datetime]
+    collection: Mapped[str | None] = mapped_column(String(NAME))
+    actor: Mapped[str] = mapped_column(String(NAME))  # "admin", "token:<id>", "anonymous"
+    token_id: Mapped[int | None]
+    token_name: Mapped[str | None] = mapped_column(String(NAME))
+    action: Mapped[str] = mapped_column(String(NAME))  # "POST /api/v1/run/{collection}/{task}"
+    target: Mapped[dict[str, Any]] = mapped_column(JSONType)  # the route's path parameters
+    status: Mapped[int]
+    client: Mapped[str | None] = mapped_column(String(NAME))
+    user_agent: Mapped[str | None] = mapped_column(String(NAME))

@@ -122,6 +122,12 @@ class RunStore(StoreBase):
             rows = session.scalars(page.limit(limit).offset(offset)).all()
             return self._records(session, rows), total
 
+    def count_with_status(self, statuses: Iterable[RunStatus | str]) -> int:
+        """How many runs have one of these statuses (an index read: cheap enough per scrape)."""
+        query = select(func.count()).select_from(RunRow).where(RunRow.status.in_(_status_values(statuses)))
+        with self._read() as session:
+            return int(session.scalar(query) or 0)
+
     def runs_with_status(self, statuses: Iterable[RunStatus | str]) -> list[Trajectory]:
         """Every run in one of `statuses`, oldest first (e.g. to recover after a crash)."""
         query = self._runs_query(None, None, statuses).order_by(RunRow.created_at, RunRow.trajectory_id)

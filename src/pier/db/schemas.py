@@ -70,3 +70,20 @@ class StoredRoutine(BaseModel):
     last_trajectory_id: str | None
     created_at: datetime
     updated_at: datetime
+
+
+class AuditEntry(BaseModel):
+    """Who (the token's id and name, or the admin), what (method and templated
+    route, with the route's parameters), when, from where, and how it ended."""
+
+    id: int | None = None
+    at: datetime
+    collection: str | None = None
+    actor: str
+    token_id: int | None = None
+    token_name: str | None = None
+    action: str
+    target: dict[str, Any] = {}
+    status: int
+    client: str | None = None
+    user_agent: str | None = None

@@ -41,6 +41,7 @@ from pier.egress.ca import RunCA
 from pier.egress.inject import LiveInjection
 from pier.egress.intercept import relay_http, upstream_context
 from pier.errors import SandboxError
+from pier.telemetry import metrics
 
 log = logging.getLogger(__name__)
 
@@ -169,9 +170,11 @@ class EgressProxy:
         host, port = _split_target(target)
         address, why = await _decide(grant.allow, host, port)
         if address is None:
+            metrics.egress_connections.labels("refused").inc()
             grant.refused.append(target)
             await _refuse(conn, writer, 403, f"{target} {why}")
             return
+        metrics.egress_connections.labels("allowed").inc()
         injections = grant.injections_for(host, port)
         if injections:
             await self._intercept(grant, conn, (reader, writer), (host, port, address), injections)

@@ -26,6 +26,7 @@ from pier.executors.spec import RunSpec
 from pier.executors.temporal_workflow import WORKFLOW
 from pier.lifecycle import webhooks
 from pier.settings import Settings
+from pier.telemetry import tracing
 
 if TYPE_CHECKING:
     from pier.executors.ports import LifecycleHooks
@@ -64,7 +65,11 @@ def workflow_config(settings: Settings) -> dict[str, Any]:
 
 async def connect(settings: Settings) -> Client:
     try:
-        return await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+        return await Client.connect(
+            settings.temporal_address,
+            namespace=settings.temporal_namespace,
+            interceptors=tracing.temporal_interceptors(),  # its spans join the run's trace
+        )
     except RuntimeError as exc:  # the SDK's connection failure
         raise TemporalUnavailable(
             f"Temporal does not answer at PIER_TEMPORAL_ADDRESS={settings.temporal_address} "
@@ -113,14 +118,19 @@ class TemporalExecutor:
 
     def submit(self, job: Job) -> None:
         spec = RunSpec.seal(job.trajectory_id, job.payload, self._vault)
+
+        async def start() -> Any:
+            with tracing.in_run(job.trajectory_id):  # the workflow's spans go in the run's trace
+                return await self._require().start_workflow(
+                    WORKFLOW,
+                    args=[spec.model_dump(mode="json"), workflow_config(self._settings)],
+                    id=job.trajectory_id,
+                    task_queue=self._settings.temporal_task_queue,
+                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                )
+
         try:
-            self._call(lambda: self._require().start_workflow(
-                WORKFLOW,
-                args=[spec.model_dump(mode="json"), workflow_config(self._settings)],
-                id=job.trajectory_id,
-                task_queue=self._settings.temporal_task_queue,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            ))  # fmt: skip
+            self._call(start)
         except WorkflowAlreadyStartedError:
             log.info("run %s already has its workflow", job.trajectory_id)
 

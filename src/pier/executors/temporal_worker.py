@@ -44,6 +44,7 @@ from pier.lifecycle.service import Services
 from pier.lifecycle.webhooks import Delivery, new_client, post
 from pier.record import STAGES, RunStatus, StageRecord, StageStatus, Trajectory
 from pier.settings import Settings
+from pier.telemetry import metrics, tracing
 from pier.vault import load_vault
 
 log = logging.getLogger(__name__)
@@ -322,6 +323,7 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
     ]  # fmt: skip
     sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings)  # this host's sandboxes
     sweeper.start()
+    metrics.watch_queue(lambda: 0, lambda: len(acts.held()))  # a worker queues nothing: Temporal does
     log.info("pier worker %s: %d slot(s), queue %s", identity, settings.worker_slots, queue)
     try:
         async with workers[0], workers[1], workers[2]:
@@ -334,6 +336,12 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
 def run_worker(settings: Settings, publish: EventSink) -> None:
     """Run until SIGTERM or SIGINT."""
 
+    metrics.allow_collection_labels(settings.metrics_collections)
+    tracing.configure("pier-worker")
+    if settings.metrics_address:
+        metrics.serve(settings.metrics_address)
+        log.info("pier worker: metrics on http://%s/metrics", settings.metrics_address)
+
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -341,4 +349,7 @@ def run_worker(settings: Settings, publish: EventSink) -> None:
             loop.add_signal_handler(sig, stop.set)
         await serve_worker(settings, publish, stop)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        tracing.shutdown()

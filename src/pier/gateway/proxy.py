@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,7 +23,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from pier.gateway.grants import Grant, Grants
-from pier.gateway.usage import call_usage, is_generation, model_of
+from pier.gateway.usage import CallUsage, call_usage, is_generation, model_of
+from pier.telemetry import metrics, tracing
 
 log = logging.getLogger(__name__)
 
@@ -98,16 +100,19 @@ def upstream_request(request: Request, grant: Grant, body: bytes, client: httpx.
 
 async def _proxy(request: Request, grant: Grant, client: httpx.AsyncClient) -> Response:
     body = await request.body()
+    call = _Call(grant, request.url.path, body)
     try:
         upstream = await client.send(upstream_request(request, grant, body, client), stream=True)
     except httpx.HTTPError as exc:
         log.warning("gateway: %s unreachable for run %s: %s", grant.provider, grant.trajectory_id, exc)
+        call.ended(502, None)
         return error(502, "upstream_unreachable", f"pier gateway could not reach {grant.provider}: {exc}")
+    call.first_byte()
     headers = {k: v for k, v in upstream.headers.items() if k not in DROP_RESPONSE}
     counting = is_generation(request.url.path) and upstream.status_code < 400
     model = model_of(request.url.path, _json(body)) if counting else None
     return StreamingResponse(
-        _relay(upstream, grant, model, counting),
+        _relay(upstream, grant, model, counting, call),
         status_code=upstream.status_code,
         headers=headers,
         background=BackgroundTask(upstream.aclose),
@@ -115,12 +120,13 @@ async def _proxy(request: Request, grant: Grant, client: httpx.AsyncClient) -> R
 
 
 async def _relay(
-    upstream: httpx.Response, grant: Grant, model: str | None, counting: bool
+    upstream: httpx.Response, grant: Grant, model: str | None, counting: bool, call: _Call
 ) -> AsyncIterator[bytes]:
     """The answer's bytes as they come; its usage is recorded when it ends, or when
     the client hangs up (codex closes the stream once it read the final event)."""
     kept: list[bytes] = []
     size = 0
+    used = None
     try:
         async for chunk in upstream.aiter_bytes():
             if counting and size <= MAX_USAGE_BODY:
@@ -133,6 +139,45 @@ async def _relay(
             used = call_usage(content_type, b"".join(kept), grant.provider, model)
             if used is not None:
                 grant.record(used)
+        call.ended(upstream.status_code, used, model)
+
+
+class _Call:
+    """One request's metrics and GenAI span: its model is read from the body
+    (the answer's usage names it too), its times from the monotonic clock."""
+
+    def __init__(self, grant: Grant, path: str, body: bytes):
+        self.grant = grant
+        self.model = metrics.model_label(grant.provider, model_of(path, _json(body)) if is_generation(path) else None)
+        self.generation = is_generation(path)
+        self.began = time.monotonic()
+        self.began_ns = time.time_ns()
+
+    def first_byte(self) -> None:
+        metrics.gateway_ttfb.labels(self.grant.provider, self.model).observe(time.monotonic() - self.began)
+
+    def ended(self, status: int, used: CallUsage | None, model: str | None = None) -> None:
+        provider = self.grant.provider
+        name = metrics.model_label(provider, model) if model else self.model
+        metrics.gateway_requests.labels(provider, name, str(status)).inc()
+        metrics.gateway_duration.labels(provider, name).observe(time.monotonic() - self.began)
+        if used is not None:
+            metrics.gateway_tokens.labels(provider, name, "input").inc(used.prompt_tokens)
+            metrics.gateway_tokens.labels(provider, name, "output").inc(used.completion_tokens)
+            metrics.gateway_tokens.labels(provider, name, "cache_read").inc(used.cache_read_tokens)
+            if used.cost_usd is not None:
+                metrics.gateway_cost.labels(provider, name).inc(used.cost_usd)
+        if self.generation:
+            tracing.model_call_span(
+                self.grant.trajectory_id,
+                provider=provider,
+                model=None if name == "-" else name,
+                started_ns=self.began_ns,
+                status=status,
+                input_tokens=None if used is None else used.prompt_tokens,
+                output_tokens=None if used is None else used.completion_tokens,
+                address=urlsplit(self.grant.upstream).hostname,
+            )
 
 
 def _json(body: bytes) -> Any:

@@ -16,6 +16,7 @@ from pier.lifecycle.orphans import remove_sandboxes
 from pier.lifecycle.outcomes import end_record
 from pier.record import RunStatus, StageRecord, StageStatus, Trajectory, utcnow
 from pier.sandbox.sweeper import owner_label
+from pier.telemetry import metrics, tracing
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ def execute(ctx: RunContext) -> Trajectory:
     record.started = utcnow()  # saved with the first stage's start, a moment later
     record.owner = owner_label()  # the process that runs it: if it dies, others end the run
     started = time.monotonic()
+    _observe_start(record)
     try:
         for name, stage in STAGES:
             _step(ctx, name, stage)
@@ -82,6 +84,7 @@ def begin(ctx: RunContext) -> None:
     # host may end it because a local pid is gone.
     record.owner = None
     ctx.save_record(record)
+    _observe_start(record)
     try:
         for name, stage in BEFORE_AGENT:
             _step(ctx, name, stage)
@@ -159,6 +162,8 @@ def _step(ctx: RunContext, name: str, stage: Stage) -> None:
     finally:
         step.ended = utcnow()
         step.duration_seconds = round(time.monotonic() - began, 3)
+        metrics.stage_duration.labels(name, step.status.value).observe(step.duration_seconds)
+        tracing.stage_span(record, step)
         _saved(ctx, step, store=False)
 
 
@@ -187,7 +192,9 @@ def _message(ctx: RunContext, stage: str, exc: Exception) -> str:
 def _delete_sandbox(ctx: RunContext) -> None:
     if ctx.sandbox is None:
         return
-    ctx.sandbox.delete()
+    with metrics.sandbox_operation.labels("delete").time():
+        ctx.sandbox.delete()
+    metrics.sandboxes_live.dec()
     ctx.log(f"sandbox {ctx.sandbox.id[:12]} deleted", "save")
     if ctx.pool is not None:
         ctx.pool.refill()  # a claimed sandbox is replaced once its run no longer needs the engine
@@ -202,6 +209,7 @@ def _finish(ctx: RunContext, elapsed: float) -> None:
     else:
         status = RunStatus.completed
     record.finish(status, utcnow(), round(elapsed, 3))
+    _observe_end(record, elapsed)
     ctx.log(f"run {record.status.value} in {elapsed:.1f}s", "save")
     try:
         ctx.output_dir.mkdir(parents=True, exist_ok=True)
@@ -210,3 +218,16 @@ def _finish(ctx: RunContext, elapsed: float) -> None:
     except Exception as exc:  # the record in the store is what counts; say why the copy is missing
         log.warning("could not store run.json of %s: %s", record.trajectory_id, exc)
     ctx.save_record(record)
+
+
+def _observe_start(record: Trajectory) -> None:
+    metrics.runs_started.labels(metrics.collection_label(record.collection)).inc()
+    metrics.queue_wait.observe(max((utcnow() - record.created).total_seconds(), 0.0))
+
+
+def _observe_end(record: Trajectory, elapsed: float) -> None:
+    status = record.status.value
+    label = metrics.collection_label(record.collection)
+    metrics.runs_ended.labels(label, status, record.failed_stage or "").inc()
+    metrics.run_duration.labels(status).observe(elapsed)
+    tracing.run_span(record)

@@ -27,6 +27,7 @@ from pier.sandbox.sweeper import owner_label
 from pier.settings import Settings, get_settings
 from pier.storage import RunStorage, open_storage
 from pier.tasks.model import Task
+from pier.telemetry import metrics
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ class Services:
         if self.settings.warm_pool and self.pool is None:
             try:
                 self.pool = WarmPool(self.backend, self.settings).start()
+                metrics.pool_size.set_function(self.pool.idle_count)
             except PierError as exc:  # no engine yet: runs create their sandboxes
                 log.warning("warm pool not started: %s", exc)
         return self.pool

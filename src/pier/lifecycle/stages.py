@@ -42,6 +42,7 @@ from pier.sandbox.processes import STOP_PROCESSES_SCRIPT
 from pier.sandbox.snapshots import SnapshotCatalog
 from pier.sandbox.sweeper import owner_label
 from pier.sandbox.tarutil import file_chunks
+from pier.telemetry import metrics
 
 SANDBOX_DIRS = ("/app/assets", "/app/results", "/app/checks", "/logs/agent", "/run/pier")
 REQUIRED_TOOLS = ("bash", "mkdir", "rm", "cat", "tee", "timeout", "kill")
@@ -83,7 +84,8 @@ def create(ctx: RunContext) -> None:
     open_run_egress(ctx)
     spec = sandbox_spec(ctx)
     pooled = _claim(ctx, spec)
-    ctx.sandbox = pooled or create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
+    ctx.sandbox = pooled or _create(ctx, spec, deadline)
+    metrics.sandboxes_live.inc()
     report_limit_notes(ctx, tuple(ctx.sandbox.notes))
     cpus = ctx.sandbox.applied.cpus if ctx.sandbox.applied else plan.cpus
     ctx.record.outputs.sandbox = SandboxRecord(
@@ -101,11 +103,17 @@ def create(ctx: RunContext) -> None:
     )
 
 
+def _create(ctx: RunContext, spec: SandboxSpec, deadline: float) -> Sandbox:
+    with metrics.sandbox_operation.labels("create").time():
+        return create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
+
+
 def _claim(ctx: RunContext, spec: SandboxSpec) -> Sandbox | None:
     """A ready sandbox from the warm pool when one matches the plan, else None."""
     if ctx.pool is None:
         return None
     sandbox = ctx.pool.claim(spec)
+    metrics.pool_claims.labels("miss" if sandbox is None else "hit").inc()
     if sandbox is None:
         ctx.log(f"warm pool: miss (no ready sandbox of {spec.image} with these limits); creating one")
     else:
@@ -225,7 +233,8 @@ def setup(ctx: RunContext) -> None:
     _place(ctx, SANDBOX_DIRS, plan.assets, _launch_files(launch))
     _verify_tools(ctx)
     if launch is None:
-        agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
+        with metrics.agent_install.labels(plan.agent).time():
+            agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
         launch = _launch(ctx)
         _place(ctx, (), (), _launch_files(launch))
     if launch.summary:

@@ -18,6 +18,7 @@ from pier.errors import InputError
 from pier.record import utcnow
 from pier.routines.schedule import next_tick
 from pier.routines.service import Clock
+from pier.telemetry import metrics
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +58,17 @@ class Scheduler:
         except InputError as exc:  # checked when stored; a newer cron library may read it otherwise
             log.error("routine %s (%s) has a schedule pier cannot read: %s", routine.id, routine.name, exc)
             return False
-        return self.store.claim_tick(routine.id, routine.next_run_at, following, now)
+        claimed = self.store.claim_tick(routine.id, routine.next_run_at, following, now)
+        if claimed:
+            _count_missed(routine.cron_expression, routine.timezone, routine.next_run_at, now)
+        return claimed
 
     def _fire(self, routine: StoredRoutine) -> None:
         try:
             self.fire(routine)
+            metrics.routine_ticks.labels("fired").inc()
         except Exception:  # one routine's failure must not stop the others
+            metrics.routine_ticks.labels("failed").inc()
             log.exception("routine %s (%s/%s/%s) could not fire", routine.id, routine.collection,
                           routine.task, routine.name)  # fmt: skip
 
@@ -82,3 +88,18 @@ class Scheduler:
                 log.exception("routine poll failed")
             if self._stop.wait(self.poll_sec):
                 return
+
+
+MAX_MISSED_COUNTED = 1000
+
+
+def _count_missed(cron: str, timezone: str, due: datetime, now: datetime) -> None:
+    """Ticks after `due` that also passed while no server fired them (one fires for all)."""
+    missed, tick = 0, due
+    while missed < MAX_MISSED_COUNTED:
+        tick = next_tick(cron, timezone, tick)
+        if tick > now:
+            break
+        missed += 1
+    if missed:
+        metrics.routine_ticks.labels("missed").inc(missed)

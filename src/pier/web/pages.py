@@ -197,6 +197,7 @@ def run_page(request: Request, state: StateDep, caller: PageCaller, trajectory_i
         "transcript": views.transcript(state.storage, record) if ended else [],
         "inputs": views.shown_inputs(record),
         "instruction": record.run.inputs.get("instruction") or "",
+        "trace_url": _trace_url(state, record),
     }
     part = request.headers.get(PART_HEADER)
     if part == "live":
@@ -204,6 +205,14 @@ def run_page(request: Request, state: StateDep, caller: PageCaller, trajectory_i
     events = state.store.events(trajectory_id, 0, LOG_LINES)
     context |= {"log": events, "last_seq": events[-1].seq if events else 0}
     return page(request, "run.html", context)
+
+
+def _trace_url(state: ApiState, record: Trajectory) -> str | None:
+    """The run's trace in the operator's trace viewer (PIER_TRACE_URL), when both are known."""
+    template = state.settings.trace_url
+    if not template or not record.trace_id:
+        return None
+    return template.replace("{trace_id}", record.trace_id)
 
 
 @router.get("/runs/{trajectory_id}/files/{path:path}")
@@ -328,7 +337,7 @@ async def set_env(request: Request, state: StateDep, caller: FormCaller, collect
         {deleted: None} if deleted else {str(form.get("name") or ""): str(form.get("value") or "")}
     )
     patch = EnvironmentPatch(environment_variables=change)
-    await run_in_threadpool(collection_routes.patch_environment, collection, patch, state)
+    await run_in_threadpool(collection_routes.patch_environment, collection, patch, state, request)
     return _see_other(f"/collections/{collection}/settings#environment")
 
 
@@ -395,3 +404,25 @@ def overview_page(
     return page(
         request, "overview.html", {"sections": sections, "collections": names, "collection": collection}
     )
+
+
+# the audit log
+
+
+@router.get("/audit")
+def audit_page(
+    request: Request,
+    state: StateDep,
+    caller: PageCaller,
+    collection: str | None = None,
+    action: str | None = None,
+    actor: str | None = None,
+) -> HTMLResponse:
+    """Who changed what: the admin sees every collection's, a collection its own."""
+    if not caller.admin:
+        collection = caller.check(collection) if collection else caller.collection
+    entries = state.store.list_audit(
+        collection=collection or None, action=action or None, actor=actor or None, limit=200
+    )
+    filters = {"collection": collection or "", "action": action or "", "actor": actor or ""}
+    return page(request, "audit.html", {"entries": entries, "filters": filters})

@@ -26,7 +26,7 @@ PAGE_HEADERS = {
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
-API_PREFIXES = ("/api/", "/health", "/docs", "/redoc", "/openapi.json")
+API_PREFIXES = ("/api/", "/health", "/docs", "/redoc", "/openapi.json", "/metrics")
 
 
 def page(request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> HTMLResponse:

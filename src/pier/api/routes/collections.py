@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, Path, status
+from fastapi import APIRouter, Path, Request, status
 
 from pier.api.auth import AdminDep, CallerDep, CollectionDep
 from pier.api.errors import ApiError
 from pier.api.forms import invalid
+from pier.api.observe import note
 from pier.api.schemas.collections import (
     ENV_NAME_PATTERN,
     MAX_ENV_VALUE,
@@ -93,10 +94,13 @@ def get_environment(collection: CollectionDep, state: StateDep) -> EnvironmentPu
 
 @router.patch("/{collection}/environment", summary="Set or delete variables")
 def patch_environment(
-    collection: CollectionDep, body: EnvironmentPatch, state: StateDep
+    collection: CollectionDep, body: EnvironmentPatch, state: StateDep, request: Request
 ) -> EnvironmentPublic:
     """Merges: a value sets the variable (encrypted at rest), null deletes it,
     a variable not named is kept. Runs get the ones their runbook declares."""
+    changes = body.environment_variables
+    note(request, set=sorted(k for k, v in changes.items() if v is not None),
+         removed=sorted(k for k, v in changes.items() if v is None))  # fmt: skip
     for name, value in body.environment_variables.items():
         _check_variable(name, value)
     for name, value in body.environment_variables.items():

@@ -1,0 +1,202 @@
+"""What the API tells an operator: HTTP request metrics by templated route,
+`/metrics` (Prometheus), and the audit log of every change a caller makes.
+
+One ASGI middleware, outermost, so that it sees every request, those the other
+middlewares refuse included. Routes are named by their template
+(`/api/v1/runs/{trajectory_id}`), never by a path, so the label stays bounded.
+
+The audit entry of a change is written after its answer: who (the admin, or a
+token's id and name), what (method and route template, the route's parameters,
+and what a route adds of its own, names only), when, from where, and the
+status. A request body is never read here, so a secret's value never reaches
+the log.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from datetime import timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from pier.api.auth import SESSION_COOKIE, CallerDep
+from pier.api.errors import ApiError
+from pier.api.schemas.common import ERROR_RESPONSES
+from pier.api.state import ApiState, StateDep
+from pier.api.tokens import hash_token
+from pier.db.schemas import AuditEntry
+from pier.record import utcnow
+from pier.telemetry import metrics
+
+log = logging.getLogger(__name__)
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+UNMATCHED = "unmatched"
+PRUNE_EVERY_SEC = 600.0
+AUDIT_DETAIL = "audit_detail"  # request.state key: what a route adds to its entry (names only)
+
+
+class Observe:
+    def __init__(self, app: ASGIApp):
+        self.app = app
+        self._pruned = 0.0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        scope.setdefault("state", {})  # shared with the copies inner layers make of scope
+        began = time.monotonic()
+        status = 500
+
+        async def sent(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sent)
+        finally:
+            method = scope.get("method", "GET")
+            route, params = _route(scope)
+            metrics.http_requests.labels(method, route, str(status)).inc()
+            metrics.http_duration.labels(method, route).observe(time.monotonic() - began)
+            if method not in SAFE_METHODS and route != UNMATCHED:
+                await self._audit(scope, method, route, params, status)
+
+    async def _audit(
+        self, scope: Scope, method: str, route: str, params: dict[str, Any], status: int
+    ) -> None:
+        state: ApiState | None = getattr(scope["app"].state, "pier", None)
+        if state is None:
+            return
+        try:
+            entry = await run_in_threadpool(_entry, state, scope, method, route, params, status)
+            await run_in_threadpool(state.store.add_audit, entry)
+            if time.monotonic() - self._pruned > PRUNE_EVERY_SEC:
+                self._pruned = time.monotonic()
+                cutoff = utcnow() - timedelta(days=state.settings.audit_retention_days)
+                await run_in_threadpool(state.store.prune_audit, cutoff)
+        except Exception as exc:  # the answer is sent; an audit write that fails must be seen, not raised
+            log.error("audit: could not record %s %s (%s): %s", method, route, status, exc)
+
+
+def _route(scope: Scope) -> tuple[str, dict[str, Any]]:
+    """The template of the route that answered, and its parameters: the router
+    leaves both in the request's scope (this layer sits inside the one that
+    copies the scope to drop a trailing slash)."""
+    path = getattr(scope.get("route"), "path", None)
+    if not path:
+        return UNMATCHED, {}
+    return path, dict(scope.get("path_params") or {})
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def _bearer(headers: dict[str, str]) -> str | None:
+    auth = headers.get("authorization", "")
+    if auth.lower().startswith("bearer ") and auth[7:].strip():
+        return auth[7:].strip()
+    for part in headers.get("cookie", "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == SESSION_COOKIE and value:
+            return value
+    return None
+
+
+def _entry(
+    state: ApiState, scope: Scope, method: str, route: str, params: dict[str, Any], status: int
+) -> AuditEntry:
+    headers = _headers(scope)
+    actor, token_id, token_name, collection = "anonymous", None, None, None
+    token = _bearer(headers)
+    admin = state.settings.admin_token
+    if token is not None:
+        if admin is not None and hmac.compare_digest(token.encode(), admin.get_secret_value().encode()):
+            actor = "admin"
+        else:
+            known = state.store.token_for_hash(hash_token(token))
+            if known is None:
+                actor = "unknown-token"
+            else:
+                token_id, token_name, collection = known
+                actor = f"token:{token_id}"
+    target = {k: str(v) for k, v in params.items()}
+    detail = scope.get("state", {}).get(AUDIT_DETAIL)
+    if detail:
+        target.update(detail)
+    client = scope.get("client")
+    return AuditEntry(
+        at=utcnow(),
+        collection=str(params.get("collection") or collection)
+        if (params.get("collection") or collection)
+        else None,
+        actor=actor,
+        token_id=token_id,
+        token_name=token_name,
+        action=f"{method} {route}",
+        target=target,
+        status=status,
+        client=f"{client[0]}" if client else None,
+        user_agent=(headers.get("user-agent") or "")[:255] or None,
+    )
+
+
+def note(request: Request, **detail: Any) -> None:
+    """What a route adds to its audit entry (names, counts; never a value)."""
+    request.state.audit_detail = {**getattr(request.state, AUDIT_DETAIL, {}), **detail}
+
+
+router = APIRouter(tags=["operations"], responses=ERROR_RESPONSES)
+
+
+def _may_scrape(state: ApiState, request: Request) -> bool:
+    token = _bearer({"authorization": request.headers.get("authorization", "")})
+    if token is None:
+        return False
+    for secret in (state.settings.metrics_token, state.settings.admin_token):
+        if secret is not None and hmac.compare_digest(token.encode(), secret.get_secret_value().encode()):
+            return True
+    return False
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics (PIER_METRICS_TOKEN or the admin token)",
+    response_class=Response,
+)
+def prometheus_metrics(state: StateDep, request: Request) -> Response:
+    if not _may_scrape(state, request):
+        raise ApiError(
+            401,
+            "metrics need `Authorization: Bearer <PIER_METRICS_TOKEN>` (or the admin token); "
+            "or set PIER_METRICS_ADDRESS for a listener of their own",
+        )
+    body, content_type = metrics.exposition()
+    return Response(body, media_type=content_type)
+
+
+@router.get("/api/v1/audit", summary="The audit log: who changed what (admin: all; a collection: its own)")
+def audit_log(
+    state: StateDep,
+    caller: CallerDep,
+    collection: Annotated[str | None, Query(description="only this collection's")] = None,
+    action: Annotated[str | None, Query(description="actions containing this text, e.g. DELETE")] = None,
+    actor: Annotated[str | None, Query(description="admin, token:<id>, anonymous")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    before: Annotated[int | None, Query(description="entries older than this id (paging)")] = None,
+) -> list[AuditEntry]:
+    if not caller.admin:
+        collection = caller.check(collection) if collection else caller.collection
+    return state.store.list_audit(
+        collection=collection, action=action, actor=actor, limit=limit, before_id=before
+    )
