@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 import pytest
 from tests.support.model_server import bridge_gateway
 from tests.support.runs import run_folder
-from tests.support.services import require_service
 
 from pier.lifecycle.service import RunRequest, Services, run
 from pier.record import Trajectory
@@ -109,19 +108,6 @@ def host_addresses() -> list[str]:
     """Every IPv4 address of this machine but loopback."""
     out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=True).stdout
     return sorted({line.split()[3].split("/")[0] for line in out.splitlines()} - {"127.0.0.1"})
-
-
-@pytest.fixture(params=["runc", "runsc"])
-def runtime(request, docker_backend, monkeypatch) -> str:
-    name = request.param
-    if name not in docker_backend.facts.runtimes:
-        require_service(
-            f"the {name} runtime",
-            "register gVisor in the engine (daemon.json runtimes, runtimeArgs --network=host) and SIGHUP dockerd",
-        )
-    monkeypatch.setenv("PIER_SANDBOX_RUNTIME", name)
-    get_settings.cache_clear()
-    return name
 
 
 def network_gateway(mode: str) -> str:
