@@ -32,6 +32,8 @@ class SandboxSource:
     name: str  # snapshot name, image ref, or "generated"
     image: str | None = None  # an existing image ref to use or pull
     dockerfile: str | None = None  # a Dockerfile to build (snapshot recipe or generated)
+    # Files of the build context beside the Dockerfile (name, content): the package lists
+    files: tuple[tuple[str, bytes], ...] = ()
     log_line: str = ""
     notes: tuple[str, ...] = ()  # warnings, e.g. apt_packages ignored
 

@@ -66,7 +66,7 @@ class DockerBackend(SandboxBackend):
         self._url = engine_url(self._settings)
         if api is not None:
             self.__dict__["api"] = api
-        self._ready: dict[tuple[str | None, str | None, str], tuple[str, float]] = {}
+        self._ready: dict[tuple[object, ...], tuple[str, float]] = {}
         self._sources: dict[str, SandboxSource] = {}  # image ref -> the source it was prepared from
         self._networks: dict[str, InternalNetwork] = {}  # the networks sandboxes joined, by name
 
@@ -124,7 +124,7 @@ class DockerBackend(SandboxBackend):
     def ensure_image(self, source: SandboxSource, log: LineSink, timeout: float) -> str:
         """As the contract says; an image found ready in the last IMAGE_CACHE_SEC is
         not looked up again (one round trip less per run)."""
-        key = (source.image, source.dockerfile, source.name)
+        key = (source.image, source.dockerfile, source.name, source.files)
         known = self._ready.get(key)
         if known is not None and time.monotonic() - known[1] < IMAGE_CACHE_SEC:
             if source.dockerfile:
