@@ -229,3 +229,28 @@ def test_no_sandbox_reaches_another_or_the_host(mode, runtime, base_image, docke
         proxied = (run_folder(b) / "results" / "proxy.txt").read_text()
         assert "Directory listing" not in proxied and not proxied.endswith("exit=0\n"), proxied
     assert not [w for w in b.outputs.warnings if "services on this machine" in w], b.outputs.warnings
+
+
+def test_pier_s_model_gateway_still_answers_a_default_mode_sandbox(runtime, base_image, docker_backend):
+    """The fence admits pier's own service: the gateway on the sandbox network's
+    gateway address answers (any HTTP status) where everything else is refused."""
+    from pier.gateway import shared_gateway
+    from pier.sandbox.base import LABEL_RUN, Limits, SandboxSpec
+    from pier.sandbox.docker.backend import DockerBackend
+
+    backend = DockerBackend(get_settings())
+    host = backend.host_address()
+    assert host
+    gateway = shared_gateway(host, 0, None)
+    assert backend.admit(host, gateway.port) is None
+    spec = SandboxSpec(image=base_image, limits=Limits(cpus=1, memory="256M", disk=None),
+                       labels={LABEL_RUN: f"iso-gw-{uuid.uuid4().hex[:8]}"})  # fmt: skip
+    sandbox = backend.create(spec)
+    try:
+        seen = sandbox.exec(
+            f"curl -sS -m 10 -o /dev/null -w '%{{http_code}}' http://{host}:{gateway.port}/v1/models"
+        )
+    finally:
+        sandbox.delete()
+    assert seen.output.strip().isdigit() and seen.output.strip() != "000", seen.output
+    assert not sandbox.notes, sandbox.notes
