@@ -102,7 +102,7 @@ def test_concurrent_processes_add_each_rule_once(fake_iptables: Path, tmp_path: 
     procs = [
         context.Process(
             target=_fence_in_a_process, args=(str(fake_iptables), str(tmp_path / "fence.lock"), name)
-        )  # fmt: skip
+        )
         for name in ["pier-sandbox"] * 4 + ["pier-egress"] * 4
     ]
     for proc in procs:
