@@ -51,6 +51,9 @@ def worker(
     if identity:
         settings = settings.model_copy(update={"worker_identity": identity})
     from pier.api.pgbus import PgNotifier, is_postgres
+    from pier.lifecycle.service import Services
+
+    Services(settings).say_isolation_problem("pier worker")
 
     # live logs reach followers on any `pier serve` through PostgreSQL; on
     # SQLite (one host) the followers' poll of the store finds them

@@ -146,6 +146,18 @@ class Settings(BaseSettings):
         "pier-egress", description="internal Docker network of allow-listed sandboxes"
     )
 
+    # Sandbox isolation: the network sandboxes share without seeing each other, and
+    # the host services (besides pier's own) a sandbox may reach, named by the operator.
+    sandbox_network: str = Field(
+        "pier-sandbox",
+        description="Docker network of sandboxes with network on and no allow-list (inter-container traffic off)",
+    )
+    sandbox_host_allow: str = Field(
+        "",
+        description="host services sandboxes may reach besides pier's own, comma-separated ADDRESS:PORT "
+        "(e.g. 172.17.0.1:5000 for a local registry)",
+    )
+
     # pier serve (the run API)
     admin_token: SecretStr | None = Field(None, description="bearer token that manages collections")
     secret_key: SecretStr | None = Field(
@@ -229,6 +241,18 @@ class Settings(BaseSettings):
     def _storage_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("file://", "s3://")):
             raise ValueError(f"{value!r} is no storage URL: write file:///PATH or s3://BUCKET/PREFIX")
+        return value
+
+    @field_validator("sandbox_host_allow")
+    @classmethod
+    def _host_allow(cls, value: str) -> str:
+        for entry in (e.strip() for e in value.split(",")):
+            host, sep, port = entry.rpartition(":")
+            if entry and not (sep and host and port.isdigit() and 0 < int(port) < 65536):
+                raise ValueError(
+                    f"{entry!r} is not ADDRESS:PORT (e.g. 172.17.0.1:5000); list the host services "
+                    "sandboxes may reach as ADDRESS:PORT, comma-separated"
+                )
         return value
 
     @field_validator("default_memory", "max_memory")

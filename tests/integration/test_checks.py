@@ -472,8 +472,11 @@ class _Recorder(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture
-def git_http(check_repo, tmp_path, docker_backend, base_image) -> Iterator[tuple[str, list[str]]]:
-    """The check repository over git's dumb HTTP, at an address sandboxes reach."""
+def git_http(
+    check_repo, tmp_path, docker_backend, base_image, monkeypatch
+) -> Iterator[tuple[str, list[str]]]:
+    """The check repository over git's dumb HTTP, at an address sandboxes reach
+    once the operator names it (PIER_SANDBOX_HOST_ALLOW)."""
     served = tmp_path / "served"
     served.mkdir()
     git("clone", "-q", "--bare", str(check_repo), str(served / "checks.git"), cwd=tmp_path)
@@ -483,11 +486,11 @@ def git_http(check_repo, tmp_path, docker_backend, base_image) -> Iterator[tuple
     server = http.server.ThreadingHTTPServer(("0.0.0.0", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    address = f"{sandbox_gateway(docker_backend, base_image)}:{server.server_address[1]}"
+    monkeypatch.setenv("PIER_SANDBOX_HOST_ALLOW", address)
+    get_settings.cache_clear()
     try:
-        yield (
-            f"http://{sandbox_gateway(docker_backend, base_image)}:{server.server_address[1]}/checks.git",
-            clients,
-        )
+        yield f"http://{address}/checks.git", clients
     finally:
         server.shutdown()
         server.server_close()

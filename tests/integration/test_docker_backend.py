@@ -25,7 +25,7 @@ from pier.sandbox.base import (
 )
 from pier.sandbox.docker.backend import DockerBackend
 from pier.sandbox.docker.sandbox import DockerSandbox
-from pier.sandbox.dockerfile import generate_dockerfile
+from pier.sandbox.dockerfile import generate_recipe
 from pier.sandbox.sweeper import owner_label, sweep
 from pier.settings import Settings
 
@@ -116,8 +116,10 @@ def test_an_unpullable_image_says_to_check_docker_pull(docker_backend):
 
 
 def test_a_generated_dockerfile_is_built_once_and_reused(docker_backend, base_image, make_sandbox):
-    dockerfile = generate_dockerfile(base_image, ["jq"], ["six"], ca_bundle=True)
-    source = SandboxSource(kind="dockerfile", name="generated", dockerfile=dockerfile)
+    recipe = generate_recipe(base_image, ["jq"], ["six"], ca_bundle=True)
+    source = SandboxSource(
+        kind="dockerfile", name="generated", dockerfile=recipe.dockerfile, files=recipe.files
+    )
     lines: list[str] = []
     tag = docker_backend.ensure_image(source, lines.append, timeout=600)
     if "Using cached image" in lines[0]:  # built earlier: build it afresh, as a new process would
@@ -143,11 +145,9 @@ def test_an_image_removed_after_its_lookup_is_prepared_again_at_create(docker_ba
     """Lookups are remembered for a minute (one round trip less per run); an
     operator removing the image meanwhile must not fail the next run."""
     backend = DockerBackend(Settings())
-    dockerfile = (
-        generate_dockerfile(base_image, ["jq"], ["six"], ca_bundle=True)
-        + "\nLABEL pier.test=removed-after-lookup\n"
-    )
-    source = SandboxSource(kind="dockerfile", name="removed", dockerfile=dockerfile)
+    recipe = generate_recipe(base_image, ["jq"], ["six"], ca_bundle=True)
+    dockerfile = recipe.dockerfile + "\nLABEL pier.test=removed-after-lookup\n"
+    source = SandboxSource(kind="dockerfile", name="removed", dockerfile=dockerfile, files=recipe.files)
     tag = backend.ensure_image(source, lambda _: None, timeout=600)
     backend.api.remove_image(tag, force=True)
     assert backend.ensure_image(source, lambda _: None, timeout=600) == tag, "the remembered lookup"

@@ -106,13 +106,17 @@ def test_only_listed_hosts_get_out(base_image, host_service, model_server):
     ]  # the firewall rule went in
 
 
-def test_without_an_allow_list_egress_is_as_before(base_image, model_server):
-    body = "```bash\ncurl -sS -m 10 http://BRIDGE/v1/models > {{results_dir}}/bridge.txt\n```\n"
-    record = start(
-        {"agent": "script"}, body.replace("BRIDGE", model_server.url.removeprefix("http://")), base_image
-    )
+def test_without_an_allow_list_egress_is_as_before(base_image, model_server, monkeypatch):
+    """No proxy in the way; a host service answers once the operator names it
+    (PIER_SANDBOX_HOST_ALLOW: the host is fenced off a sandbox otherwise)."""
+    bridge = model_server.url.removeprefix("http://")
+    monkeypatch.setenv("PIER_SANDBOX_HOST_ALLOW", bridge)
+    get_settings.cache_clear()
+    body = "```bash\ncurl -sS -m 10 http://BRIDGE/v1/models > {{results_dir}}/bridge.txt\nenv > {{results_dir}}/env.txt\n```\n"
+    record = start({"agent": "script"}, body.replace("BRIDGE", bridge), base_image)
     assert record.status.value == "completed", record.error
     assert '"object": "list"' in outputs(record)["bridge"]
+    assert "HTTPS_PROXY" not in outputs(record)["env"]
 
 
 def test_network_disabled_still_means_none_with_an_allow_list(base_image):

@@ -83,6 +83,7 @@ def create_app(
         sweeper.start()
         scheduler.start()
         services.start_pool()  # PIER_WARM_POOL: ready sandboxes, filled in the background
+        services.say_isolation_problem("pier serve")
         log.info("pier serve: %d run slot(s)", settings.max_concurrent_runs)
         try:
             yield

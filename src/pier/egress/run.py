@@ -9,7 +9,6 @@ from pathlib import Path
 import certifi
 
 from pier.egress.allow import allow_list
-from pier.egress.firewall import allow_only
 from pier.egress.inject import LiveInjection
 from pier.egress.proxy import EgressGrant, EgressProxy, shared_proxy
 from pier.sandbox.base import SandboxBackend
@@ -23,6 +22,7 @@ class EgressRun:
     subnet: str  # the sandboxes' addresses there
     proxy: EgressProxy
     grant: EgressGrant
+    backend: SandboxBackend
     warning: str | None = None  # why host services may still be reachable
 
     def env(self) -> dict[str, str]:
@@ -44,8 +44,7 @@ class EgressRun:
 
     def admit_port(self, port: int) -> None:
         """Let the sandbox reach another pier service on this machine's address."""
-        why = allow_only(self.subnet, self.address, [port])
-        self.warning = self.warning or why
+        self.warning = self.warning or self.backend.admit(self.address, port)
 
     def close(self) -> None:
         self.proxy.close(self.grant)
@@ -66,5 +65,5 @@ def open_egress(
     internal = backend.ensure_internal_network(network)
     proxy = shared_proxy(internal.address)
     grant = proxy.open(trajectory_id, allow_list(entries), ttl_s, injections, upstream_ca)
-    warning = allow_only(internal.subnet, internal.address, [proxy.port])
-    return EgressRun(network, internal.address, internal.subnet, proxy, grant, warning=warning)
+    warning = backend.admit(internal.address, proxy.port)
+    return EgressRun(network, internal.address, internal.subnet, proxy, grant, backend, warning=warning)

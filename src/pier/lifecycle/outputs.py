@@ -7,7 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from pier.errors import StageError
+from pier.errors import PierError, StageError
 from pier.lifecycle.context import RunContext
 from pier.redact import Redactor
 from pier.sandbox.base import Sandbox
@@ -16,6 +16,14 @@ from pier.storage.files import describe
 
 REDACT_LINE_BYTES = 8 << 20
 OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app/assets"}
+# What in the output folders is neither file nor folder nor link, as `find -printf
+# '%y %p'` says it: the engine's archives leave sockets out without a word, and
+# under gVisor fifos and devices too (they live in the sandbox's own kernel).
+SPECIAL_FILES = (
+    "find " + " ".join(OUTPUT_DIRS.values())
+    + r" \( -type s -o -type p -o -type b -o -type c \) -printf '%y %p\n' 2>/dev/null; true"
+)  # fmt: skip
+_FIND_KINDS = {"s": "a socket", "p": "a named pipe (fifo)", "b": "a block device", "c": "a character device"}
 
 
 def collect_outputs(ctx: RunContext) -> None:
@@ -25,10 +33,11 @@ def collect_outputs(ctx: RunContext) -> None:
     settings = ctx.settings
     budget = Budget(settings.max_output_bytes, settings.max_output_files)
     sandbox = ctx.require_sandbox()
+    skipped: list[str] = []
     try:
         for name, path in OUTPUT_DIRS.items():
             try:
-                _extract(sandbox, path, ctx.output_dir / name, budget)
+                _extract(sandbox, path, ctx.output_dir / name, budget, skipped)
             except FileNotFoundError:
                 ctx.log(f"{path} does not exist in the sandbox")
             except OverBudget as exc:
@@ -40,6 +49,7 @@ def collect_outputs(ctx: RunContext) -> None:
                 ) from None
     finally:  # the logs are stored even when a later folder fails to come out
         _redact_logs(ctx, ctx.output_dir / "logs")
+        _say_skipped(ctx, skipped)
     results = ctx.output_dir / "results"
     files = sorted(p for p in results.rglob("*") if p.is_file()) if results.is_dir() else []
     _describe(ctx, results, files)
@@ -52,16 +62,43 @@ def collect_outputs(ctx: RunContext) -> None:
     ctx.log(f"collected {len(files)} result file(s)")
 
 
-def _extract(sandbox: Sandbox, path: str, dest: Path, budget: Budget) -> None:
+def _extract(sandbox: Sandbox, path: str, dest: Path, budget: Budget, skipped: list[str]) -> None:
     """One folder's archive into dest, its stream released even when extraction
-    stops midway (over budget), so the engine unlocks the container."""
+    stops midway (over budget), so the engine unlocks the container. What is not
+    a file or a folder is added to `skipped` by its sandbox path."""
     stream = sandbox.get_archive(path)
+    found: list[str] = []
     try:
-        extract_stream(stream, dest, budget=budget)
+        extract_stream(stream, dest, budget=budget, skipped=found)
     finally:
+        skipped.extend(f"{path}/{entry}" for entry in found)
         close = getattr(stream, "close", None)
         if close is not None:
             close()
+
+
+def _say_skipped(ctx: RunContext, skipped: list[str]) -> None:
+    """One warning naming what was not collected: what the archives held that is
+    no file (fifos, devices, symbolic links), and what a look inside finds that
+    they left out."""
+    try:
+        found = ctx.require_sandbox().exec(
+            SPECIAL_FILES, workdir="/", timeout=ctx.settings.cleanup_timeout_sec
+        )
+    except PierError as exc:  # a broken sandbox: the stage's own error says so
+        ctx.log(f"could not look for sockets and fifos in the output folders: {exc}")
+    else:
+        named = {entry.split(": ", 1)[0] for entry in skipped}
+        for line in found.output.splitlines() if found.ok else []:
+            kind, _, path = line.partition(" ")
+            if path and path not in named and kind in _FIND_KINDS:
+                skipped = [*skipped, f"{path}: {_FIND_KINDS[kind]}"]
+    if not skipped:
+        return
+    shown = "; ".join(skipped[:20]) + (f"; and {len(skipped) - 20} more" if len(skipped) > 20 else "")
+    note = f"not collected, as they are not regular files: {shown}"
+    ctx.log(f"warning: {note}")
+    ctx.record.outputs.warnings.append(note)
 
 
 def _redact_logs(ctx: RunContext, logs: Path) -> None:

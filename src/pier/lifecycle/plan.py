@@ -24,6 +24,7 @@ from pier.lifecycle.assets import AssetLimits, check_assets
 from pier.limits import run_limits
 from pier.runbook.parse import parse
 from pier.runbook.render import render, variables
+from pier.sandbox.dockerfile import check_build_inputs, check_image_ref
 from pier.settings import Settings
 from pier.tasks.build import infer_agent, task_from_runbook
 from pier.tasks.model import Task
@@ -109,7 +110,17 @@ def checked_task(task: Task) -> Task:
     is refused when it is stored (API PUT, `pier task push`), not when it is run."""
     step = resolve(task, {})
     get_agent(step.agent or infer_agent(step.model))
+    check_sandbox_inputs(step)
     return task
+
+
+def check_sandbox_inputs(step: ResolvedStep) -> None:
+    """What the step gives for its sandbox's image follows the build grammar
+    (pier.sandbox.dockerfile), whichever source the run ends up using: one rule
+    for validate, the API and the CLI. Raises InputError naming the value."""
+    if step.image:
+        check_image_ref("image", step.image)
+    check_build_inputs(step.base_image, step.apt_packages, step.pip_packages)
 
 
 def task_from_json(data: Any) -> Task:
@@ -124,6 +135,7 @@ def task_from_text(text: str, default_snapshot: str | None, name: str = "runbook
 
 
 def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> RunPlan:
+    check_sandbox_inputs(step)
     env = dict(inputs.env)
     vars_ = {key: str(value) for key, value in step.vars.items()}
     injections = declared_injections(step.secrets, secret_variable)

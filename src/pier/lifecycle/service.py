@@ -47,6 +47,18 @@ class Services:
                 log.warning("warm pool not started: %s", exc)
         return self.pool
 
+    def say_isolation_problem(self, who: str) -> str | None:
+        """Log, once at a long-lived process's start, why its sandboxes could reach
+        this machine's services (no firewall binary, no right), if they could.
+        Asks no engine: start-up never waits on one."""
+        try:
+            problem = get_backend(self.settings).isolation_problem()
+        except PierError as exc:
+            problem = str(exc)
+        if problem:
+            log.warning("%s: %s", who, problem)
+        return problem
+
     @cached_property
     def store(self) -> Store:
         self.settings.home.mkdir(parents=True, exist_ok=True)

@@ -181,10 +181,16 @@ def open_run_egress(ctx: RunContext) -> None:
 def _egress_warning(ctx: RunContext) -> None:
     egress = ctx.egress
     if egress is not None and egress.warning:
-        note = f"services on this machine may answer the sandbox at {egress.address}: {egress.warning}"
+        _fence_warning(ctx, egress.address, egress.warning)
+        egress.warning = None
+
+
+def _fence_warning(ctx: RunContext, address: str, why: str | None) -> None:
+    """Say once per run that the fence around the sandbox is not (all) up."""
+    note = f"services on this machine may answer the sandbox at {address}: {why}"
+    if why and note not in ctx.record.outputs.warnings:
         ctx.log(f"warning: {note}")
         ctx.record.outputs.warnings.append(note)
-        egress.warning = None
 
 
 def close_run_egress(ctx: RunContext) -> None:
@@ -381,6 +387,8 @@ def model_route(ctx: RunContext) -> ModelRoute | None:
     if ctx.egress is not None:
         ctx.egress.admit_port(gateway.port)
         _egress_warning(ctx)
+    elif plan.network:
+        _fence_warning(ctx, host, ctx.backend.admit(host, gateway.port))
     ttl = plan.timeout_sec + settings.cleanup_timeout_sec + settings.sweep_grace_sec
     return ModelRoute(gateway, plan.trajectory_id, plan.model_budget, ttl_s=ttl)
 

@@ -32,6 +32,8 @@ class SandboxSource:
     name: str  # snapshot name, image ref, or "generated"
     image: str | None = None  # an existing image ref to use or pull
     dockerfile: str | None = None  # a Dockerfile to build (snapshot recipe or generated)
+    # Files of the build context beside the Dockerfile (name, content): the package lists
+    files: tuple[tuple[str, bytes], ...] = ()
     log_line: str = ""
     notes: tuple[str, ...] = ()  # warnings, e.g. apt_packages ignored
 
@@ -88,6 +90,7 @@ class InternalNetwork:
     name: str
     address: str  # this machine's address on it
     subnet: str  # the sandboxes' addresses, e.g. 172.19.0.0/16
+    interface: str = ""  # this machine's side of it (the bridge), where a host firewall matches it
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,18 @@ class SandboxBackend(ABC):
 
     def host_address(self) -> str | None:
         """An address of this machine that sandboxes reach and the outside does not
-        (Docker: the bridge's gateway), for services pier runs for its sandboxes
-        (the model gateway). None when the backend has no such address."""
+        (Docker: the sandbox network's gateway), for services pier runs for its
+        sandboxes (the model gateway). None when the backend has no such address."""
+        return None
+
+    def admit(self, address: str, port: int) -> str | None:
+        """Let sandboxes reach TCP `port` on this machine's `address`: a service pier
+        runs for them (the model gateway, the egress proxy), through the fence that
+        keeps the machine's other services out of their reach. Returns why it could
+        not (said as a run warning), or None; None too where there is no fence."""
+        return None
+
+    def isolation_problem(self) -> str | None:
+        """Why this backend's sandboxes could reach services of this machine or of
+        one another, when it can tell before any run (said once at start), or None."""
         return None

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shlex
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pier.errors import InputError
@@ -27,13 +27,33 @@ CA_ENV_VARS = (
 UV_VERSION = "0.13.9"
 BUILD_REPO = "pier-build"
 
+# The one grammar of every value a caller gives that reaches a generated
+# Dockerfile (validate, the API and the CLI all refuse by it, through
+# check_build_inputs): ASCII only, no whitespace, quotes, backslashes, `#` or
+# `$`, never a leading `-`. Lists travel in files of the build context, one entry
+# a line, so even an entry that passed could not become an instruction.
 # Debian: name, then an optional :arch, then =version or /release.
-_APT_SPEC = re.compile(r"[a-z0-9][a-z0-9+.-]*(:[a-z0-9-]+)?(=[A-Za-z0-9.+~:-]+|/[a-z0-9.-]+)?")
-# PEP 508 without URLs or markers: name, [extras], comma-separated version clauses.
+_APT_SPEC = re.compile(r"[a-z0-9][a-z0-9+.-]*(:[a-z0-9-]+)?(=[A-Za-z0-9.+~:-]+|/[a-z0-9.-]+)?", re.ASCII)
+# PEP 508 without URLs, markers or spaces: name, [extras], comma-separated version clauses.
 _PIP_NAME = r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?"
-_PIP_EXTRAS = rf"\[\s*{_PIP_NAME}(\s*,\s*{_PIP_NAME})*\s*\]"
-_PIP_CLAUSE = r"(===|==|!=|~=|>=|<=|>|<)\s*[A-Za-z0-9.*+!_-]+"
-_PIP_SPEC = re.compile(rf"{_PIP_NAME}\s*({_PIP_EXTRAS})?\s*({_PIP_CLAUSE}(\s*,\s*{_PIP_CLAUSE})*)?")
+_PIP_EXTRAS = rf"\[{_PIP_NAME}(,{_PIP_NAME})*\]"
+_PIP_CLAUSE = r"(===|==|!=|~=|>=|<=|>|<)[A-Za-z0-9.*+!_-]+"
+_PIP_SPEC = re.compile(rf"{_PIP_NAME}({_PIP_EXTRAS})?({_PIP_CLAUSE}(,{_PIP_CLAUSE})*)?", re.ASCII)
+# An image reference: [registry[:port]/]path[:tag][@digest], Docker's own grammar.
+_REF_COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"
+_REF_REGISTRY = (
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
+)
+_IMAGE_REF = re.compile(
+    rf"(?:{_REF_REGISTRY}/)?{_REF_COMPONENT}(?:/{_REF_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+    r"(?:@sha256:[0-9a-f]{64})?",
+    re.ASCII,
+)
+MAX_SPEC = 255
+# The lists' names in the build context, and where the build reads them.
+APT_LIST = "pier-apt.txt"
+PIP_LIST = "pier-requirements.txt"
+LISTS_DIR = "/tmp/pier-build"
 
 
 def ca_env() -> dict[str, str]:
@@ -52,25 +72,52 @@ def ca_setup_lines(ca_bundle: bool) -> list[str]:
 
 def validate_packages(kind: str, packages: Iterable[str]) -> list[str]:
     """The packages sorted and deduplicated (so the same set builds the same image).
-    Raises InputError naming the first entry that is not a plausible package spec."""
+    Raises InputError naming the first entry that is not a package spec of the
+    grammar above (nothing is stripped or fixed: what is refused is said)."""
     pattern = _APT_SPEC if kind == "apt" else _PIP_SPEC
     clean: set[str] = set()
     for entry in packages:
-        if not isinstance(entry, str) or not pattern.fullmatch(entry.strip()):
+        if not isinstance(entry, str) or len(entry) > MAX_SPEC or not pattern.fullmatch(entry):
             raise InputError(
                 f"{kind}_packages: {entry!r} is not a valid {kind} package name "
-                f"(expected e.g. {'ffmpeg or jq=1.6-2.1' if kind == 'apt' else 'pandas or six>=1.16'})"
+                f"(expected e.g. {'ffmpeg or jq=1.6-2.1' if kind == 'apt' else 'pandas, six>=1.16 or rich[jupyter]'}"
+                ", without spaces, quotes or markers)"
             )
-        clean.add(entry.strip())
+        clean.add(entry)
     return sorted(clean)
 
 
-def _apt_install(packages: Sequence[str]) -> str:
-    names = " ".join(shlex.quote(p) for p in packages)
-    return (
-        "RUN apt-get update && apt-get install -y --no-install-recommends "
-        f"{names} && rm -rf /var/lib/apt/lists/*"
-    )
+def check_image_ref(field: str, ref: object) -> str:
+    """ref, when it is an image reference (registry/path:tag@digest). Raises
+    InputError naming the field otherwise."""
+    if not isinstance(ref, str) or len(ref) > MAX_SPEC or not _IMAGE_REF.fullmatch(ref):
+        raise InputError(
+            f"{field}: {ref!r} is not a valid image reference (expected e.g. debian:bookworm or "
+            "registry.example.com:5000/team/image:1.2, lower-case path, no spaces)"
+        )
+    return ref
+
+
+def check_build_inputs(
+    base_image: str | None, apt_packages: Sequence[str], pip_packages: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """The one check of what a caller gives for a generated Dockerfile: the base
+    image (when given) and the package lists, sorted. Raises InputError."""
+    if base_image is not None:
+        check_image_ref("base_image", base_image)
+    return validate_packages("apt", apt_packages), validate_packages("pip", pip_packages)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A Dockerfile and the files its build context holds beside it."""
+
+    dockerfile: str
+    files: tuple[tuple[str, bytes], ...] = ()
+
+
+def _list_file(entries: Sequence[str]) -> bytes:
+    return "".join(f"{entry}\n" for entry in entries).encode()
 
 
 def _base_tools() -> list[str]:
@@ -85,18 +132,18 @@ def _base_tools() -> list[str]:
     ]
 
 
-def generate_dockerfile(
+def generate_recipe(
     base_image: str,
     apt_packages: Sequence[str] = (),
     pip_packages: Sequence[str] = (),
     ca_bundle: bool = False,
-) -> str:
+) -> Recipe:
     """The generated Dockerfile (the third sandbox source): base_image, git, curl and uv, then
-    apt_packages, then pip_packages. Same input, same text. Raises InputError."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*", base_image or ""):
-        raise InputError(f"base_image: {base_image!r} is not a valid image reference")
-    apt = validate_packages("apt", apt_packages)
-    pip = validate_packages("pip", pip_packages)
+    apt_packages, then pip_packages, the lists read from files of the build
+    context. Same input, same recipe. Raises InputError."""
+    apt, pip = check_build_inputs(base_image or "", apt_packages, pip_packages)
+    files = {APT_LIST: apt, PIP_LIST: pip}
+    given = {name: entries for name, entries in files.items() if entries}
     lines = [
         "# Generated by pier: base image, git, curl and uv, then apt and pip packages.",
         f"FROM {base_image}",
@@ -105,28 +152,48 @@ def generate_dockerfile(
         *ca_setup_lines(ca_bundle),
         *_base_tools(),
     ]
+    if given:
+        lines.append(f"COPY {' '.join(given)} {LISTS_DIR}/")
     if apt:
-        lines.append(_apt_install(apt))
+        lines.append(
+            f"RUN apt-get update && xargs -a {LISTS_DIR}/{APT_LIST} apt-get install -y --no-install-recommends"
+            " && rm -rf /var/lib/apt/lists/*"
+        )
     if pip:
-        names = " ".join(shlex.quote(p) for p in pip)
-        lines.append(f"RUN uv pip install --system --break-system-packages --no-cache {names}")
+        lines.append(
+            f"RUN uv pip install --system --break-system-packages --no-cache -r {LISTS_DIR}/{PIP_LIST}"
+        )
     lines.append("WORKDIR /app")
-    return "\n".join(lines) + "\n"
+    return Recipe("\n".join(lines) + "\n", tuple((name, _list_file(e)) for name, e in given.items()))
 
 
-def recipe_hash(dockerfile: str, ca_bytes: bytes | None) -> str:
+def generate_dockerfile(
+    base_image: str,
+    apt_packages: Sequence[str] = (),
+    pip_packages: Sequence[str] = (),
+    ca_bundle: bool = False,
+) -> str:
+    """The generated recipe's Dockerfile text alone. Raises InputError."""
+    return generate_recipe(base_image, apt_packages, pip_packages, ca_bundle).dockerfile
+
+
+def recipe_hash(dockerfile: str, ca_bytes: bytes | None, files: Iterable[tuple[str, bytes]] = ()) -> str:
     """16 hex digits of sha256 over everything that goes into a build."""
     digest = hashlib.sha256(dockerfile.encode())
     if ca_bytes:
         digest.update(b"\0pier-ca\0" + ca_bytes)
+    for name, content in files:
+        digest.update(b"\0file\0" + name.encode() + b"\0" + hashlib.sha256(content).digest())
     return digest.hexdigest()[:16]
 
 
-def recipe_tag(name: str, dockerfile: str, ca_bytes: bytes | None) -> str:
+def recipe_tag(
+    name: str, dockerfile: str, ca_bytes: bytes | None, files: Iterable[tuple[str, bytes]] = ()
+) -> str:
     """The image tag a Dockerfile builds to: same content, same tag, so a build is
     found and reused instead of repeated."""
     repo = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-._") or "generated"
-    return f"{BUILD_REPO}/{repo}:{recipe_hash(dockerfile, ca_bytes)}"
+    return f"{BUILD_REPO}/{repo}:{recipe_hash(dockerfile, ca_bytes, files)}"
 
 
 def read_ca_bundle(path: Path | None) -> bytes | None:

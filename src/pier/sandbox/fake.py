@@ -261,7 +261,7 @@ class FakeBackend(SandboxBackend):
         return ref in self.engine.images
 
     def ensure_image(self, source: SandboxSource, log: LineSink, timeout: float) -> str:
-        ref = source.image or recipe_tag(source.name, source.dockerfile or "", None)
+        ref = source.image or recipe_tag(source.name, source.dockerfile or "", None, source.files)
         if ref in self.engine.images:
             log(f"Using cached image {ref}")
         else:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pier.errors import InputError
 from pier.sandbox.base import SandboxBackend, SandboxSource
-from pier.sandbox.dockerfile import UV_VERSION, ca_setup_lines, read_ca_bundle, recipe_tag
+from pier.sandbox.dockerfile import UV_VERSION, ca_setup_lines, check_image_ref, read_ca_bundle, recipe_tag
 from pier.settings import Settings
 
 BUILTIN_SNAPSHOTS = {
@@ -97,7 +97,9 @@ def _recipe_text(name: str) -> str:
 
 
 def render_recipe(text: str, base_image: str, ca_bundle: bool) -> str:
-    """Fill a recipe's placeholders; text without them comes back unchanged."""
+    """Fill a recipe's placeholders; text without them comes back unchanged.
+    Raises InputError when base_image is no image reference (it is a line's end)."""
+    check_image_ref("PIER_SNAPSHOT_BASE_IMAGE", base_image)
     node = _recipe_text("_node22")
     values = {
         "base_image": base_image,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from pier.sandbox.base import SandboxSource
-from pier.sandbox.dockerfile import generate_dockerfile
+from pier.sandbox.dockerfile import generate_recipe
 from pier.sandbox.snapshots import SnapshotCatalog
 from pier.settings import Settings
 
@@ -74,13 +74,12 @@ def resolve_source(
         )
         return _with_notes(source, notes)
     base = base or settings.base_image
-    dockerfile = generate_dockerfile(
-        base, apt_packages, pip_packages, ca_bundle=settings.ca_bundle is not None
-    )
+    recipe = generate_recipe(base, apt_packages, pip_packages, ca_bundle=settings.ca_bundle is not None)
     source = SandboxSource(
         kind="dockerfile",
         name="generated",
-        dockerfile=dockerfile,
+        dockerfile=recipe.dockerfile,
+        files=recipe.files,
         log_line=f"Creating sandbox from generated Dockerfile (base: {base})",
     )
     return _with_notes(source, notes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shutil
 import tarfile
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -111,40 +112,79 @@ class Budget:
         return None
 
 
+# What a tar member that is neither a file nor a folder is, as a warning names it.
+_KINDS = {
+    tarfile.SYMTYPE: "a symbolic link (not followed)",
+    tarfile.FIFOTYPE: "a named pipe (fifo)",
+    tarfile.CHRTYPE: "a character device",
+    tarfile.BLKTYPE: "a block device",
+}
+
+
 def extract_stream(
-    chunks: Iterable[bytes], dest: Path, strip_top: bool = True, budget: Budget | None = None
+    chunks: Iterable[bytes],
+    dest: Path,
+    strip_top: bool = True,
+    budget: Budget | None = None,
+    skipped: list[str] | None = None,
 ) -> list[Path]:
-    """Extract a tar stream from a sandbox into dest, refusing links and any path
-    that would land outside dest. Returns the regular files written. The stream
-    is read as it comes (one chunk and one file buffer in memory), never whole.
-    Past `budget`, raises OverBudget before writing the file that would pass it."""
+    """Extract a tar stream from a sandbox into dest, refusing any path that would
+    land outside dest. Returns the regular files written; a second name of a file
+    (a hard link) is written as a file of its own. Symbolic links, fifos and
+    devices are not written: each is added to `skipped` ("name: what it is").
+    The stream is read as it comes (one chunk and one file buffer in memory),
+    never whole. Past `budget`, raises OverBudget before writing the file that
+    would pass it."""
     data = ChunkReader(chunks)
     written: list[Path] = []
+    by_member: dict[str, Path] = {}  # archive name -> where its file was written
     dest.mkdir(parents=True, exist_ok=True)
     root = dest.resolve()
     with tarfile.open(fileobj=cast(IO[bytes], data), mode="r|", bufsize=CHUNK) as tar:
         for member in tar:
-            name = member.name
-            if strip_top:
-                parts = Path(name).parts[1:]
-                if not parts:
-                    continue
-                name = str(Path(*parts))
+            name = _stripped(member.name, strip_top)
+            if name is None:
+                continue
             target = (root / name).resolve()
-            if not target.is_relative_to(root) or not (member.isfile() or member.isdir()):
+            if not target.is_relative_to(root):
                 continue
             if member.isdir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
-            refused = budget.take(name, member.size) if budget else None
+            if not (member.isfile() or member.islnk()):
+                if skipped is not None:
+                    skipped.append(f"{name}: {_KINDS.get(member.type, 'not a regular file')}")
+                continue
+            source = by_member.get(member.linkname) if member.islnk() else None
+            if member.islnk() and source is None:
+                if skipped is not None:
+                    skipped.append(f"{name}: a hard link to {member.linkname}, which was not collected")
+                continue
+            size = source.stat().st_size if source is not None else member.size
+            refused = budget.take(name, size) if budget else None
             if refused:
                 raise OverBudget(refused, written)
             target.parent.mkdir(parents=True, exist_ok=True)
-            src = tar.extractfile(member)
-            if src is None:
-                continue
-            with open(target, "wb") as out:
-                while chunk := src.read(CHUNK):
-                    out.write(chunk)
+            if source is not None:
+                shutil.copyfile(source, target)
+            else:
+                _write(tar, member, target)
+            by_member[member.name] = target
             written.append(target)
     return written
+
+
+def _stripped(name: str, strip_top: bool) -> str | None:
+    """The member's path under dest (without the archive's top folder), or None
+    for the top folder itself."""
+    if not strip_top:
+        return name
+    parts = Path(name).parts[1:]
+    return str(Path(*parts)) if parts else None
+
+
+def _write(tar: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -> None:
+    src = tar.extractfile(member)
+    with open(target, "wb") as out:
+        while src is not None and (chunk := src.read(CHUNK)):
+            out.write(chunk)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import tarfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
 
@@ -14,12 +15,21 @@ import pytest
 
 from pier.errors import StageError
 from pier.lifecycle.context import RunContext
-from pier.lifecycle.outputs import collect_outputs
+from pier.lifecycle.outputs import SPECIAL_FILES, collect_outputs
 from pier.record import Trajectory
 from pier.redact import Redactor
+from pier.sandbox.base import ExecResult
 from pier.settings import Settings
 
 SECRET = "sk-live-0123456789"
+
+
+@dataclass(frozen=True)
+class Special:
+    """A tar member that is not a plain file (linkname: TOP stands for the folder)."""
+
+    type: bytes
+    linkname: str = ""
 
 
 class FolderSandbox:
@@ -28,9 +38,14 @@ class FolderSandbox:
     is being read, so a second get_archive before the first stream is read to its
     end (or closed) waits for ever. Here it fails at once instead of hanging."""
 
-    def __init__(self, folders: dict[str, dict[str, bytes]]):
+    def __init__(self, folders: dict[str, dict[str, bytes | Special]], sockets: tuple[str, ...] = ()):
         self.folders = folders
+        self.sockets = sockets  # what `find -type s` finds: the engine leaves them out of archives
         self.open: str | None = None
+
+    def exec(self, command: str, **_kw: object) -> ExecResult:
+        assert command == SPECIAL_FILES, command
+        return ExecResult(0, "".join(f"s {path}\n" for path in self.sockets), 0.0)
 
     def get_archive(self, path: str) -> Iterator[bytes]:
         assert self.open is None, (
@@ -44,6 +59,10 @@ class FolderSandbox:
             tar.addfile(_folder(top))
             for name, data in self.folders[path].items():
                 info = tarfile.TarInfo(f"{top}/{name}")
+                if isinstance(data, Special):
+                    info.type, info.linkname = data.type, data.linkname.replace("TOP", top)
+                    tar.addfile(info)
+                    continue
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
         self.open = path
@@ -162,3 +181,43 @@ def test_primary_outputs_come_first_in_their_order_and_a_missing_one_is_warned(t
     first = ctx.record.outputs.results_files[0]
     assert (first.content_type, first.extension, first.size) == ("text/csv", "csv", 1)
     assert "warning: primary output missing.pdf was not produced" in lines
+
+
+def test_a_second_name_of_a_file_is_kept_and_what_is_no_file_is_named(tmp_path: Path):
+    sandbox = FolderSandbox(
+        {
+            "/app/results": {
+                "a.txt": b"both names",
+                "b.txt": Special(tarfile.LNKTYPE, "TOP/a.txt"),
+                "sub/c.txt": Special(tarfile.LNKTYPE, "TOP/a.txt"),
+                "pipe": Special(tarfile.FIFOTYPE),
+                "tty": Special(tarfile.CHRTYPE),
+                "disk": Special(tarfile.BLKTYPE),
+                "link": Special(tarfile.SYMTYPE, "a.txt"),
+                "gone.txt": Special(tarfile.LNKTYPE, "elsewhere/x.txt"),
+            }
+        },
+        sockets=("/app/results/sock",),
+    )
+    ctx, lines = context(tmp_path, sandbox)
+    collect_outputs(ctx)
+    results = tmp_path / "out" / "results"
+    for name in ("a.txt", "b.txt", "sub/c.txt"):
+        assert (results / name).read_bytes() == b"both names", name
+        assert (results / name).stat().st_nlink == 1  # a file of its own, not a link
+    assert sorted(r.path for r in ctx.record.outputs.results_files) == ["a.txt", "b.txt", "sub/c.txt"]
+    [warning] = ctx.record.outputs.warnings
+    for named in ("/app/results/pipe: a named pipe", "/app/results/tty: a character device",
+                  "/app/results/disk: a block device", "/app/results/link: a symbolic link",
+                  "/app/results/gone.txt: a hard link to elsewhere/x.txt", "/app/results/sock: a socket"):  # fmt: skip
+        assert named in warning, (named, warning)
+    assert f"warning: {warning}" in lines
+    assert not any((results / name).exists() for name in ("pipe", "tty", "disk", "link", "gone.txt"))
+
+
+def test_a_hard_link_counts_against_the_output_budget(tmp_path: Path):
+    sandbox = FolderSandbox({"/app/results": {"a": b"x" * 10, "b": Special(tarfile.LNKTYPE, "TOP/a")}})
+    ctx, _ = context(tmp_path, sandbox)
+    ctx.settings = Settings(home=tmp_path / "home", max_output_files=1)
+    with pytest.raises(StageError, match="more than 1 files"):
+        collect_outputs(ctx)

@@ -4,9 +4,13 @@ import pytest
 
 from pier.errors import InputError
 from pier.sandbox.dockerfile import (
+    APT_LIST,
     CA_ENV_VARS,
     CA_PATH,
+    LISTS_DIR,
+    PIP_LIST,
     generate_dockerfile,
+    generate_recipe,
     read_ca_bundle,
     recipe_hash,
     recipe_tag,
@@ -19,16 +23,21 @@ def instructions(text: str) -> list[str]:
 
 
 def test_order_is_base_tools_apt_pip_workdir():
-    lines = instructions(generate_dockerfile("python:3.12-slim", ["ffmpeg"], ["pandas"]))
+    recipe = generate_recipe("python:3.12-slim", ["ffmpeg"], ["pandas"])
+    lines = instructions(recipe.dockerfile)
     assert lines[0] == "FROM python:3.12-slim"
     tools = next(i for i, line in enumerate(lines) if "git curl ca-certificates" in line)
     uv = next(i for i, line in enumerate(lines) if "pip install --no-cache-dir uv==" in line)
-    apt = next(i for i, line in enumerate(lines) if line.endswith("ffmpeg && rm -rf /var/lib/apt/lists/*"))
+    lists = lines.index(f"COPY {APT_LIST} {PIP_LIST} {LISTS_DIR}/")
+    apt = next(
+        i for i, line in enumerate(lines) if f"xargs -a {LISTS_DIR}/{APT_LIST} apt-get install" in line
+    )
     pip = next(i for i, line in enumerate(lines) if "uv pip install --system" in line)
-    assert tools < uv < apt < pip
-    assert "--break-system-packages" in lines[pip] and lines[pip].endswith(" pandas")
+    assert tools < uv < lists < apt < pip
+    assert "--break-system-packages" in lines[pip] and lines[pip].endswith(f" -r {LISTS_DIR}/{PIP_LIST}")
     assert "--no-install-recommends" in lines[apt]
     assert lines[-1] == "WORKDIR /app"
+    assert dict(recipe.files) == {APT_LIST: b"ffmpeg\n", PIP_LIST: b"pandas\n"}
 
 
 def test_without_packages_there_is_no_package_step():
@@ -48,9 +57,18 @@ def test_ca_bundle_is_copied_and_every_tls_variable_points_at_it():
 
 
 def test_output_is_deterministic_and_ignores_order_and_duplicates():
-    one = generate_dockerfile("b:1", ["jq", "ffmpeg", "jq"], ["six", "pandas>=2"], True)
-    two = generate_dockerfile("b:1", ["ffmpeg", "jq"], ["pandas>=2", "six"], True)
-    assert one == two == generate_dockerfile("b:1", ["ffmpeg", "jq"], ["pandas>=2", "six"], True)
+    one = generate_recipe("b:1", ["jq", "ffmpeg", "jq"], ["six", "pandas>=2"], True)
+    two = generate_recipe("b:1", ["ffmpeg", "jq"], ["pandas>=2", "six"], True)
+    assert one == two == generate_recipe("b:1", ["ffmpeg", "jq"], ["pandas>=2", "six"], True)
+    assert dict(one.files)[APT_LIST] == b"ffmpeg\njq\n"
+
+
+def test_the_package_lists_are_part_of_the_recipe_hash():
+    one, two = generate_recipe("b:1", ["jq"]), generate_recipe("b:1", ["ffmpeg"])
+    assert one.dockerfile == two.dockerfile
+    assert recipe_tag("g", one.dockerfile, None, one.files) != recipe_tag(
+        "g", two.dockerfile, None, two.files
+    )
 
 
 @pytest.mark.parametrize(
@@ -102,9 +120,13 @@ def test_generate_validates_packages_and_base_image():
         generate_dockerfile("")
 
 
-def test_pip_specs_are_shell_quoted():
-    text = generate_dockerfile("b:1", pip_packages=["six>=1.16,<2"])
-    assert "'six>=1.16,<2'" in text
+def test_the_issues_pip_spec_with_a_newline_is_refused():
+    with pytest.raises(InputError, match="pip_packages"):
+        generate_dockerfile("b:1", pip_packages=["six>=\nRUN\t,>=1"])
+    with pytest.raises(InputError, match="pip_packages"):
+        validate_packages("pip", ["six >= 1"])  # spaces are not stripped into a pass either
+    with pytest.raises(InputError, match="apt_packages"):
+        validate_packages("apt", [" jq"])
 
 
 def test_recipe_tag_is_a_content_hash_that_includes_the_ca_bundle():

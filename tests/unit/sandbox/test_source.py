@@ -73,7 +73,7 @@ def test_an_unknown_snapshot_falls_through_to_the_dockerfile(resolve, settings):
     source = resolve(snapshot="nope", apt_packages=["jq"])
     assert source.kind == "dockerfile"
     assert source.notes == ("snapshot 'nope' not found, falling through to a generated Dockerfile",)
-    assert "jq" in source.dockerfile
+    assert dict(source.files)["pier-apt.txt"] == b"jq\n"
 
 
 def test_dockerfile_on_the_given_base_with_packages(resolve):
@@ -82,7 +82,7 @@ def test_dockerfile_on_the_given_base_with_packages(resolve):
     assert source.kind == "dockerfile" and source.name == "generated" and source.image is None
     assert source.log_line == "Creating sandbox from generated Dockerfile (base: python:3.12-slim-bookworm)"
     assert "FROM python:3.12-slim-bookworm\n" in source.dockerfile
-    assert "ffmpeg" in source.dockerfile and "pandas" in source.dockerfile
+    assert dict(source.files) == {"pier-apt.txt": b"ffmpeg\n", "pier-requirements.txt": b"pandas\n"}
     assert source.notes == ()
 
 

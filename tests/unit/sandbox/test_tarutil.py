@@ -74,3 +74,20 @@ def test_a_budget_is_shared_and_counts_files(tmp_path):
     extract_stream(tar_stream({"a": 10, "b": 10}), tmp_path / "one", budget=budget)
     with pytest.raises(OverBudget, match="more than 3 files"):
         extract_stream(tar_stream({"c": 10, "d": 10}), tmp_path / "two", budget=budget)
+
+
+def test_a_real_hard_link_is_written_as_a_file_of_its_own(tmp_path):
+    """Made by tarfile from a folder with a second name of one file, as the
+    engine archives one: the second name is a LNKTYPE member."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "a.txt").write_text("both")
+    os.link(folder / "a.txt", folder / "b.txt")
+    os.mkfifo(folder / "pipe")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(folder, arcname="results")
+    written = extract_stream([buffer.getvalue()], tmp_path / "out")
+    assert sorted(p.name for p in written) == ["a.txt", "b.txt"]
+    assert (tmp_path / "out" / "b.txt").read_text() == "both"
+    assert not (tmp_path / "out" / "pipe").exists()

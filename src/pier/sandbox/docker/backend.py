@@ -26,7 +26,6 @@ from pier.sandbox.capabilities import refuse_unsupported
 from pier.sandbox.docker import images
 from pier.sandbox.docker.client import (
     EngineFacts,
-    bridge_address,
     connect,
     docker_errors,
     engine_facts,
@@ -42,9 +41,10 @@ from pier.sandbox.docker.containers import (
     start_container,
 )
 from pier.sandbox.docker.hardening import Hardening, hardening
-from pier.sandbox.docker.networks import ensure_internal_network
+from pier.sandbox.docker.networks import ensure_internal_network, ensure_sandbox_network
 from pier.sandbox.docker.sandbox import DockerSandbox
 from pier.sandbox.dockerfile import CA_PATH, ca_env, read_ca_bundle
+from pier.sandbox.fence import admit, fence_bridge, fence_problem
 from pier.sandbox.sweeper import owner_label
 from pier.settings import Settings
 
@@ -66,8 +66,9 @@ class DockerBackend(SandboxBackend):
         self._url = engine_url(self._settings)
         if api is not None:
             self.__dict__["api"] = api
-        self._ready: dict[tuple[str | None, str | None, str], tuple[str, float]] = {}
+        self._ready: dict[tuple[object, ...], tuple[str, float]] = {}
         self._sources: dict[str, SandboxSource] = {}  # image ref -> the source it was prepared from
+        self._networks: dict[str, InternalNetwork] = {}  # the networks sandboxes joined, by name
 
     @cached_property
     def api(self) -> docker.APIClient:
@@ -123,7 +124,7 @@ class DockerBackend(SandboxBackend):
     def ensure_image(self, source: SandboxSource, log: LineSink, timeout: float) -> str:
         """As the contract says; an image found ready in the last IMAGE_CACHE_SEC is
         not looked up again (one round trip less per run)."""
-        key = (source.image, source.dockerfile, source.name)
+        key = (source.image, source.dockerfile, source.name, source.files)
         known = self._ready.get(key)
         if known is not None and time.monotonic() - known[1] < IMAGE_CACHE_SEC:
             if source.dockerfile:
@@ -153,6 +154,7 @@ class DockerBackend(SandboxBackend):
 
     def create(self, spec: SandboxSpec) -> DockerSandbox:
         refuse_unsupported(spec, self.capabilities, self.name)
+        spec, fence_note = self._on_fenced_network(spec)
         extra_env = self.tls_env() or None
         plan = plan_container(
             spec, self.facts, owner=owner_label(), extra_env=extra_env, hardening=self.hardening
@@ -166,6 +168,7 @@ class DockerBackend(SandboxBackend):
                 container_id, plan = self._create(plan)
         sandbox = DockerSandbox(self.api, container_id, self._url)
         sandbox.applied, sandbox.notes = applied_limits(spec, plan, self.facts)
+        sandbox.notes += (fence_note,) if fence_note else ()
         try:
             with docker_errors(f"starting sandbox {container_id[:12]}", self._url):
                 start_container(self.api, container_id)
@@ -194,14 +197,71 @@ class DockerBackend(SandboxBackend):
         return {CA_PATH: self._ca_bytes} if self._ca_bytes else {}
 
     def ensure_internal_network(self, name: str) -> InternalNetwork:
-        with docker_errors(f"preparing the internal network {name}", self._url):
-            return ensure_internal_network(self.api, name, owner_label())
+        if name not in self._networks:
+            with docker_errors(f"preparing the internal network {name}", self._url):
+                self._networks[name] = ensure_internal_network(self.api, name, owner_label())
+        return self._networks[name]
+
+    def sandbox_network(self) -> InternalNetwork:
+        """The network of sandboxes with network on and no allow-list (made if missing)."""
+        name = self._settings.sandbox_network
+        if name not in self._networks:
+            with docker_errors(f"preparing the sandbox network {name}", self._url):
+                self._networks[name] = ensure_sandbox_network(self.api, name, owner_label())
+        return self._networks[name]
+
+    def _on_fenced_network(self, spec: SandboxSpec) -> tuple[SandboxSpec, str | None]:
+        """The spec on one of pier's networks (the sandbox network unless it names
+        the egress network), and why that network's fence is not up, if it is not."""
+        if not spec.limits.network:
+            return spec, None
+        if spec.network_name:
+            network = self.ensure_internal_network(spec.network_name)
+        else:
+            network = self.sandbox_network()
+            spec = replace(spec, network_name=network.name)
+        why = self._fence(network)
+        return spec, (
+            f"services on this machine may answer the sandbox at {network.address}: {why}" if why else None
+        )
+
+    def _fence(self, network: InternalNetwork) -> str | None:
+        why = self._not_local()
+        if why:
+            return why
+        return fence_bridge(network.interface, self._host_allow())
+
+    def _host_allow(self) -> list[tuple[str, int]]:
+        """PIER_SANDBOX_HOST_ALLOW as (address, port) pairs."""
+        pairs = []
+        for entry in (e.strip() for e in self._settings.sandbox_host_allow.split(",")):
+            if entry:
+                host, _, port = entry.rpartition(":")
+                pairs.append((host.strip("[]"), int(port)))
+        return pairs
+
+    def _not_local(self) -> str | None:
+        """Why pier cannot fence the engine's machine: only that machine's firewall can."""
+        if self._url.startswith("unix://") or self._url.startswith("/"):
+            return None
+        return (
+            f"the Docker engine runs at {self._url}, not on this machine, so pier cannot fence off that "
+            "machine's services (firewall its Docker bridges there)"
+        )
 
     def host_address(self) -> str | None:
-        """The default bridge's gateway address (docker0), where sandboxes reach this
+        """The sandbox network's gateway address, where sandboxes reach this
         machine. Only meaningful when the engine runs on this machine."""
-        with docker_errors("reading the bridge network", self._url):
-            return bridge_address(self.api.inspect_network("bridge"))
+        return self.sandbox_network().address
+
+    def admit(self, address: str, port: int) -> str | None:
+        return self._not_local() or admit(address, port)
+
+    def isolation_problem(self) -> str | None:
+        why = self._not_local() or fence_problem()
+        if why:
+            return f"sandboxes may reach services on this machine (the fence around them is not up): {why}"
+        return None
 
     def list_sandboxes(self) -> list[SandboxInfo]:
         with docker_errors("listing sandboxes", self._url):

@@ -65,7 +65,8 @@ def plan_container(
         host["network_mode"] = "none"
     elif spec.network_name:
         host["network_mode"] = spec.network_name
-        host["dns"] = list(spec.dns)
+        if spec.dns:
+            host["dns"] = list(spec.dns)
     if spec.limits.disk and facts.disk_quota:
         host["storage_opt"] = {"size": spec.limits.disk}
     create = {

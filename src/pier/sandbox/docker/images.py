@@ -67,7 +67,7 @@ def ensure_image(
         return source.image
     if not source.dockerfile:
         raise ImageError(f"sandbox source {source.name!r} names neither an image nor a Dockerfile")
-    tag = recipe_tag(source.name, source.dockerfile, ca_bytes)
+    tag = recipe_tag(source.name, source.dockerfile, ca_bytes, source.files)
     deadline = time.monotonic() + timeout
     # Concurrent runs of one recipe in this process build it once; the others wait.
     lock = _lock_for(tag)
@@ -77,7 +77,7 @@ def ensure_image(
         if image_exists(api, tag):
             log(f"Using cached image {tag}")
             return tag
-        build_image(api, tag, source.dockerfile, ca_bytes, log, deadline - time.monotonic())
+        build_image(api, tag, source.dockerfile, ca_bytes, log, deadline - time.monotonic(), source.files)
     finally:
         lock.release()
     return tag
@@ -135,9 +135,12 @@ def _reason(exc: Exception) -> str:
     return str(getattr(exc, "explanation", None) or exc).strip()
 
 
-def build_context(dockerfile: str, ca_bytes: bytes | None) -> bytes:
-    """A tar of the Dockerfile and, when there is one, the CA bundle (as pier-ca.crt)."""
-    files = {"Dockerfile": dockerfile.encode()}
+def build_context(
+    dockerfile: str, ca_bytes: bytes | None, extra: tuple[tuple[str, bytes], ...] = ()
+) -> bytes:
+    """A tar of the Dockerfile, the CA bundle when there is one (as pier-ca.crt)
+    and the recipe's own files (its package lists)."""
+    files = {**dict(extra), "Dockerfile": dockerfile.encode()}
     if ca_bytes:
         files[CA_CONTEXT_NAME] = ca_bytes
     return tar_of_files(files)
@@ -150,15 +153,16 @@ def build_image(
     ca_bytes: bytes | None,
     log: LineSink,
     timeout: float,
+    files: tuple[tuple[str, bytes], ...] = (),
 ) -> None:
     """Build dockerfile as tag, streaming its log lines to log. Raises ImageError
     with the build's last lines when it fails or runs past timeout."""
     log(f"Building image {tag}")
     labels = {
-        LABEL_RECIPE: recipe_hash(dockerfile, ca_bytes),
+        LABEL_RECIPE: recipe_hash(dockerfile, ca_bytes, files),
         LABEL_CREATED: str(int(time.time())),
     }
-    context = build_context(dockerfile, ca_bytes)
+    context = build_context(dockerfile, ca_bytes, files)
     tail: deque[str] = deque(maxlen=ERROR_TAIL_LINES)
 
     def open_build() -> Iterable[dict]:

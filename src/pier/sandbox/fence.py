@@ -1,0 +1,178 @@
+"""The host's fence around pier's sandbox networks (iptables on the engine's
+machine). Two rules per bridge interface pier's sandboxes sit behind:
+
+- INPUT from the bridge jumps to CHAIN, which accepts replies and the (address,
+  port) pairs admitted (pier's model gateway and egress proxy, and the host
+  services the operator names), and rejects the rest. Every address of this
+  machine is covered: the bridge's own gateway, the other interfaces' addresses,
+  other Docker networks' gateways all arrive on INPUT through that bridge.
+- FORWARD from the bridge back into the same bridge is rejected (in DOCKER-USER,
+  which the engine evaluates before its own rules): one sandbox never reaches
+  another, even on a network created without `enable_icc=false`. Traffic to other
+  Docker networks is already dropped by the engine's own isolation chains.
+
+The same in ip6tables, reject only (pier serves no sandbox over IPv6).
+
+Rules are only ever added, never flushed: several pier processes share them
+(one file lock orders them, `iptables -w` the kernel table), each adds its own
+ports, and `-C` first makes every addition idempotent. Nothing outside pier's
+bridges is matched, so other containers on the engine are untouched.
+
+Best effort by nature: without the binary or the right, each function returns
+why, and the caller says it as a warning."""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+CHAIN = "PIER-EGRESS"  # the name allow-list mode always used: older pier processes share it
+FORWARD_HOOK = "DOCKER-USER"
+LOCK_NAME = "pier-fence.lock"
+_thread_lock = threading.Lock()
+_done: set[tuple[str, ...]] = set()  # rules this process has seen in place
+
+
+def fence_bridge(interface: str, admitted: Iterable[tuple[str, int]] = ()) -> str | None:
+    """Sandboxes behind `interface` reach no other sandbox there and, on this
+    machine, only the `admitted` (address, port) pairs (and what admit() adds
+    later). Returns why the fence could not be put up, or None."""
+    rules = [
+        ("iptables", "INPUT", "-i", interface, "-j", CHAIN),
+        ("iptables", _forward_hook(), "-i", interface, "-o", interface, *_REJECT),
+        ("ip6tables", "INPUT", "-i", interface, *_REJECT),
+        ("ip6tables", "FORWARD", "-i", interface, "-o", interface, *_REJECT),
+        *(_accept(address, port) for address, port in admitted),
+    ]
+    return _ensure_all(rules)
+
+
+def admit(address: str, port: int) -> str | None:
+    """Let fenced sandboxes reach TCP `port` on this machine's `address` (a pier
+    service; "0.0.0.0" for any of its addresses). Returns why it could not, or None."""
+    return _ensure_all([_accept(address, port)])
+
+
+def fence_problem() -> str | None:
+    """Why sandboxes could not be fenced off this machine's services, or None
+    (the binary is there and pier may read the filter table)."""
+    for binary in ("iptables", "ip6tables"):
+        if not shutil.which(binary):
+            return f"{binary} is not installed"
+        try:
+            done = _run(binary, ["-nL", "INPUT"])
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"{binary} failed: {exc}"
+        if done.returncode != 0:
+            return f"{binary} refused: {done.stderr.strip()[:300]}"
+    return None
+
+
+_REJECT = ("-j", "REJECT")
+
+
+def _accept(address: str, port: int) -> tuple[str, ...]:
+    where = () if address in ("0.0.0.0", "") else ("-d", address)
+    return ("iptables", CHAIN, *where, "-p", "tcp", "--dport", str(port), "-j", "ACCEPT")
+
+
+@functools.cache
+def _forward_hook() -> str:
+    """DOCKER-USER where the engine made it (evaluated before the engine's own
+    accept rules), else FORWARD itself."""
+    try:
+        found = _run("iptables", ["-nL", FORWARD_HOOK]).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        found = False
+    return FORWARD_HOOK if found else "FORWARD"
+
+
+def _ensure_all(rules: list[tuple[str, ...]]) -> str | None:
+    """Every rule in place (each one tried even when another failed); the first
+    reason one could not be, or None."""
+    missing = [rule for rule in rules if rule not in _done and _applies(rule[0])]
+    if not missing:
+        return None
+    problems: list[str] = []
+    try:
+        with _locked():
+            for rule in missing:
+                problem = _try(rule)
+                if problem is None:
+                    _done.add(rule)
+                else:
+                    problems.append(problem)
+    except OSError as exc:
+        return f"the fence's lock file could not be opened: {exc}"
+    return problems[0] if problems else None
+
+
+def _applies(binary: str) -> bool:
+    """IPv6 rules only where the kernel has IPv6 at all."""
+    return binary != "ip6tables" or Path("/proc/net/if_inet6").exists()
+
+
+def _try(rule: tuple[str, ...]) -> str | None:
+    if not shutil.which(rule[0]):
+        return f"{rule[0]} is not installed"
+    try:
+        if rule[0] == "iptables" and CHAIN in rule:  # as a chain or a jump target
+            _ensure_chain()
+        _ensure(rule)
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = getattr(exc, "stderr", "") or exc
+        return f"{rule[0]} refused: {str(detail).strip()[:300]}"
+    return None
+
+
+@contextmanager
+def _locked() -> Iterator[None]:
+    """This process's threads, then every pier process on the machine, one at a
+    time: `-C` then `-I` is not atomic, and two at once would add a rule twice."""
+    with _thread_lock, open(_lock_path(), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _lock_path() -> Path:
+    run_lock = Path("/run/lock")
+    folder = run_lock if run_lock.is_dir() and os.access(run_lock, os.W_OK) else Path(tempfile.gettempdir())
+    return folder / LOCK_NAME
+
+
+def _ensure_chain() -> None:
+    """CHAIN with its two fixed rules at the end: replies pass, the rest is refused."""
+    if ("chain",) in _done:
+        return
+    if _run("iptables", ["-nL", CHAIN]).returncode != 0:
+        _run("iptables", ["-N", CHAIN], check=True)
+        _run(
+            "iptables",
+            ["-A", CHAIN, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"],
+            check=True,
+        )
+        _run("iptables", ["-A", CHAIN, *_REJECT, "--reject-with", "icmp-port-unreachable"], check=True)
+    _done.add(("chain",))
+
+
+def _ensure(rule: tuple[str, ...]) -> None:
+    """Insert the rule first in its chain unless it is there already."""
+    binary, chain, spec = rule[0], rule[1], list(rule[2:])
+    if _run(binary, ["-C", chain, *spec]).returncode == 0:
+        return
+    _run(binary, ["-I", chain, "1", *spec], check=True)
+
+
+def _run(binary: str, args: list[str], check: bool = False) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([binary, "-w", "5", *args], capture_output=True, text=True, check=check, timeout=30)
