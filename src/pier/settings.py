@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pier.limits import check_memory
+from pier.outbound import OutboundPolicy, parse_allowed
 
 # Where Debian/Ubuntu keep the system trust store; a host that trusts other CAs
 # (an intercepting proxy) usually says so through one of the variables below.
@@ -139,6 +140,14 @@ class Settings(BaseSettings):
     gateway_max_tokens: int | None = Field(None, ge=1, description="default per-run token budget")
     gateway_max_cost_usd: float | None = Field(None, gt=0, description="default per-run cost budget (USD)")
 
+    # The outbound policy (pier.outbound): the one place an operator lets pier
+    # connect, for a run, to a loopback, link-local, private or own address.
+    outbound_allow: str = Field(
+        "",
+        description="destinations runs may reach that are otherwise refused (loopback, private, this "
+        "machine): host names, addresses, CIDRs, each optionally :port, comma-separated",
+    )
+
     network_allow: str = Field(
         "", description="egress allow-list every run gets (comma-separated); runs add their network.allow"
     )
@@ -206,10 +215,20 @@ class Settings(BaseSettings):
             raise ValueError(f"{value!r} is no storage URL: write file:///PATH or s3://BUCKET/PREFIX")
         return value
 
+    @field_validator("outbound_allow")
+    @classmethod
+    def _outbound_allow(cls, value: str) -> str:
+        parse_allowed(value)  # a bad entry stops pier at start, not at a run's first connection
+        return value
+
     @field_validator("default_memory", "max_memory")
     @classmethod
     def _memory_size(cls, value: str) -> str:
         return check_memory(value)  # sizes are read one way everywhere
+
+    @property
+    def outbound(self) -> OutboundPolicy:
+        return OutboundPolicy.from_setting(self.outbound_allow)
 
     @property
     def db_url(self) -> str:

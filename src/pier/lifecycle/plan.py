@@ -16,14 +16,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pier.agents import Agent, get_agent
 from pier.checks import Check, check_isolation, load_checks
-from pier.egress.allow import allow_list
+from pier.checks.model import CodeCheck
+from pier.checks.sources import check_destination
+from pier.egress.allow import allow_list, refuse_disallowed
 from pier.egress.inject import Injection, declared_injections
 from pier.errors import InputError
 from pier.gateway.grants import Budget
 from pier.lifecycle.assets import AssetLimits, check_assets
 from pier.limits import run_limits
+from pier.outbound import OutboundPolicy
 from pier.runbook.parse import parse
 from pier.runbook.render import render, variables
+from pier.sandbox.source import check_registries
 from pier.settings import Settings
 from pier.tasks.build import infer_agent, task_from_runbook
 from pier.tasks.model import Task
@@ -132,6 +136,8 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     rendered = render(step.body, variables(vars_, secret_env))
     network = True if step.network_enabled is None else step.network_enabled
     limits = run_limits(step.cpus, step.memory, step.timeout_sec, settings)
+    checks = load_checks(step.checks, inputs.source_dir)
+    check_destinations(step.image, step.base_image, checks, network, settings.outbound)
     warnings = list(step.warnings)
     warnings += [f"unfilled variable {{{{{name}}}}} left as written" for name in rendered.unfilled]
     return RunPlan(
@@ -152,7 +158,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         timeout_sec=limits.timeout_sec,
         network=network,
         assets=check_assets(_files(step.file_paths, inputs.resolve_file), AssetLimits.of(settings)),
-        checks=load_checks(step.checks, inputs.source_dir),
+        checks=checks,
         checks_isolation=check_isolation(step.checks_isolation),
         primary_outputs=tuple(_primary(step.primary_outputs)),
         mcp_servers=step.mcp_servers,
@@ -164,6 +170,22 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         network_allow=_with_secret_hosts(network_allow(step.network, settings), injections, network),
         injections=injections,
     )
+
+
+def check_destinations(
+    image: str | None,
+    base_image: str | None,
+    checks: tuple[Check, ...],
+    network: bool,
+    policy: OutboundPolicy,
+) -> None:
+    """Refuse now (OutboundRefused, a 422 naming the field) what would make pier
+    or its engine connect to a destination the outbound policy refuses: an image's
+    registry, a check source the host clones."""
+    check_registries(policy, {"image": image, "base_image": base_image})
+    for check in checks:
+        if isinstance(check, CodeCheck):
+            check_destination(check, policy, network)
 
 
 def _with_secret_hosts(
@@ -222,6 +244,7 @@ def network_allow(asked: Mapping[str, Any] | None, settings: Settings) -> tuple[
         raise InputError(f"network.{where}: {first['msg']} (network takes allow: [host names])") from None
     entries = tuple(dict.fromkeys([*defaults, *policy.allow]))
     allow_list(entries)  # refuses a bad entry now, before any sandbox exists
+    refuse_disallowed(entries, settings.outbound)
     return entries
 
 

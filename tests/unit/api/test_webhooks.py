@@ -6,6 +6,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import NamedTuple
 
 from pier.lifecycle.webhooks import SIGNATURE_HEADER, Delivery, WebhookSender, sign, verify
+from pier.outbound import allowing
+
+# The receivers below listen on loopback, which the operator must allow.
+LOOPBACK = allowing(["127.0.0.1"])
 
 
 def test_signature_is_hmac_of_timestamp_and_body():
@@ -50,7 +54,7 @@ def test_delivery_is_signed_retried_with_backoff_until_accepted_and_never_blocks
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    sender = WebhookSender(attempts=5, backoff_sec=0.05)
+    sender = WebhookSender(attempts=5, backoff_sec=0.05, policy=LOOPBACK)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/"
         sender.send(Delivery(url, "k", b'{"run": 1}', "run-1"))
@@ -68,7 +72,7 @@ def test_delivery_is_signed_retried_with_backoff_until_accepted_and_never_blocks
 
 
 def test_delivery_gives_up_after_its_attempts():
-    sender = WebhookSender(attempts=2, backoff_sec=0)
+    sender = WebhookSender(attempts=2, backoff_sec=0, policy=LOOPBACK)
     try:
         assert sender._deliver(Delivery("http://127.0.0.1:9/", None, b"{}", "r")) is False
     finally:
