@@ -18,6 +18,7 @@ anything learned by trying to connect.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 from collections.abc import Callable, Iterable
@@ -126,10 +127,8 @@ def local_networks() -> tuple[set[IP], set[Network]]:
                 continue
             addresses.add(ip)
             if entry.netmask:
-                try:
+                with contextlib.suppress(ValueError):
                     networks.add(ipaddress.ip_network(f"{ip}/{entry.netmask}", strict=False))
-                except ValueError:
-                    pass
     return addresses, networks
 
 
@@ -188,10 +187,8 @@ class OutboundPolicy:
         """At accept time: refuse a destination that is, or resolves to, a refused
         address now. A name that does not resolve yet passes; it is judged again
         when pier connects."""
-        try:
+        with contextlib.suppress(OSError):
             self.resolve(host, port, field_name)
-        except OSError:
-            pass
 
 
 def _kind(ip: IP) -> str | None:

@@ -53,7 +53,7 @@ def test_public_addresses_pass(address: str) -> None:
 
 
 def test_this_machines_own_addresses_are_refused() -> None:
-    own, networks = local_networks()
+    own, _ = local_networks()
     assert own, "the machine has at least its loopback address"
     policy = OutboundPolicy()
     for ip in own:

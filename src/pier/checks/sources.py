@@ -20,7 +20,6 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
 from urllib.parse import urlsplit
 
 from pier.checks.model import Check, CodeCheck, parse_checks

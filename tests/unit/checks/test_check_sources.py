@@ -187,7 +187,7 @@ def test_a_host_clone_from_loopback_is_refused_before_connecting(tmp_path, schem
 
     listener = Counting()
     source = f"{scheme}://127.0.0.1:{listener.port}/repo.git"
-    with pytest.raises(FetchError, match="is not an allowed destination.*loopback"):
+    with pytest.raises(FetchError, match=r"is not an allowed destination.*loopback"):
         fetch_on_host(code(source), tmp_path, timeout=30, policy=OutboundPolicy())
     assert listener.count() == 0
 
@@ -231,7 +231,7 @@ def test_an_opted_in_loopback_source_is_cloned(tmp_path, repo):
             "--listen=127.0.0.1",
             f"--port={port}",
             str(base),
-        ],  # fmt: skip
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

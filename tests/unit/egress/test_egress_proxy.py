@@ -161,7 +161,7 @@ def test_local_allow_list_entries_are_refused_where_given(entry):
 
 def test_a_name_resolving_to_loopback_is_refused_where_given():
     hosts_file = OutboundPolicy(resolver=lambda host, port: {"sneaky.example": ["127.0.0.1"]}[host])
-    with pytest.raises(OutboundRefused, match="'sneaky.example'.*resolves to 127.0.0.1"):
+    with pytest.raises(OutboundRefused, match=r"'sneaky.example'.*resolves to 127.0.0.1"):
         refuse_disallowed(["sneaky.example"], hosts_file)
 
 

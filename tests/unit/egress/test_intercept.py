@@ -18,10 +18,10 @@ import pytest
 from tests.support.tls_server import TLSServer
 
 from pier.egress import EgressProxy, allow_list
-from pier.outbound import allowing
 from pier.egress.ca import RunCA
 from pier.egress.inject import LiveInjection
 from pier.egress.proxy import EgressGrant
+from pier.outbound import allowing
 
 TOKEN = "ghp_realvalue1234567890"
 PLACEHOLDER = "pier-secret-0123456789abcdef"
