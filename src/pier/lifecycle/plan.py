@@ -69,6 +69,8 @@ class RunPlan:
     network_allow: tuple[str, ...] | None = None
     # Secrets the egress proxy puts in (`inject`): the sandbox gets their placeholders.
     injections: tuple[Injection, ...] = ()
+    # Variables holding a key the operator holds (trial keys): for the gateway only.
+    operator_keys: frozenset[str] = frozenset()
 
     @property
     def secret_values(self) -> tuple[str, ...]:
@@ -76,8 +78,9 @@ class RunPlan:
 
     def sandbox_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """env as the sandbox gets it: an injected secret's variable holds its
-        placeholder, never the value."""
-        return {**env, **{i.variable: i.placeholder for i in self.injections if i.variable in env}}
+        placeholder, never the value; an operator's key is not there at all."""
+        kept = {name: value for name, value in env.items() if name not in self.operator_keys}
+        return {**kept, **{i.variable: i.placeholder for i in self.injections if i.variable in kept}}
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,8 @@ class RunInputs:
     # Where relative local check sources are found (the runbook's folder). None
     # refuses local sources: a server must not read its own disk for a caller.
     source_dir: Path | None = None
+    # Variables of env that hold a key the server holds for its users (trial keys).
+    operator_keys: frozenset[str] = frozenset()
 
 
 def plan_run(
@@ -104,7 +109,32 @@ def plan_run(
     agent = get_agent(plan.agent)
     require_secrets(plan)
     agent.preflight(plan)
+    refuse_exposed_keys(plan, agent, settings.gateway)
     return step, plan, agent
+
+
+def refuse_exposed_keys(plan: RunPlan, agent: Agent, gateway: bool) -> None:
+    """An operator's key (a trial key) reaches pier's model gateway and nothing
+    else: InputError naming the variable when the run would place it in its
+    sandbox, as a runbook secret (an env var, {{secrets.X}}) or with an agent that
+    holds its key itself (the script agent, or any agent with PIER_GATEWAY=false)."""
+    if not plan.operator_keys:
+        return
+    for name, decl in plan.secret_decls.items():
+        variable = secret_variable(name, decl)
+        if variable in plan.operator_keys:
+            raise InputError(
+                f"secrets.{name}: {variable} would be this server's trial key, which never enters a "
+                f"sandbox (only pier's model gateway uses it): set your own {variable} in the "
+                "collection's environment or send it in secret_params"
+            )
+    if not (gateway and agent.needs_model):
+        variable = sorted(plan.operator_keys)[0]
+        why = "PIER_GATEWAY is off" if not gateway else f"the {plan.agent} agent calls no model through it"
+        raise InputError(
+            f"{variable}: a trial key reaches only pier's model gateway, and {why}: set your own "
+            f"{variable} in the collection's environment to run without the gateway"
+        )
 
 
 def checked_task(task: Task) -> Task:
@@ -169,6 +199,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         model_budget=model_budget(step.model_budget, settings),
         network_allow=_with_secret_hosts(network_allow(step.network, settings), injections, network),
         injections=injections,
+        operator_keys=inputs.operator_keys,
     )
 
 

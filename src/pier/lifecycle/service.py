@@ -71,6 +71,8 @@ class RunRequest:
     resolve_file: FileResolver | None = None
     trajectory_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     source_dir: Path | None = None  # local check sources allowed, relative to here
+    # Variables of env that hold a key the server holds for its users (trial keys).
+    operator_keys: frozenset[str] = frozenset()
 
     def inputs(self) -> RunInputs:
         return RunInputs(
@@ -80,6 +82,7 @@ class RunRequest:
             self.env,
             self.resolve_file,
             source_dir=self.source_dir,
+            operator_keys=self.operator_keys,
         )
 
 
