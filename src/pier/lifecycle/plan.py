@@ -23,7 +23,7 @@ from pier.egress.inject import Injection, declared_injections
 from pier.errors import InputError
 from pier.gateway.grants import Budget
 from pier.lifecycle.assets import AssetLimits, check_assets
-from pier.limits import run_limits
+from pier.limits import OperatorLimits, run_limits
 from pier.outbound import OutboundPolicy
 from pier.runbook.parse import parse
 from pier.runbook.render import render, variables
@@ -137,24 +137,29 @@ def refuse_exposed_keys(plan: RunPlan, agent: Agent, gateway: bool) -> None:
         )
 
 
-def checked_task(task: Task) -> Task:
-    """task, if it can be run: its runbook parses and names an agent pier has.
-    InputError (TaskError, RunbookError) naming what is wrong, so that a bad task
+def checked_task(task: Task, limits: OperatorLimits | None = None) -> Task:
+    """task, if it can be run: its runbook parses, names an agent pier has and,
+    given the operator's limits, asks for no more than they allow. InputError
+    (TaskError, RunbookError, LimitError) naming what is wrong, so that a bad task
     is refused when it is stored (API PUT, `pier task push`), not when it is run."""
     step = resolve(task, {})
     get_agent(step.agent or infer_agent(step.model))
+    if limits is not None:
+        run_limits(step.cpus, step.memory, step.timeout_sec, limits, step.asked_limits)
     return task
 
 
-def task_from_json(data: Any) -> Task:
+def task_from_json(data: Any, limits: OperatorLimits | None = None) -> Task:
     """A stored task's definition, checked; pydantic ValidationError names the bad
     field, InputError the rest."""
-    return checked_task(Task.model_validate(data))
+    return checked_task(Task.model_validate(data), limits)
 
 
-def task_from_text(text: str, default_snapshot: str | None, name: str = "runbook") -> Task:
+def task_from_text(
+    text: str, default_snapshot: str | None, name: str = "runbook", limits: OperatorLimits | None = None
+) -> Task:
     """A runbook's text as a checked task."""
-    return checked_task(task_from_runbook(parse(text, path=name), default_snapshot))
+    return checked_task(task_from_runbook(parse(text, path=name), default_snapshot), limits)
 
 
 def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> RunPlan:
@@ -165,7 +170,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     secret_env.update({i.name: i.placeholder for i in injections if i.name in secret_env})
     rendered = render(step.body, variables(vars_, secret_env))
     network = True if step.network_enabled is None else step.network_enabled
-    limits = run_limits(step.cpus, step.memory, step.timeout_sec, settings)
+    limits = run_limits(step.cpus, step.memory, step.timeout_sec, settings, step.asked_limits)
     checks = load_checks(step.checks, inputs.source_dir)
     check_destinations(step.image, step.base_image, checks, network, settings.outbound)
     warnings = list(step.warnings)
