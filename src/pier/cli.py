@@ -36,6 +36,13 @@ snapshot_app = typer.Typer(help="Named, prebuilt sandbox images.", no_args_is_he
 app.add_typer(snapshot_app, name="snapshot")
 
 
+@app.callback()
+def _private_files() -> None:
+    """Everything pier creates (under PIER_HOME: the database, storage, scratch,
+    keys) is its owner's alone: 0600 files, 0700 folders (pier.settings.PRIVATE_UMASK)."""
+    os.umask(0o077)
+
+
 def secret_env(step: ResolvedStep, environ: Mapping[str, str]) -> dict[str, str]:
     """Only the host variables the runbook's secrets and the agent's providers name
     (keys, endpoints), never the whole environment: the same choice the API makes."""

@@ -21,6 +21,23 @@ _CA_ENV_HINTS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_
 DEFAULT_SNAPSHOT = "python312-uv"
 
 
+# Files pier creates are its owner's alone (logs, the encrypted environment,
+# token hashes, keys): folders 0700, files 0600. The entry points set this umask;
+# the roots are made private here too, for whoever uses pier as a library.
+PRIVATE_UMASK = 0o077
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def make_private_dir(path: Path) -> Path:
+    """path as a folder only its owner can enter (made, or tightened if it exists)."""
+    path = path.expanduser()
+    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, PRIVATE_DIR_MODE)
+    return path
+
+
 def _default_home() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "pier"
 
