@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from pier.cli_console import err, fail, out, refusals
+from pier.cli_console import err, fail, out, refusals, terminal_safe
 from pier.cli_sandbox import register as register_sandbox_commands
 from pier.cli_serve import register as register_api_commands
 from pier.cli_storage import register as register_storage_commands
@@ -257,7 +257,7 @@ def show_summary(record: Trajectory, folder: str) -> None:
         highlight=False,
     )
     if record.error:
-        out.print(f"  [red]{record.failed_stage}:[/red] {record.error}", highlight=False)
+        out.print(f"  [red]{record.failed_stage}:[/red] {terminal_safe(record.error)}", highlight=False)
     show_results(record)
     show_checks(record, out)
     out.print(f"  outputs: {folder}", highlight=False)
@@ -356,7 +356,7 @@ def logs_command(
     seq = 0
     while True:
         for event in store.events(trajectory_id, after_seq=seq):
-            print(f"[{event.stage or '-'}] {event.line}", flush=True)
+            print(f"[{event.stage or '-'}] {terminal_safe(event.line)}", flush=True)
             seq = event.seq
         if not follow:
             return
