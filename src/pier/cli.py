@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from pier.cli_audit import register as register_audit_command
-from pier.cli_console import err, fail, out, refusals
+from pier.cli_console import err, fail, out, refusals, terminal_safe
 from pier.cli_sandbox import register as register_sandbox_commands
 from pier.cli_serve import register as register_api_commands
 from pier.cli_storage import register as register_storage_commands
@@ -35,6 +35,13 @@ if TYPE_CHECKING:
 app = typer.Typer(help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True)
 snapshot_app = typer.Typer(help="Named, prebuilt sandbox images.", no_args_is_help=True)
 app.add_typer(snapshot_app, name="snapshot")
+
+
+@app.callback()
+def _private_files() -> None:
+    """Everything pier creates (under PIER_HOME: the database, storage, scratch,
+    keys) is its owner's alone: 0600 files, 0700 folders (pier.settings.PRIVATE_UMASK)."""
+    os.umask(0o077)
 
 
 def secret_env(step: ResolvedStep, environ: Mapping[str, str]) -> dict[str, str]:
@@ -251,7 +258,7 @@ def show_summary(record: Trajectory, folder: str) -> None:
         highlight=False,
     )
     if record.error:
-        out.print(f"  [red]{record.failed_stage}:[/red] {record.error}", highlight=False)
+        out.print(f"  [red]{record.failed_stage}:[/red] {terminal_safe(record.error)}", highlight=False)
     show_results(record)
     show_checks(record, out)
     out.print(f"  outputs: {folder}", highlight=False)
@@ -350,7 +357,7 @@ def logs_command(
     seq = 0
     while True:
         for event in store.events(trajectory_id, after_seq=seq):
-            print(f"[{event.stage or '-'}] {event.line}", flush=True)
+            print(f"[{event.stage or '-'}] {terminal_safe(event.line)}", flush=True)
             seq = event.seq
         if not follow:
             return

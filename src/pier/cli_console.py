@@ -35,6 +35,23 @@ class LazyConsole:
         return getattr(self._console, name)
 
 
+# What an agent prints must not steer the terminal that shows it: escape sequences
+# (CSI colours and cursor moves, OSC 8 hyperlinks, OSC 52 clipboard writes), a
+# carriage return that overwrites the line, every other C0 and C1 control, and
+# the Unicode controls that reorder or break a line, are shown as escapes instead.
+_SHOWN = {ord("\r"): "\\r", 0x1B: "\\e", 0x7F: "\\x7f"}
+_TERMINAL_SAFE = {
+    **{c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), *range(0x80, 0xA0)] if c not in (0x09, 0x0A)},
+    **{c: f"\\u{c:04x}" for c in [0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]},
+    **_SHOWN,
+}
+
+
+def terminal_safe(line: str) -> str:
+    """line as text a terminal only shows (the stored log keeps it as it was)."""
+    return line.translate(_TERMINAL_SAFE)
+
+
 # Typed as what they stand in for: every caller may treat them as Consoles.
 out = cast("Console", LazyConsole())
 err = cast("Console", LazyConsole(stderr=True))

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
+from pier.cli_console import terminal_safe
 from pier.lifecycle.service import Observer, RunRequest
 from pier.record import StageRecord, StageStatus
 
@@ -51,7 +52,7 @@ class Progress:
 
     def on_log(self, stage: str, line: str) -> None:
         style = "yellow" if line.startswith("warning:") else ("" if stage == "run_agent" else "dim")
-        text = escape(line)
+        text = escape(terminal_safe(line))
         self.console.print(
             f"    [{style}]{text}[/{style}]" if style else f"    {text}", highlight=False, soft_wrap=True
         )

@@ -3,9 +3,18 @@
 One set of rules wherever a limit comes in (runbook frontmatter, a task's
 step_configs, init_params, CLI options, API bodies). The field checks
 (`check_cpus`, `check_memory`, `check_timeout`) need nothing and back the
-pydantic models; `run_limits` adds the operator's maxima (PIER_MAX_CPUS,
-PIER_MAX_MEMORY, PIER_MAX_TIMEOUT_SEC) and is the one function that prepare,
-`pier run`, the API and `pier validate` all go through.
+pydantic models; `run_limits` is the one function that prepare (so the fleet's
+workers), preflight (`pier run`, the API, routines) and `pier validate` all go
+through, and its precedence is one rule:
+
+1. the task's limit (its step_configs, else its runbook's frontmatter; `pier run`
+   flags set the task's) is the ceiling;
+2. a run's init_params may ask for less, never for more (refused, naming the
+   field: a caller of a stored task, a collection token or a routine, may trade
+   time for quicker feedback but not spend more than the task's author planned);
+3. whatever results is held to the operator's maxima (PIER_MAX_CPUS,
+   PIER_MAX_MEMORY, PIER_MAX_TIMEOUT_SEC), the machine's limits: more is refused,
+   never lowered silently, so a run never gets less than its author asked for.
 
 Why a floor on memory: Docker reads 0 as "no limit" and refuses less than
 6 MiB with a raw engine error; below MIN_MEMORY a shell and the core tools that
@@ -16,6 +25,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
 from pier.errors import InputError
@@ -110,20 +120,25 @@ class OperatorLimits(Protocol):
     max_timeout_sec: int
 
 
-def run_limits(cpus: Any, memory: Any, timeout_sec: Any, settings: OperatorLimits) -> RunLimits:
-    """The limits a run gets: what it asked for, checked and held to the operator's
-    maxima (asking for more is refused, not lowered: the run would not get what its
-    author planned for). None takes the default, lowered to the maximum when an
-    operator set a smaller one. Raises LimitError naming the field."""
-    if cpus is None:
-        cpus = min(settings.default_cpus, settings.max_cpus)
-    if memory is None:
-        memory = min(settings.default_memory, settings.max_memory, key=parse_size)
-    if timeout_sec is None:
-        timeout_sec = min(settings.default_timeout_sec, settings.max_timeout_sec)
-    asked_cpus = _field("cpus", check_cpus, cpus)
-    asked_memory = _field("memory", check_memory, memory)
-    asked_timeout = _field("timeout_sec", check_timeout, timeout_sec)
+def run_limits(
+    cpus: Any, memory: Any, timeout_sec: Any, settings: OperatorLimits, asked: Mapping[str, Any] | None = None
+) -> RunLimits:
+    """The limits a run gets, by the rule above: the task's (cpus, memory,
+    timeout_sec), lowered by what its init_params ask (`asked`), checked and held
+    to the operator's maxima. None takes the default, lowered to the maximum when
+    an operator set a smaller one. Raises LimitError naming the field."""
+    asked = asked or {}
+    task = {"cpus": cpus, "memory": memory, "timeout_sec": timeout_sec}
+    chosen = {name: _lowered(name, task[name], asked.get(name)) for name in task}
+    if chosen["cpus"] is None:
+        chosen["cpus"] = min(settings.default_cpus, settings.max_cpus)
+    if chosen["memory"] is None:
+        chosen["memory"] = min(settings.default_memory, settings.max_memory, key=parse_size)
+    if chosen["timeout_sec"] is None:
+        chosen["timeout_sec"] = min(settings.default_timeout_sec, settings.max_timeout_sec)
+    asked_cpus = _field("cpus", check_cpus, chosen["cpus"])
+    asked_memory = _field("memory", check_memory, chosen["memory"])
+    asked_timeout = _field("timeout_sec", check_timeout, chosen["timeout_sec"])
     if asked_cpus > settings.max_cpus:
         raise LimitError("cpus", _above(f"{asked_cpus:g} CPUs", f"{settings.max_cpus:g}", "PIER_MAX_CPUS"))
     if parse_size(asked_memory) > parse_size(settings.max_memory):
@@ -134,6 +149,28 @@ def run_limits(cpus: Any, memory: Any, timeout_sec: Any, settings: OperatorLimit
             _above(f"{asked_timeout} seconds", str(settings.max_timeout_sec), "PIER_MAX_TIMEOUT_SEC"),
         )
     return RunLimits(asked_cpus, asked_memory, asked_timeout)
+
+
+_CHECKS: dict[str, Any] = {"cpus": check_cpus, "memory": check_memory, "timeout_sec": check_timeout}
+_SIZE_OF: dict[str, Any] = {"cpus": float, "memory": parse_size, "timeout_sec": int}
+
+
+def _lowered(name: str, task: Any, asked: Any) -> Any:
+    """The task's limit, or what init_params ask instead when that is no more.
+    Raises LimitError when they ask for more."""
+    if asked is None:
+        return task
+    value = _field(name, _CHECKS[name], asked)
+    if task is None:
+        return value
+    ceiling = _field(name, _CHECKS[name], task)
+    if _SIZE_OF[name](value) > _SIZE_OF[name](ceiling):
+        raise LimitError(
+            name,
+            f"init_params asks for {asked}, more than the task allows ({task}): a run may lower the "
+            f"task's limit, not raise it; ask for at most {task}, or change the task's own {name}",
+        )
+    return value
 
 
 def _field(name: str, check: Any, value: Any) -> Any:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pier.limits import check_memory
+from pier.outbound import OutboundPolicy, parse_allowed
 
 # Where Debian/Ubuntu keep the system trust store; a host that trusts other CAs
 # (an intercepting proxy) usually says so through one of the variables below.
@@ -18,6 +19,23 @@ STANDARD_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 _CA_ENV_HINTS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
 # The snapshot a runbook that names none runs in (PIER_DEFAULT_SNAPSHOT overrides it).
 DEFAULT_SNAPSHOT = "python312-uv"
+
+
+# Files pier creates are its owner's alone (logs, the encrypted environment,
+# token hashes, keys): folders 0700, files 0600. The entry points set this umask;
+# the roots are made private here too, for whoever uses pier as a library.
+PRIVATE_UMASK = 0o077
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def make_private_dir(path: Path) -> Path:
+    """path as a folder only its owner can enter (made, or tightened if it exists)."""
+    path = path.expanduser()
+    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, PRIVATE_DIR_MODE)
+    return path
 
 
 def _default_home() -> Path:
@@ -139,6 +157,14 @@ class Settings(BaseSettings):
     gateway_max_tokens: int | None = Field(None, ge=1, description="default per-run token budget")
     gateway_max_cost_usd: float | None = Field(None, gt=0, description="default per-run cost budget (USD)")
 
+    # The outbound policy (pier.outbound): the one place an operator lets pier
+    # connect, for a run, to a loopback, link-local, private or own address.
+    outbound_allow: str = Field(
+        "",
+        description="destinations runs may reach that are otherwise refused (loopback, private, this "
+        "machine): host names, addresses, CIDRs, each optionally :port, comma-separated",
+    )
+
     network_allow: str = Field(
         "", description="egress allow-list every run gets (comma-separated); runs add their network.allow"
     )
@@ -255,10 +281,20 @@ class Settings(BaseSettings):
                 )
         return value
 
+    @field_validator("outbound_allow")
+    @classmethod
+    def _outbound_allow(cls, value: str) -> str:
+        parse_allowed(value)  # a bad entry stops pier at start, not at a run's first connection
+        return value
+
     @field_validator("default_memory", "max_memory")
     @classmethod
     def _memory_size(cls, value: str) -> str:
         return check_memory(value)  # sizes are read one way everywhere
+
+    @property
+    def outbound(self) -> OutboundPolicy:
+        return OutboundPolicy.from_setting(self.outbound_allow)
 
     @property
     def db_url(self) -> str:

@@ -64,6 +64,8 @@ def servers(docker_backend, tmp_path: Path, monkeypatch) -> Iterator[tuple[TLSSe
     bundle = tmp_path / "bundle.pem"
     bundle.write_bytes(secret.ca_file.read_bytes() + other.ca_file.read_bytes())
     monkeypatch.setenv("PIER_CA_BUNDLE", str(bundle))
+    # Both listen on this machine's bridge address, which the operator must let runs reach.
+    monkeypatch.setenv("PIER_OUTBOUND_ALLOW", f"{secret.address},{other.address}")
     get_settings.cache_clear()
     yield secret, other
     secret.stop()

@@ -125,3 +125,46 @@ def test_an_operator_setting_that_is_no_memory_size_is_refused_at_start(name):
         Settings(**{name: "lots"})
     with pytest.raises(ValueError, match="less than a sandbox can run in"):
         Settings(**{name: "1k"})
+
+
+LIMITED = "---\nagent: script\ntimeout_sec: 600\ncpus: 2\nmemory: 4G\n---\n# t\n"
+
+
+def plan_text(text: str, run: dict, **settings):
+    from pier.lifecycle.plan import RunInputs, build_plan
+    from pier.runbook import parse
+    from pier.tasks import resolve, task_from_runbook
+
+    step = resolve(task_from_runbook(parse(text)), run)
+    return build_plan(step, RunInputs("id", "c", "t"), Settings(**settings))
+
+
+def test_init_params_lower_the_tasks_limits():
+    """The reproduction: `init_params: {timeout_sec: 3}` was ignored when the runbook set one."""
+    got = plan_text(LIMITED, {"timeout_sec": 3, "cpus": 0.5, "memory": "512M"})
+    assert (got.timeout_sec, got.cpus, got.memory) == (3, 0.5, "512M")
+    assert plan_text(LIMITED, {}).timeout_sec == 600
+
+
+@pytest.mark.parametrize(("field", "value"), [("timeout_sec", 601), ("cpus", 3), ("memory", "5G")])
+def test_init_params_never_raise_the_tasks_limits(field, value):
+    with pytest.raises(
+        LimitError, match=f"^{field}: init_params asks for {value}, more than the task allows"
+    ):
+        plan_text(LIMITED, {field: value})
+
+
+@pytest.mark.parametrize(
+    ("front", "setting"),
+    [
+        ("timeout_sec: 99999", "PIER_MAX_TIMEOUT_SEC"),
+        ("cpus: 1000", "PIER_MAX_CPUS"),
+        ("memory: 1T", "PIER_MAX_MEMORY"),
+    ],
+)
+def test_every_task_limit_is_held_to_the_operators_maximum_the_same_way(front, setting):
+    with pytest.raises(LimitError, match=setting):
+        plan_text(f"---\nagent: script\n{front}\n---\n# t\n", {})
+    with pytest.raises(LimitError, match=setting):  # and as init_params on a task without limits
+        key, value = front.split(": ")
+        plan_text("---\nagent: script\n---\n# t\n", {key: int(value) if value.isdigit() else value})

@@ -107,3 +107,28 @@ def test_longest_first_even_when_the_shorter_sorts_after_it():
     redactor.add(["abzzzzcd"])
     assert redactor.text("<abzzzzcd>") == f"<{MASK}>"
     assert redactor.bytes(b"<abzzzzcd> zzzz") == f"<{MASK}> {MASK}".encode()
+
+
+SPLIT_KEY = "sk-ant-operator-0123456789abcdef"
+
+
+@pytest.mark.parametrize("width", [8, 10, 13, 16, 20])
+def test_a_secret_split_across_lines_is_masked_piece_by_piece(width):
+    """`fold -w N`, or a terminal wrapping the line: no piece long enough to mean
+    anything is left."""
+    text = "key: " + SPLIT_KEY + " done\n"
+    folded = "".join(text[i : i + width] + "\n" for i in range(0, len(text), width))
+    redactor = Redactor([SPLIT_KEY])
+    for masked in (redactor.text(folded), redactor.bytes(folded.encode()).decode()):
+        joined = masked.replace("\n", "")
+        for size in range(8, len(SPLIT_KEY) + 1):
+            for start in range(len(SPLIT_KEY) - size + 1):
+                assert SPLIT_KEY[start : start + size] not in joined.replace("***", "|"), (width, masked)
+
+
+def test_a_secret_split_in_two_lines_leaves_the_rest_of_the_lines():
+    redactor = Redactor([SPLIT_KEY])
+    assert (
+        redactor.text(f"export K={SPLIT_KEY[:12]}\n{SPLIT_KEY[12:]} # set\n") == "export K=***\n*** # set\n"
+    )
+    assert redactor.text("an ordinary line, nothing secret\n") == "an ordinary line, nothing secret\n"

@@ -49,7 +49,7 @@ def build_state(settings: Settings) -> ApiState:
     # PostgreSQL: their wake-ups then come through it.
     bus = PgBus(settings.db_url) if is_postgres(settings.db_url) else RunBus()
     vault = load_vault(settings)
-    webhooks = WebhookSender(settings.webhook_attempts, settings.webhook_backoff_sec)
+    webhooks = WebhookSender(settings.webhook_attempts, settings.webhook_backoff_sec, settings.outbound)
     hooks = LifecycleHooks(RunPorts(services, vault, bus.publish, webhooks))
     return ApiState(services, vault, bus, Dispatcher(hooks, make_executor(hooks)))
 

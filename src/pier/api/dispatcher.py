@@ -23,6 +23,7 @@ from pier.lifecycle.context import RunContext
 from pier.lifecycle.outcomes import SERVER_STOPPED, cancelled, interrupted
 from pier.lifecycle.runner import cancel as cancel_run
 from pier.lifecycle.service import RunRequest, preflight
+from pier.lifecycle.webhooks import check_url
 from pier.record import RunStatus, Trajectory
 from pier.redact import Redactor
 from pier.tasks.model import Task
@@ -108,6 +109,8 @@ class Dispatcher:
     ) -> Trajectory:
         """accept, for a task given whole rather than stored (`pier run --remote`)."""
         params = with_subscription(split_webhook(params))
+        if params.webhook_url is not None:
+            check_url(params.webhook_url, self.services.settings.outbound)
         payload = Payload(
             collection, task_name, task, params.init_params, params.secret_params,
             params.webhook_url, params.webhook_secret, params.use_trial_keys,

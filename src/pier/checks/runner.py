@@ -24,6 +24,7 @@ from pier.checks.sources import (
     sandbox_clone_command,
 )
 from pier.errors import StageError
+from pier.outbound import OutboundPolicy
 from pier.record import CheckResult
 from pier.sandbox.base import ExecResult, Sandbox
 
@@ -44,6 +45,7 @@ class CheckOptions:
     stop: Callable[[], bool] = lambda: False  # asked between checks (a cancel)
     on_result: Callable[[CheckResult], None] = lambda _result: None
     scratch: Path | None = None  # where sources fetched on the host go (default: the system's temp)
+    policy: OutboundPolicy = field(default_factory=OutboundPolicy)  # where host fetches may connect
 
 
 def run_checks(sandbox: Sandbox, checks: Sequence[Check], options: CheckOptions) -> list[CheckResult]:
@@ -119,7 +121,7 @@ def place_source(sandbox: Sandbox, check: CodeCheck, options: CheckOptions) -> N
             raise FetchError(f"git clone in the sandbox failed: {why}")
         return
     with tempfile.TemporaryDirectory(prefix="pier-check-", dir=options.scratch) as tmp:
-        tree = fetch_on_host(check, Path(tmp), timeout=check.timeout_sec)
+        tree = fetch_on_host(check, Path(tmp), timeout=check.timeout_sec, policy=options.policy)
         sandbox.put_archive(CHECKS_ROOT, root_owned_tar(tree, check.name))
 
 

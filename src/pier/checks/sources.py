@@ -5,7 +5,10 @@ host. A local path (allowed only where the caller names a folder for them: the
 command line, never a server reading its own disk for a caller) is always
 fetched on the host: a repository is cloned (honouring `ref`), a plain folder is
 copied. Host clones run with no user or system git config and only the
-transports named below, so a source cannot use the host's credentials."""
+transports named below, so a source cannot use the host's credentials; a
+remote source's host is resolved once and judged by the outbound policy
+(pier.outbound), git is held to the checked address (curl's resolve list for
+http(s), the address itself for git://) and follows no redirect."""
 
 from __future__ import annotations
 
@@ -17,9 +20,11 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pier.checks.model import Check, CodeCheck, parse_checks
 from pier.errors import InputError
+from pier.outbound import OutboundPolicy, OutboundRefused
 
 CHECKS_ROOT = "/app/checks"
 _REMOTE = re.compile(r"^(https?|git|ssh)://|^[\w.-]+@[\w.-]+:")
@@ -82,8 +87,29 @@ def sandbox_clone_command(check: CodeCheck) -> str:
     return command
 
 
-def fetch_on_host(check: CodeCheck, dest: Path, timeout: float) -> Path:
-    """The source as a folder named after the check under dest. Raises FetchError."""
+def destination(source: str) -> tuple[str, int] | None:
+    """The host and port a remote http(s) or git:// source is fetched from; None
+    for a local path (and for ssh, which the host does not fetch)."""
+    parts = urlsplit(source)
+    default = {"https": 443, "http": 80, "git": 9418}.get(parts.scheme)
+    if default is None or not parts.hostname:
+        return None
+    try:
+        return parts.hostname, parts.port or default
+    except ValueError:
+        raise InputError(f"check source {source!r} has no valid port") from None
+
+
+def check_destination(check: CodeCheck, policy: OutboundPolicy, network: bool) -> None:
+    """At accept: refuse a source the host would fetch from a refused address."""
+    where = destination(check.source)
+    if where is not None and not clones_in_sandbox(check, network):
+        policy.check_name(*where, f"checks.{check.name}.source")
+
+
+def fetch_on_host(check: CodeCheck, dest: Path, timeout: float, policy: OutboundPolicy | None = None) -> Path:
+    """The source as a folder named after the check under dest. Raises FetchError
+    (saying so when its host is not an allowed destination)."""
     target = dest / check.name
     source = Path(check.source)
     if not is_remote(check.source) and not is_repository(source):
@@ -94,7 +120,8 @@ def fetch_on_host(check: CodeCheck, dest: Path, timeout: float) -> Path:
         return target
     if shutil.which("git") is None:
         raise FetchError("git is not installed on the pier host, which fetches this source: install git")
-    _git(["clone", "--quiet", "--", check.source, str(target)], dest, timeout, "clone")
+    source_url, pinned = _pinned(check.source, policy or OutboundPolicy())
+    _git([*pinned, "clone", "--quiet", "--", source_url, str(target)], dest, timeout, "clone")
     if check.ref:
         _git(
             ["-C", str(target), "checkout", "--quiet", check.ref, "--"],
@@ -103,6 +130,27 @@ def fetch_on_host(check: CodeCheck, dest: Path, timeout: float) -> Path:
             f"checkout of {check.ref}",
         )
     return target
+
+
+def _pinned(source: str, policy: OutboundPolicy) -> tuple[str, list[str]]:
+    """The URL to clone and the git options that hold it to the address the policy
+    checked: resolved once here, so a name that re-resolves elsewhere changes nothing."""
+    where = destination(source)
+    if where is None:
+        return source, []
+    host, port = where
+    try:
+        address = policy.resolve(host, port, "source")[0]
+    except OutboundRefused as exc:
+        raise FetchError(str(exc)) from None
+    except OSError as exc:
+        raise FetchError(f"{host} does not resolve ({exc})") from None
+    if urlsplit(source).scheme == "git":  # no TLS name to keep: connect to the address itself
+        parts = urlsplit(source)
+        shown = f"[{address}]" if ":" in address else address
+        return parts._replace(netloc=f"{shown}:{port}").geturl(), []
+    pinned = f"[{address}]" if ":" in address else address
+    return source, ["-c", f"http.curloptResolve={host}:{port}:{pinned}", "-c", "http.followRedirects=false"]
 
 
 def _git(args: list[str], home: Path, timeout: float, what: str) -> None:

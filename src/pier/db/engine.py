@@ -10,6 +10,7 @@ deadlock that a read-then-write transaction otherwise hits under concurrency.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -70,13 +71,22 @@ def _sqlite_engine(url: URL) -> Engine:
             "give a file path, e.g. sqlite:///tmp/pier.db"
         )
     if not database.startswith("file:"):
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        _private_file(Path(database).expanduser())
     engine = create_engine(
         url, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
     )
     event.listen(engine, "connect", _sqlite_on_connect)
     event.listen(engine, "begin", _sqlite_on_begin)
     return engine
+
+
+def _private_file(path: Path) -> None:
+    """The database file made (or tightened to) 0600 before SQLite opens it: its
+    -wal and -shm files take the same mode."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o600)
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pier.errors import InputError
+from pier.outbound import OutboundPolicy, OutboundRefused
 
 DEFAULT_PORTS: tuple[int, ...] = (443, 80)
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-.*")
@@ -18,11 +19,6 @@ _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-.*")
 class Rule:
     pattern: str  # a host name, *.suffix, or an IP literal; lower case
     ports: tuple[int, ...]
-
-    @property
-    def exact(self) -> bool:
-        """Names one host: it may resolve to a private address (an operator's service)."""
-        return "*" not in self.pattern
 
     def matches(self, host: str, port: int) -> bool:
         if port not in self.ports:
@@ -49,6 +45,22 @@ def allow_list(entries: Iterable[str], field: str = "network.allow") -> AllowLis
     """Rules from entries such as "pypi.org", "*.npmjs.org", "git.corp:8443" or
     "10.0.0.5:5432". Raises InputError naming the entry that is not one."""
     return AllowList(tuple(_rule(str(entry), field) for entry in entries))
+
+
+def refuse_disallowed(entries: Iterable[str], policy: OutboundPolicy, field: str = "network.allow") -> None:
+    """Raises OutboundRefused naming the first entry that is, or resolves now to, an
+    address the outbound policy refuses (127.0.0.1, localhost, ::1, 10.0.0.1...).
+    A wildcard has no address until a name is asked for: the proxy judges that name
+    when it connects, as it judges every other."""
+    for entry in entries:
+        rule = _rule(str(entry), field)
+        if "*" in rule.pattern:
+            continue
+        for port in rule.ports:
+            try:
+                policy.check_name(rule.pattern, port)
+            except OutboundRefused as exc:
+                raise OutboundRefused(f"'{entry}'", exc.reason, field) from None
 
 
 def _rule(entry: str, field: str) -> Rule:

@@ -6,9 +6,11 @@ and never looks inside the tunnel (no TLS interception).
 A run is known by its proxy credentials (a per-run token in the proxy URL that
 the sandbox's HTTPS_PROXY carries). The proxy resolves names itself (the sandbox
 has no DNS that reaches out), refuses IP literals and other ports unless listed,
-and refuses a wildcard-matched name that resolves to a private, loopback or
-link-local address (services on the host or its network) unless that exact name
-or address is listed.
+and connects only to an address the outbound policy (pier.outbound) allows: a
+listed name that resolves to a loopback, link-local, private or own address is
+refused unless the operator permits it (PIER_OUTBOUND_ALLOW), however the
+allow-list names it. The name is resolved once and the checked address is the
+one connected to.
 
 The one exception to "never looks inside": a CONNECT to a host that one of the
 run's secrets is meant for (`inject: header`) is answered with TLS from the
@@ -23,7 +25,6 @@ import base64
 import binascii
 import contextlib
 import datetime
-import ipaddress
 import logging
 import secrets
 import socket
@@ -36,11 +37,12 @@ from pathlib import Path
 
 import h11
 
-from pier.egress.allow import AllowList, Rule
+from pier.egress.allow import AllowList
 from pier.egress.ca import RunCA
 from pier.egress.inject import LiveInjection
 from pier.egress.intercept import relay_http, upstream_context
 from pier.errors import SandboxError
+from pier.outbound import OutboundPolicy, OutboundRefused
 from pier.telemetry import metrics
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,7 @@ class EgressGrant:
     ca: RunCA | None = None  # signs what the proxy shows the sandbox for those hosts
     upstream_ca: Path | None = None  # extra CAs that verify those hosts (PIER_CA_BUNDLE)
     injected: int = 0  # requests that got a secret value
+    policy: OutboundPolicy = field(default_factory=OutboundPolicy)  # which addresses upstreams may have
 
     def count_injected(self) -> None:
         self.injected += 1
@@ -115,11 +118,12 @@ class EgressProxy:
         ttl_s: float,
         injections: tuple[LiveInjection, ...] = (),
         upstream_ca: Path | None = None,
+        policy: OutboundPolicy | None = None,
     ) -> EgressGrant:
         """A run's grant. With injections, the run gets its own CA too, limited to
         their hosts and expiring with the grant."""
         grant = EgressGrant(trajectory_id, allow, time.monotonic() + ttl_s, injections=injections,
-                            upstream_ca=upstream_ca)  # fmt: skip
+                            upstream_ca=upstream_ca, policy=policy or OutboundPolicy())  # fmt: skip
         if injections:
             hosts = [rule.pattern for i in injections for rule in i.hosts.rules]
             grant.ca = RunCA(trajectory_id, dict.fromkeys(hosts), datetime.timedelta(seconds=ttl_s))
@@ -168,7 +172,7 @@ class EgressProxy:
             return
         target = request.target.decode("ascii", "replace")
         host, port = _split_target(target)
-        address, why = await _decide(grant.allow, host, port)
+        address, why = await _decide(grant.allow, grant.policy, host, port)
         if address is None:
             metrics.egress_connections.labels("refused").inc()
             grant.refused.append(target)
@@ -279,29 +283,21 @@ def _split_target(target: str) -> tuple[str, int]:
     return (host, int(port)) if port.isdigit() else (target, 443)
 
 
-async def _decide(allow: AllowList, host: str, port: int) -> tuple[str | None, str]:
-    """The address to connect to, or None and why not."""
+async def _decide(allow: AllowList, policy: OutboundPolicy, host: str, port: int) -> tuple[str | None, str]:
+    """The address to connect to, or None and why not (never anything learned by
+    connecting: refusals come before any connection)."""
     rule = allow.rule_for(host, port)
     if rule is None:
         listed = ", ".join(allow.patterns) or "nothing"
         return None, f"is not in this run's network allow-list ({listed}): add it to network.allow"
+    loop = asyncio.get_running_loop()
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        addresses = await loop.run_in_executor(None, policy.resolve, host, port)
+    except OutboundRefused as exc:
+        return None, f"is not allowed: {exc.reason} (the operator can permit it in PIER_OUTBOUND_ALLOW)"
     except OSError as exc:
         return None, f"does not resolve ({exc})"
-    addresses = [str(info[4][0]) for info in infos]
-    for address in addresses:
-        if _reachable(address, rule):
-            return address, ""
-    return None, (
-        f"resolves to a private or local address ({', '.join(sorted(set(addresses)))}), which only an "
-        "exact name or address in network.allow may reach"
-    )
-
-
-def _reachable(address: str, rule: Rule) -> bool:
-    ip = ipaddress.ip_address(address)
-    return ip.is_global or (rule.exact and not ip.is_unspecified and not ip.is_multicast)
+    return addresses[0], ""
 
 
 async def _refuse(conn: h11.Connection, writer: asyncio.StreamWriter, status: int, message: str) -> None:

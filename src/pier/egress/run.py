@@ -11,6 +11,7 @@ import certifi
 from pier.egress.allow import allow_list
 from pier.egress.inject import LiveInjection
 from pier.egress.proxy import EgressGrant, EgressProxy, shared_proxy
+from pier.outbound import OutboundPolicy
 from pier.sandbox.base import SandboxBackend
 from pier.sandbox.dockerfile import CA_PATH, ca_env
 
@@ -58,12 +59,13 @@ def open_egress(
     ttl_s: float,
     injections: tuple[LiveInjection, ...] = (),
     upstream_ca: Path | None = None,
+    policy: OutboundPolicy | None = None,
 ) -> EgressRun:
     """The run's egress: the internal network (made if missing), the proxy on this
     machine's address there, a grant for the run's allow-list (and the secrets it
     puts in). Raises SandboxError."""
     internal = backend.ensure_internal_network(network)
     proxy = shared_proxy(internal.address)
-    grant = proxy.open(trajectory_id, allow_list(entries), ttl_s, injections, upstream_ca)
+    grant = proxy.open(trajectory_id, allow_list(entries), ttl_s, injections, upstream_ca, policy)
     warning = backend.admit(internal.address, proxy.port)
     return EgressRun(network, internal.address, internal.subnet, proxy, grant, backend, warning=warning)

@@ -104,7 +104,14 @@ class LifecycleHooks:
             env=env,
             resolve_file=resolve_file,
             trajectory_id=trajectory_id,
+            operator_keys=self.operator_keys(env),
         )
+
+    def operator_keys(self, env: dict[str, str]) -> frozenset[str]:
+        """The variables of env holding one of the server's trial keys, by value, so
+        that a runbook secret mapping another name onto one is caught too."""
+        held = set(self.trials.keys().values())
+        return frozenset(name for name, value in env.items() if value in held)
 
     # RunHooks: an executor calls these from its worker threads
 

@@ -265,7 +265,7 @@ class ControlActivities:
         delivery = Delivery(url, secret, record.model_dump_json().encode(), tid)
 
         def attempt() -> str | None:
-            with new_client() as client:
+            with new_client(self.settings.outbound) as client:
                 return post(client, delivery)
 
         problem = await self._thread(attempt)

@@ -46,9 +46,11 @@ def upstream_default(choice: ProviderChoice) -> str:
 
 
 def without_provider_keys(env: Mapping[str, str], grant: Grant | None) -> dict[str, str]:
-    """The run's environment for the sandbox: with a grant, no provider key
-    variable and no variable holding the routed key enter it."""
+    """The run's environment for the sandbox: with a grant, no provider key or
+    endpoint variable (the real upstream, which may carry credentials: the
+    gateway holds it, the agent's launch points the CLI at the gateway) and no
+    variable holding the routed key enter it."""
     if grant is None:
         return dict(env)
-    keys = {provider.key_env for provider in PROVIDERS.values()}
-    return {name: value for name, value in env.items() if name not in keys and value != grant.key}
+    held = {name for provider in PROVIDERS.values() for name in (provider.key_env, provider.base_url_env)}
+    return {name: value for name, value in env.items() if name not in held and value != grant.key}

@@ -89,6 +89,7 @@ def _run(ctx: RunContext, sandbox: Sandbox) -> None:
         stop=ctx.cancel.is_set,
         on_result=on_result,
         scratch=ctx.scratch(),
+        policy=ctx.settings.outbound,
     )
     ctx.log(f"running {len(plan.checks)} check(s) in a clean shell")
     run_checks(sandbox, plan.checks, options)

@@ -16,7 +16,7 @@ from pier.lifecycle.pool import WarmPool
 from pier.record import StageRecord, Trajectory
 from pier.redact import Redactor
 from pier.sandbox.base import Sandbox, SandboxBackend, SandboxSource
-from pier.settings import Settings
+from pier.settings import Settings, make_private_dir
 from pier.storage.base import RunStorage
 from pier.tasks.model import Task
 
@@ -29,7 +29,7 @@ def scratch_dir(settings: Settings, trajectory_id: str) -> Path:
     on the host): one folder per run under PIER_HOME, so that what a killed run
     left is found and removed by whoever ends it (lifecycle/orphans.py). Its
     `outputs/` is what collect copies out, published to storage at save."""
-    return settings.scratch_root / trajectory_id
+    return make_private_dir(settings.scratch_root) / trajectory_id
 
 
 @dataclass

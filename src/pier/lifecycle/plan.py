@@ -16,15 +16,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pier.agents import Agent, get_agent
 from pier.checks import Check, check_isolation, load_checks
-from pier.egress.allow import allow_list
+from pier.checks.model import CodeCheck
+from pier.checks.sources import check_destination
+from pier.egress.allow import allow_list, refuse_disallowed
 from pier.egress.inject import Injection, declared_injections
 from pier.errors import InputError
 from pier.gateway.grants import Budget
 from pier.lifecycle.assets import AssetLimits, check_assets
-from pier.limits import run_limits
+from pier.limits import OperatorLimits, run_limits
+from pier.outbound import OutboundPolicy
 from pier.runbook.parse import parse
 from pier.runbook.render import render, variables
 from pier.sandbox.dockerfile import check_build_inputs, check_image_ref
+from pier.sandbox.source import check_registries
 from pier.settings import Settings
 from pier.tasks.build import infer_agent, task_from_runbook
 from pier.tasks.model import Task
@@ -66,6 +70,8 @@ class RunPlan:
     network_allow: tuple[str, ...] | None = None
     # Secrets the egress proxy puts in (`inject`): the sandbox gets their placeholders.
     injections: tuple[Injection, ...] = ()
+    # Variables holding a key the operator holds (trial keys): for the gateway only.
+    operator_keys: frozenset[str] = frozenset()
 
     @property
     def secret_values(self) -> tuple[str, ...]:
@@ -73,8 +79,9 @@ class RunPlan:
 
     def sandbox_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """env as the sandbox gets it: an injected secret's variable holds its
-        placeholder, never the value."""
-        return {**env, **{i.variable: i.placeholder for i in self.injections if i.variable in env}}
+        placeholder, never the value; an operator's key is not there at all."""
+        kept = {name: value for name, value in env.items() if name not in self.operator_keys}
+        return {**kept, **{i.variable: i.placeholder for i in self.injections if i.variable in kept}}
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,8 @@ class RunInputs:
     # Where relative local check sources are found (the runbook's folder). None
     # refuses local sources: a server must not read its own disk for a caller.
     source_dir: Path | None = None
+    # Variables of env that hold a key the server holds for its users (trial keys).
+    operator_keys: frozenset[str] = frozenset()
 
 
 def plan_run(
@@ -101,16 +110,44 @@ def plan_run(
     agent = get_agent(plan.agent)
     require_secrets(plan)
     agent.preflight(plan)
+    refuse_exposed_keys(plan, agent, settings.gateway)
     return step, plan, agent
 
 
-def checked_task(task: Task) -> Task:
-    """task, if it can be run: its runbook parses and names an agent pier has.
-    InputError (TaskError, RunbookError) naming what is wrong, so that a bad task
+def refuse_exposed_keys(plan: RunPlan, agent: Agent, gateway: bool) -> None:
+    """An operator's key (a trial key) reaches pier's model gateway and nothing
+    else: InputError naming the variable when the run would place it in its
+    sandbox, as a runbook secret (an env var, {{secrets.X}}) or with an agent that
+    holds its key itself (the script agent, or any agent with PIER_GATEWAY=false)."""
+    if not plan.operator_keys:
+        return
+    for name, decl in plan.secret_decls.items():
+        variable = secret_variable(name, decl)
+        if variable in plan.operator_keys:
+            raise InputError(
+                f"secrets.{name}: {variable} would be this server's trial key, which never enters a "
+                f"sandbox (only pier's model gateway uses it): set your own {variable} in the "
+                "collection's environment or send it in secret_params"
+            )
+    if not (gateway and agent.needs_model):
+        variable = sorted(plan.operator_keys)[0]
+        why = "PIER_GATEWAY is off" if not gateway else f"the {plan.agent} agent calls no model through it"
+        raise InputError(
+            f"{variable}: a trial key reaches only pier's model gateway, and {why}: set your own "
+            f"{variable} in the collection's environment to run without the gateway"
+        )
+
+
+def checked_task(task: Task, limits: OperatorLimits | None = None) -> Task:
+    """task, if it can be run: its runbook parses, names an agent pier has and,
+    given the operator's limits, asks for no more than they allow. InputError
+    (TaskError, RunbookError, LimitError) naming what is wrong, so that a bad task
     is refused when it is stored (API PUT, `pier task push`), not when it is run."""
     step = resolve(task, {})
     get_agent(step.agent or infer_agent(step.model))
     check_sandbox_inputs(step)
+    if limits is not None:
+        run_limits(step.cpus, step.memory, step.timeout_sec, limits, step.asked_limits)
     return task
 
 
@@ -123,15 +160,17 @@ def check_sandbox_inputs(step: ResolvedStep) -> None:
     check_build_inputs(step.base_image, step.apt_packages, step.pip_packages)
 
 
-def task_from_json(data: Any) -> Task:
+def task_from_json(data: Any, limits: OperatorLimits | None = None) -> Task:
     """A stored task's definition, checked; pydantic ValidationError names the bad
     field, InputError the rest."""
-    return checked_task(Task.model_validate(data))
+    return checked_task(Task.model_validate(data), limits)
 
 
-def task_from_text(text: str, default_snapshot: str | None, name: str = "runbook") -> Task:
+def task_from_text(
+    text: str, default_snapshot: str | None, name: str = "runbook", limits: OperatorLimits | None = None
+) -> Task:
     """A runbook's text as a checked task."""
-    return checked_task(task_from_runbook(parse(text, path=name), default_snapshot))
+    return checked_task(task_from_runbook(parse(text, path=name), default_snapshot), limits)
 
 
 def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> RunPlan:
@@ -143,7 +182,9 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     secret_env.update({i.name: i.placeholder for i in injections if i.name in secret_env})
     rendered = render(step.body, variables(vars_, secret_env))
     network = True if step.network_enabled is None else step.network_enabled
-    limits = run_limits(step.cpus, step.memory, step.timeout_sec, settings)
+    limits = run_limits(step.cpus, step.memory, step.timeout_sec, settings, step.asked_limits)
+    checks = load_checks(step.checks, inputs.source_dir)
+    check_destinations(step.image, step.base_image, checks, network, settings.outbound)
     warnings = list(step.warnings)
     warnings += [f"unfilled variable {{{{{name}}}}} left as written" for name in rendered.unfilled]
     return RunPlan(
@@ -164,7 +205,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         timeout_sec=limits.timeout_sec,
         network=network,
         assets=check_assets(_files(step.file_paths, inputs.resolve_file), AssetLimits.of(settings)),
-        checks=load_checks(step.checks, inputs.source_dir),
+        checks=checks,
         checks_isolation=check_isolation(step.checks_isolation),
         primary_outputs=tuple(_primary(step.primary_outputs)),
         mcp_servers=step.mcp_servers,
@@ -175,7 +216,24 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         model_budget=model_budget(step.model_budget, settings),
         network_allow=_with_secret_hosts(network_allow(step.network, settings), injections, network),
         injections=injections,
+        operator_keys=inputs.operator_keys,
     )
+
+
+def check_destinations(
+    image: str | None,
+    base_image: str | None,
+    checks: tuple[Check, ...],
+    network: bool,
+    policy: OutboundPolicy,
+) -> None:
+    """Refuse now (OutboundRefused, a 422 naming the field) what would make pier
+    or its engine connect to a destination the outbound policy refuses: an image's
+    registry, a check source the host clones."""
+    check_registries(policy, {"image": image, "base_image": base_image})
+    for check in checks:
+        if isinstance(check, CodeCheck):
+            check_destination(check, policy, network)
 
 
 def _with_secret_hosts(
@@ -234,6 +292,7 @@ def network_allow(asked: Mapping[str, Any] | None, settings: Settings) -> tuple[
         raise InputError(f"network.{where}: {first['msg']} (network takes allow: [host names])") from None
     entries = tuple(dict.fromkeys([*defaults, *policy.allow]))
     allow_list(entries)  # refuses a bad entry now, before any sandbox exists
+    refuse_disallowed(entries, settings.outbound)
     return entries
 
 

@@ -24,7 +24,7 @@ from pier.redact import Redactor
 from pier.sandbox import get_backend
 from pier.sandbox.base import SandboxBackend
 from pier.sandbox.sweeper import owner_label
-from pier.settings import Settings, get_settings
+from pier.settings import Settings, get_settings, make_private_dir
 from pier.storage import RunStorage, open_storage
 from pier.tasks.model import Task
 from pier.telemetry import metrics
@@ -61,11 +61,14 @@ class Services:
 
     @cached_property
     def store(self) -> Store:
-        self.settings.home.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.settings.home)
         return Store.open(self.settings.db_url)
 
     @cached_property
     def storage(self) -> RunStorage:
+        make_private_dir(self.settings.home)
+        if self.settings.storage_url is None:  # a local folder, pier's own
+            make_private_dir(self.settings.storage_root)
         return open_storage(self.settings.storage_location)
 
     @cached_property
@@ -85,6 +88,8 @@ class RunRequest:
     resolve_file: FileResolver | None = None
     trajectory_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     source_dir: Path | None = None  # local check sources allowed, relative to here
+    # Variables of env that hold a key the server holds for its users (trial keys).
+    operator_keys: frozenset[str] = frozenset()
 
     def inputs(self) -> RunInputs:
         return RunInputs(
@@ -94,6 +99,7 @@ class RunRequest:
             self.env,
             self.resolve_file,
             source_dir=self.source_dir,
+            operator_keys=self.operator_keys,
         )
 
 

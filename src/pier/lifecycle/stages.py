@@ -40,6 +40,7 @@ from pier.sandbox.base import (
 from pier.sandbox.dockerfile import read_ca_bundle
 from pier.sandbox.processes import STOP_PROCESSES_SCRIPT
 from pier.sandbox.snapshots import SnapshotCatalog
+from pier.sandbox.source import check_registries
 from pier.sandbox.sweeper import owner_label
 from pier.sandbox.tarutil import file_chunks
 from pier.telemetry import metrics
@@ -80,6 +81,8 @@ def create(ctx: RunContext) -> None:
         ctx.log(f"warning: {note}")
         ctx.record.outputs.warnings.append(note)
     deadline = time.monotonic() + settings.create_timeout_sec
+    # Again just before the engine connects: a name may point elsewhere since accept.
+    check_registries(settings.outbound, {"image": plan.image, "base_image": plan.base_image})
     ctx.image = ctx.backend.ensure_image(source, ctx.log, timeout=settings.create_timeout_sec)
     open_run_egress(ctx)
     spec = sandbox_spec(ctx)
@@ -163,6 +166,7 @@ def open_run_egress(ctx: RunContext) -> None:
         ttl,
         injections=injections,
         upstream_ca=settings.ca_bundle,
+        policy=settings.outbound,
     )
     ctx.redactor.add([ctx.egress.grant.token])
     listed = ", ".join(plan.network_allow) or "nothing"

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 
 import httpx
 
+from pier.errors import InputError
+from pier.outbound import OutboundPolicy, OutboundRefused
+
 log = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "X-Pier-Signature"
@@ -61,11 +64,11 @@ class Delivery:
 
 
 class WebhookSender:
-    def __init__(self, attempts: int, backoff_sec: float, workers: int = 4):
+    def __init__(self, attempts: int, backoff_sec: float, policy: OutboundPolicy, workers: int = 4):
         self._attempts = attempts
         self._backoff = backoff_sec
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pier-webhook")
-        self._client = new_client()
+        self._client = new_client(policy)
 
     def send(self, delivery: Delivery) -> None:
         """Queue a delivery; returns at once."""
@@ -96,8 +99,51 @@ class WebhookSender:
         return post(self._client, delivery)
 
 
-def new_client() -> httpx.Client:
-    return httpx.Client(timeout=TIMEOUT_SEC, follow_redirects=False)
+def new_client(policy: OutboundPolicy) -> httpx.Client:
+    """The one HTTP client webhooks are sent with: every connection it makes (a
+    redirect's too, were one followed) goes to an address the outbound policy
+    allowed, resolved once and connected to as checked."""
+    return httpx.Client(timeout=TIMEOUT_SEC, follow_redirects=False, transport=PolicyTransport(policy))
+
+
+class PolicyTransport(httpx.BaseTransport):
+    """Resolves each request's host once, refuses it unless the outbound policy
+    allows every address, and sends the request to the checked address itself
+    (Host header and TLS name unchanged), so a name re-resolving to another
+    address between the check and the connection changes nothing."""
+
+    def __init__(self, policy: OutboundPolicy):
+        self._policy = policy
+        self._inner = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        port = url.port or (443 if url.scheme == "https" else 80)
+        try:
+            address = self._policy.resolve(url.host, port)[0]
+        except OutboundRefused as exc:
+            raise httpx.ConnectError(str(exc), request=request) from None
+        except OSError as exc:
+            raise httpx.ConnectError(f"{url.host} does not resolve ({exc})", request=request) from None
+        request.url = url.copy_with(host=address)
+        if url.scheme == "https":
+            request.extensions = {**request.extensions, "sni_hostname": url.host}
+        return self._inner.handle_request(request)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def check_url(url: str, policy: OutboundPolicy, field_name: str = "webhook_url") -> None:
+    """At accept: InputError (422) when the webhook's destination is refused now
+    (an address or a name resolving to one). It is judged again at each attempt."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise InputError(f"{field_name}: {url!r} is not a URL ({exc})") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise InputError(f"{field_name} must be an http:// or https:// URL with a host")
+    policy.check_name(parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80), field_name)
 
 
 def post(client: httpx.Client, delivery: Delivery) -> str | None:

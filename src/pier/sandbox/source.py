@@ -7,10 +7,36 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from pier.outbound import OutboundPolicy
 from pier.sandbox.base import SandboxSource
 from pier.sandbox.dockerfile import generate_recipe
 from pier.sandbox.snapshots import SnapshotCatalog
 from pier.settings import Settings
+
+
+def registry_of(ref: str) -> tuple[str, int] | None:
+    """The registry host and port an image ref names (`127.0.0.1:5000/x:1`,
+    `ghcr.io/org/x`), by the engine's rule: the part before the first `/` is a
+    registry when it holds a `.` or a `:` or is `localhost`. None for Docker Hub."""
+    first, slash, _ = ref.strip().partition("/")
+    if not slash or not ("." in first or ":" in first or first == "localhost"):
+        return None
+    if first.startswith("["):  # [v6]:port
+        host, _, rest = first[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    else:
+        host, _, port = first.partition(":")
+    return host, int(port) if port.isdigit() else 443
+
+
+def check_registries(policy: OutboundPolicy, refs: dict[str, str | None]) -> None:
+    """Raises OutboundRefused (naming the field) when an image ref a run gives
+    points the engine at a registry on a refused address. The engine connects by
+    itself, so pier checks at accept and again just before it pulls or builds."""
+    for field_name, ref in refs.items():
+        where = registry_of(ref) if ref else None
+        if where is not None:
+            policy.check_name(*where, field_name)
 
 
 def _given(value: str | None) -> str | None:

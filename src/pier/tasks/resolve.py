@@ -58,7 +58,7 @@ class ResolvedStep:
     primary_outputs: tuple[str, ...]
     mcp_servers: dict[str, Any]
     secrets: dict[str, Any]
-    cpus: float | None
+    cpus: float | None  # the task's limits: its step_configs, else its runbook's
     memory: str | None
     timeout_sec: int | None
     network_enabled: bool | None
@@ -66,6 +66,9 @@ class ResolvedStep:
     warnings: tuple[str, ...] = field(default=())
     model_budget: dict[str, Any] = field(default_factory=dict)
     network: dict[str, Any] | None = None
+    # The limits init_params ask for (run and task init_params merged): they may
+    # lower the task's limits above, never raise them (pier.limits.run_limits).
+    asked_limits: dict[str, Any] = field(default_factory=dict)
 
 
 def resolve(task: Task, run_params: Mapping[str, Any] | None = None) -> ResolvedStep:
@@ -100,15 +103,19 @@ def resolve(task: Task, run_params: Mapping[str, Any] | None = None) -> Resolved
         primary_outputs=tuple(_list(params.get("primary_outputs"), "primary_outputs")),
         mcp_servers=_mapping(params.get("mcp_servers"), "mcp_servers"),
         secrets={k: v.model_dump() for k, v in front.secrets.items()},
-        cpus=_first(step.cpus, params.get("cpus"), front.cpus),
-        memory=_first(step.memory, params.get("memory"), front.memory),
-        timeout_sec=_first(step.timeout_sec, params.get("timeout_sec"), front.timeout_sec),
+        cpus=_first(step.cpus, front.cpus),
+        memory=_first(step.memory, front.memory),
+        timeout_sec=_first(step.timeout_sec, front.timeout_sec),
         network_enabled=_first(step.network_enabled, params.get("network_enabled"), front.network_enabled),
         init_params=params,
         warnings=runbook.warnings + tuple(_unknown_params(params)),
         model_budget=_mapping(params.get("model_budget"), "model_budget"),
         network=_mapping(params["network"], "network") if params.get("network") is not None else None,
+        asked_limits={key: params[key] for key in LIMIT_KEYS if params.get(key) is not None},
     )
+
+
+LIMIT_KEYS = ("cpus", "memory", "timeout_sec")
 
 
 def _first(*values: Any) -> Any:

@@ -23,6 +23,7 @@ SERVER_SETTINGS = {
     "PIER_MAX_UPLOAD_BYTES": str(UPLOAD_LIMIT),
     "PIER_WEBHOOK_BACKOFF_SEC": "0.2",
     "PIER_ROUTINE_POLL_SEC": "0.5",
+    "PIER_OUTBOUND_ALLOW": "127.0.0.1",  # the tests' webhook receivers listen there
 }
 
 

@@ -6,6 +6,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import NamedTuple
 
 from pier.lifecycle.webhooks import SIGNATURE_HEADER, Delivery, WebhookSender, sign, verify
+from pier.outbound import allowing
+
+# The receivers below listen on loopback, which the operator must allow.
+LOOPBACK = allowing(["127.0.0.1"])
 
 
 def test_signature_is_hmac_of_timestamp_and_body():
@@ -50,7 +54,7 @@ def test_delivery_is_signed_retried_with_backoff_until_accepted_and_never_blocks
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    sender = WebhookSender(attempts=5, backoff_sec=0.05)
+    sender = WebhookSender(attempts=5, backoff_sec=0.05, policy=LOOPBACK)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/"
         sender.send(Delivery(url, "k", b'{"run": 1}', "run-1"))
@@ -68,8 +72,70 @@ def test_delivery_is_signed_retried_with_backoff_until_accepted_and_never_blocks
 
 
 def test_delivery_gives_up_after_its_attempts():
-    sender = WebhookSender(attempts=2, backoff_sec=0)
+    sender = WebhookSender(attempts=2, backoff_sec=0, policy=LOOPBACK)
     try:
         assert sender._deliver(Delivery("http://127.0.0.1:9/", None, b"{}", "r")) is False
     finally:
         sender.close()
+
+
+class Counter(BaseHTTPRequestHandler):
+    hits = 0
+
+    def do_POST(self):
+        Counter.hits += 1
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *_):
+        return
+
+
+def counting_receiver() -> ThreadingHTTPServer:
+    Counter.hits = 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Counter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_the_sender_refuses_a_local_receiver_at_connect_time_without_connecting():
+    """A name that passed accept and now resolves to loopback (DNS rebinding), and
+    loopback itself: refused before a connection, saying only 'not allowed'."""
+    from pier.lifecycle.webhooks import new_client, post
+    from pier.outbound import OutboundPolicy
+
+    server = counting_receiver()
+    port = server.server_address[1]
+    rebinding = OutboundPolicy(resolver=lambda host, p: ["127.0.0.1"])
+    try:
+        with new_client(rebinding) as client:
+            for url in (f"http://rebind.example:{port}/", f"http://127.0.0.1:{port}/"):
+                problem = post(client, Delivery(url, None, b"{}", "r"))
+                assert problem is not None and "is not an allowed destination" in problem
+    finally:
+        server.shutdown()
+    assert Counter.hits == 0
+
+
+def test_the_sender_connects_to_the_checked_address_keeping_the_host_header():
+    from pier.lifecycle.webhooks import new_client, post
+
+    seen: list[str] = []
+
+    class Host(Counter):
+        def do_POST(self):
+            seen.append(self.headers["Host"])
+            super().do_POST()
+
+    Counter.hits = 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Host)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    policy = allowing([f"127.0.0.1:{port}"], resolver=lambda host, p: ["127.0.0.1"])
+    try:
+        with new_client(policy) as client:
+            assert post(client, Delivery(f"http://hooks.example:{port}/x", None, b"{}", "r")) is None
+    finally:
+        server.shutdown()
+    assert seen == [f"hooks.example:{port}"]

@@ -158,3 +158,90 @@ def test_summary_line_shows_why_a_check_failed():
     assert summary_line(failed) == "check u FAILED (1.2s, exit 1): AssertionError: 2 != 3"
     passed = CheckResult(name="u", type="code", passed=True, exit_code=0, output="ok", duration_s=0.5)
     assert summary_line(passed) == "check u passed (0.5s)"
+
+
+class Counting:
+    """A listener on 127.0.0.1 that counts the connections it is offered."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+
+    def count(self) -> int:
+        seen = 0
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                return seen
+            conn.close()
+            seen += 1
+
+
+@pytest.mark.parametrize("scheme", ["http", "https", "git"])
+def test_a_host_clone_from_loopback_is_refused_before_connecting(tmp_path, scheme):
+    from pier.outbound import OutboundPolicy
+
+    listener = Counting()
+    source = f"{scheme}://127.0.0.1:{listener.port}/repo.git"
+    with pytest.raises(FetchError, match=r"is not an allowed destination.*loopback"):
+        fetch_on_host(code(source), tmp_path, timeout=30, policy=OutboundPolicy())
+    assert listener.count() == 0
+
+
+def test_a_host_clone_goes_to_the_address_checked_not_a_second_lookup(tmp_path):
+    """A name that resolves to a public address when checked must not be looked
+    up again by git (which would find loopback): git gets the checked address."""
+    from pier.checks.sources import _pinned
+    from pier.outbound import OutboundPolicy
+
+    policy = OutboundPolicy(resolver=lambda host, port: ["93.184.215.14"])
+    url, options = _pinned("https://rebind.example/repo.git", policy)
+    assert url == "https://rebind.example/repo.git"
+    assert options == ["-c", "http.curloptResolve=rebind.example:443:93.184.215.14",
+                       "-c", "http.followRedirects=false"]  # fmt: skip
+    url, options = _pinned("git://rebind.example/repo.git", policy)
+    assert url == "git://93.184.215.14:9418/repo.git" and options == []
+
+
+def test_an_opted_in_loopback_source_is_cloned(tmp_path, repo):
+    """With PIER_OUTBOUND_ALLOW naming it, git fetches from loopback (a real git daemon)."""
+    import shutil
+    import subprocess
+    import time
+
+    from pier.outbound import allowing
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    listener = Counting()
+    port = listener.port
+    listener.sock.close()
+    base = repo.parent
+    daemon = subprocess.Popen(
+        [
+            "git",
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            f"--base-path={base}",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            str(base),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(1)
+        source = f"git://127.0.0.1:{port}/{repo.name}"
+        out = tmp_path / "out"
+        out.mkdir()
+        tree = fetch_on_host(code(source), out, timeout=60, policy=allowing([f"127.0.0.1:{port}"]))
+        assert (tree / ".git").exists()
+    finally:
+        daemon.terminate()
+        daemon.wait(10)

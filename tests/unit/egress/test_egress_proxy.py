@@ -12,19 +12,23 @@ from collections.abc import Iterator
 import pytest
 
 from pier.egress import EgressProxy, allow_list
-from pier.egress.allow import Rule
-from pier.egress.proxy import _reachable
+from pier.egress.allow import refuse_disallowed
 from pier.errors import InputError
+from pier.outbound import OutboundPolicy, OutboundRefused, allowing
 
 
 class Echo(socketserver.BaseRequestHandler):
+    connections = 0
+
     def handle(self) -> None:
+        Echo.connections += 1
         while data := self.request.recv(4096):
             self.request.sendall(data)
 
 
 @pytest.fixture
 def echo_port() -> Iterator[int]:
+    Echo.connections = 0
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -60,8 +64,13 @@ def connect(
     return (head_part + b"\n" + body).decode(), sock
 
 
+def opted_in(port: int) -> OutboundPolicy:
+    """The operator lets runs reach the echo server on loopback (PIER_OUTBOUND_ALLOW)."""
+    return allowing([f"127.0.0.1:{port}"])
+
+
 def test_a_listed_address_is_tunnelled_both_ways(proxy, echo_port):
-    grant = proxy.open("run-1", allow_list([f"127.0.0.1:{echo_port}"]), ttl_s=60)
+    grant = proxy.open("run-1", allow_list([f"127.0.0.1:{echo_port}"]), ttl_s=60, policy=opted_in(echo_port))
     answer, sock = connect(proxy, f"127.0.0.1:{echo_port}", grant.token, extra=b"early ")
     assert answer.startswith("HTTP/1.1 200")
     sock.sendall(b"bytes")
@@ -74,7 +83,9 @@ def test_a_listed_address_is_tunnelled_both_ways(proxy, echo_port):
 
 
 def test_unlisted_names_and_other_ports_are_refused_with_a_message(proxy, echo_port):
-    grant = proxy.open("run-1", allow_list(["pypi.org", f"127.0.0.1:{echo_port}"]), ttl_s=60)
+    grant = proxy.open(
+        "run-1", allow_list(["pypi.org", f"127.0.0.1:{echo_port}"]), ttl_s=60, policy=opted_in(echo_port)
+    )
     answer, _ = connect(proxy, "example.org:443", grant.token)
     assert answer.startswith("HTTP/1.1 403")
     assert (
@@ -86,7 +97,7 @@ def test_unlisted_names_and_other_ports_are_refused_with_a_message(proxy, echo_p
 
 
 def test_runs_are_known_by_their_live_token_only(proxy, echo_port):
-    grant = proxy.open("run-1", allow_list([f"127.0.0.1:{echo_port}"]), ttl_s=60)
+    grant = proxy.open("run-1", allow_list([f"127.0.0.1:{echo_port}"]), ttl_s=60, policy=opted_in(echo_port))
     for token in (None, "pier-egress-guess"):
         answer, _ = connect(proxy, f"127.0.0.1:{echo_port}", token)
         assert answer.startswith("HTTP/1.1 407") and 'Basic realm="pier"' in answer
@@ -118,9 +129,43 @@ def test_allow_list_entries():
             allow_list([bad])
 
 
-def test_only_exact_entries_reach_private_addresses():
-    wildcard, exact = Rule("*.corp", (443,)), Rule("git.corp", (443,))
-    assert _reachable("151.101.0.223", wildcard)
-    for private in ("127.0.0.1", "10.1.2.3", "172.17.0.1", "169.254.169.254", "::1"):
-        assert not _reachable(private, wildcard) and _reachable(private, exact)
-    assert not _reachable("0.0.0.0", exact)
+def test_a_listed_local_destination_is_refused_before_any_connection(proxy, echo_port):
+    """Listing 127.0.0.1:P (or a name resolving there) is not enough: without the
+    operator's PIER_OUTBOUND_ALLOW the proxy refuses it and never connects."""
+    grant = proxy.open("run-1", allow_list([f"127.0.0.1:{echo_port}", f"localhost:{echo_port}"]), ttl_s=60)
+    for target in (f"127.0.0.1:{echo_port}", f"localhost:{echo_port}"):
+        answer, _ = connect(proxy, target, grant.token)
+        assert answer.startswith("HTTP/1.1 403"), answer
+        assert "is not allowed" in answer and "loopback" in answer and "PIER_OUTBOUND_ALLOW" in answer
+    assert Echo.connections == 0
+
+
+def test_a_name_rebinding_to_loopback_is_refused_at_connect_time(proxy, echo_port):
+    """Public when the run was accepted, loopback when the proxy resolves it."""
+    rebinding = OutboundPolicy(resolver=lambda host, port: ["127.0.0.1"])
+    grant = proxy.open("run-1", allow_list([f"rebind.example:{echo_port}"]), ttl_s=60, policy=rebinding)
+    answer, _ = connect(proxy, f"rebind.example:{echo_port}", grant.token)
+    assert answer.startswith("HTTP/1.1 403") and "resolves to 127.0.0.1" in answer
+    assert Echo.connections == 0
+
+
+@pytest.mark.parametrize("entry", ["127.0.0.1", "localhost", "::1", "[::1]:443", "169.254.169.254", "10.0.0.1",
+                                   "0.0.0.0", "[::ffff:127.0.0.1]:80", "fd00::1"])  # fmt: skip
+def test_local_allow_list_entries_are_refused_where_given(entry):
+    with pytest.raises(OutboundRefused) as caught:
+        refuse_disallowed([entry], OutboundPolicy())
+    message = str(caught.value)
+    assert message.startswith(f"network.allow: '{entry}' is not an allowed destination")
+    assert "PIER_OUTBOUND_ALLOW" in message
+
+
+def test_a_name_resolving_to_loopback_is_refused_where_given():
+    hosts_file = OutboundPolicy(resolver=lambda host, port: {"sneaky.example": ["127.0.0.1"]}[host])
+    with pytest.raises(OutboundRefused, match=r"'sneaky.example'.*resolves to 127.0.0.1"):
+        refuse_disallowed(["sneaky.example"], hosts_file)
+
+
+def test_the_operator_setting_permits_an_entry():
+    refuse_disallowed(["10.0.0.5:5432", "127.0.0.1:8080"], allowing(["10.0.0.0/8", "127.0.0.1:8080"]))
+    with pytest.raises(OutboundRefused):
+        refuse_disallowed(["127.0.0.1:8081"], allowing(["127.0.0.1:8080"]))

@@ -21,9 +21,12 @@ from pier.egress import EgressProxy, allow_list
 from pier.egress.ca import RunCA
 from pier.egress.inject import LiveInjection
 from pier.egress.proxy import EgressGrant
+from pier.outbound import allowing
 
 TOKEN = "ghp_realvalue1234567890"
 PLACEHOLDER = "pier-secret-0123456789abcdef"
+# The test servers listen on loopback, which the operator must let runs reach.
+LOOPBACK = allowing(["127.0.0.1"])
 
 
 @pytest.fixture
@@ -47,7 +50,9 @@ def open_grant(proxy: EgressProxy, secret: TLSServer, other: TLSServer, tmp_path
     bundle = tmp_path / "bundle.pem"
     bundle.write_bytes(secret.ca_file.read_bytes() + other.ca_file.read_bytes())
     injection = LiveInjection(PLACEHOLDER, TOKEN, allow_list([secret.address]))
-    return proxy.open("run-1", allow_list([secret.address, other.address]), 60, (injection,), bundle)
+    return proxy.open(
+        "run-1", allow_list([secret.address, other.address]), 60, (injection,), bundle, LOOPBACK
+    )
 
 
 def tunnel(
@@ -138,7 +143,9 @@ def test_a_request_naming_another_host_inside_the_tunnel_is_refused(proxy, serve
 def test_a_secret_host_whose_certificate_does_not_verify_gets_nothing(proxy, servers, tmp_path):
     secret, _other = servers
     injection = LiveInjection(PLACEHOLDER, TOKEN, allow_list([secret.address]))
-    grant = proxy.open("run-1", allow_list([secret.address]), 60, (injection,), None)  # test CA not trusted
+    grant = proxy.open(
+        "run-1", allow_list([secret.address]), 60, (injection,), None, LOOPBACK
+    )  # test CA not trusted
     with pytest.raises(OSError, match="502"):
         get(proxy, grant, secret, grant.ca.pem, {"Authorization": f"Bearer {PLACEHOLDER}"})
     assert not secret.seen

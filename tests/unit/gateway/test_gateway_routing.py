@@ -96,3 +96,14 @@ def test_usage_keeps_the_cli_report_and_fills_what_it_lacks():
     assert codex["prompt_tokens"] == 201 and codex["cost_usd"] == 0.0012 and codex["api_calls"] == 2
     assert codex["gateway"] == seen
     assert merged_usage({}, seen)["total_tokens"] == 240
+
+
+def test_through_the_gateway_the_real_upstream_stays_out_of_the_sandbox(gateway):
+    """OPENROUTER_BASE_URL and the other endpoint variables name the real upstream
+    (credentials in it, sometimes): the gateway holds it, the sandbox does not."""
+    route = ModelRoute(gateway, "run-1", Budget(), ttl_s=60)
+    route(ProviderChoice(PROVIDERS["openrouter"], KEY, "https://user:pw@proxy.corp/api/v1", None))
+    env = {"OPENROUTER_API_KEY": KEY, "OPENROUTER_BASE_URL": "https://user:pw@proxy.corp/api/v1",
+           "ANTHROPIC_BASE_URL": "https://a.corp", "TOPIC": "rust"}  # fmt: skip
+    assert without_provider_keys(env, route.grant) == {"TOPIC": "rust"}
+    assert route.grant.upstream == "https://user:pw@proxy.corp/api/v1"
