@@ -23,7 +23,7 @@ from pier.executors import make_executor
 from pier.executors.ports import LifecycleHooks, RunPorts
 from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.service import Services
-from pier.lifecycle.webhooks import WebhookSender
+from pier.lifecycle.webhooks import SenderConfig, WebhookSender
 from pier.routines.scheduler import Scheduler
 from pier.settings import Settings, get_settings
 from pier.vault import load_vault
@@ -45,7 +45,7 @@ def build_state(settings: Settings) -> ApiState:
     # PostgreSQL: their wake-ups then come through it.
     bus = PgBus(settings.db_url) if is_postgres(settings.db_url) else RunBus()
     vault = load_vault(settings)
-    webhooks = WebhookSender(settings.webhook_attempts, settings.webhook_backoff_sec)
+    webhooks = WebhookSender(services.store, vault, SenderConfig.of(settings))
     hooks = LifecycleHooks(RunPorts(services, vault, bus.publish, webhooks))
     return ApiState(services, vault, bus, Dispatcher(hooks, make_executor(hooks)))
 
@@ -72,6 +72,8 @@ def create_app(
         state.dispatcher.executor.start()
         sweeper.start()
         scheduler.start()
+        if state.dispatcher.webhooks is not None:
+            state.dispatcher.webhooks.start()  # deliveries kept from before a restart go out too
         services.start_pool()  # PIER_WARM_POOL: ready sandboxes, filled in the background
         log.info("pier serve: %d run slot(s)", settings.max_concurrent_runs)
         try:

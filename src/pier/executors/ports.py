@@ -143,7 +143,7 @@ class LifecycleHooks:
             record = record or self.store.get_run(trajectory_id)
             body = record.model_dump_json().encode()
             self.ports.webhooks.send(
-                Delivery(payload.webhook_url, payload.webhook_secret, body, trajectory_id)
+                Delivery(payload.webhook_url, payload.webhook_secret, body, trajectory_id, record.collection)
             )
         self.store.drop_run_request(trajectory_id)
         shutil.rmtree(self.inputs_dir(trajectory_id), ignore_errors=True)
