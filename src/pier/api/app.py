@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from pier.api import errors
 from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
-from pier.api.limits import BodyLimit, NoNul, NoTrailingSlash
+from pier.api.limits import Gate, NoTrailingSlash
 from pier.api.pgbus import PgBus, is_postgres
 from pier.api.recovery import recover
 from pier.api.routes import catalog, collections, events, files, health, routines, runs, tasks, trajectories
@@ -96,8 +96,12 @@ def create_app(
         redirect_slashes=False,
     )
     errors.install(app)
-    app.add_middleware(NoNul)  # inside BodyLimit: it reads JSON bodies whole
-    app.add_middleware(BodyLimit, limit=settings.max_upload_bytes)
+    app.add_middleware(
+        Gate,
+        upload_limit=settings.max_upload_bytes,
+        json_limit=settings.max_json_bytes,
+        json_depth=settings.max_json_depth,
+    )
     app.add_middleware(NoTrailingSlash)
     for module in (health, collections, tasks, runs, trajectories, files, events, catalog, routines):
         app.include_router(module.router)

@@ -84,6 +84,13 @@ async def _pier(_request: Request, exc: PierError) -> JSONResponse:
     return JSONResponse(body(str(exc)), status_code=status)
 
 
+async def _too_deep(_request: Request, _exc: RecursionError) -> JSONResponse:
+    """Input nested past what the code reading it can follow (a runbook's YAML,
+    say): the caller's to flatten, never a server error."""
+    message = "nested too deeply to be read: send flatter data (JSON bodies: PIER_MAX_JSON_DEPTH levels)"
+    return validation_response([{"field": "body", "message": message}])
+
+
 async def _internal(request: Request, exc: Exception) -> JSONResponse:
     log.exception("internal error on %s %s", request.method, request.url.path, exc_info=exc)
     return JSONResponse(body("internal server error: see the server log, and report it"), status_code=500)
@@ -94,4 +101,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ValidationError, _pydantic)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http)  # type: ignore[arg-type]
     app.add_exception_handler(PierError, _pier)  # type: ignore[arg-type]
+    app.add_exception_handler(RecursionError, _too_deep)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _internal)

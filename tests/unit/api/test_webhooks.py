@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import itertools
 import socket
 import threading
 import time
@@ -131,7 +132,7 @@ def closed_port() -> int:
 
 def no_overlap(seen: list[Seen]) -> bool:
     ordered = sorted(seen, key=lambda s: s.started)
-    return all(later.started >= earlier.ended for earlier, later in zip(ordered, ordered[1:], strict=False))
+    return all(later.started >= earlier.ended for earlier, later in itertools.pairwise(ordered))
 
 
 def test_a_receiver_down_for_a_while_gets_the_delivery_once_it_is_up(store: Store, vault: Vault):
