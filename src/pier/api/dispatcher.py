@@ -107,6 +107,7 @@ class Dispatcher:
     ) -> Trajectory:
         """accept, for a task given whole rather than stored (`pier run --remote`)."""
         params = with_subscription(split_webhook(params))
+        self.hooks.quotas.check_new_run(collection)  # 429 when its queue is full
         payload = Payload(
             collection, task_name, task, params.init_params, params.secret_params,
             params.webhook_url, params.webhook_secret, params.use_trial_keys,

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
 from pier.errors import AssetError, InputError, NotFoundError, PierError, SandboxError
+from pier.lifecycle.quotas import QuotaExceeded
 from pier.limits import LimitError
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,12 @@ async def _http(_request: Request, exc: HTTPException) -> JSONResponse:
 
 
 async def _pier(_request: Request, exc: PierError) -> JSONResponse:
+    if isinstance(exc, QuotaExceeded):
+        return JSONResponse(
+            {**body(str(exc)), "quota": exc.quota},
+            status_code=429,
+            headers={"Retry-After": str(exc.retry_after)},
+        )
     if isinstance(exc, LimitError):
         return validation_response([{"field": exc.field, "message": exc.message}])
     if isinstance(exc, AssetError):

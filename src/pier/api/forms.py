@@ -143,8 +143,11 @@ def _accept(
     if not files:
         return state.dispatcher.accept(collection, task, _params(body, []))
     state.store.get_task(collection, task)  # 404 before any file is stored
+    state.quotas.check_new_run(collection)  # 429 before any file is stored
+    state.quotas.check_upload(collection, sum(f.size or 0 for f in files))
     streams = [(f.filename, f.file) for f in files]
     upload_id, paths = save_uploads(state.storage, collection, streams, state.settings.scratch_root)
+    state.quotas.uploaded(collection)
     try:
         return state.dispatcher.accept(collection, task, _params(body, paths))
     except BaseException:

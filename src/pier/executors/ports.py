@@ -19,6 +19,7 @@ from pier.executors.spec import Payload
 from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.files import resolve_api_path
 from pier.lifecycle.outcomes import cancelled_waiting, failed_to_start
+from pier.lifecycle.quotas import CollectionQuotas
 from pier.lifecycle.sandbox_env import sandbox_env
 from pier.lifecycle.service import Observer, RunRequest, Services, new_context
 from pier.lifecycle.trial import Trials
@@ -58,6 +59,9 @@ class LifecycleHooks:
         self.store = ports.services.store
         self.vault = ports.vault
         self.trials = Trials(ports.services.store, ports.services.settings)
+        self.quotas = CollectionQuotas(
+            ports.services.store, lambda: ports.services.storage, ports.services.settings
+        )
 
     def without_webhooks(self) -> LifecycleHooks:
         """These hooks, for processes whose runs' webhooks the workflow delivers."""
