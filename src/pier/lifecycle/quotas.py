@@ -141,7 +141,7 @@ class CollectionQuotas:
         """Before an upload of `size` bytes is stored."""
         quota = self.of(collection).upload_bytes
         key = f"uploads:{collection}"
-        stored = self._bytes.get(key, lambda: self._stored_bytes(f"{collection}/{UPLOADS}/"))
+        stored = self._bytes.get(key, lambda: self._stored_bytes(f"{collection}/{UPLOADS}"))
         if stored + size > quota:
             raise QuotaExceeded(
                 "upload_bytes",
@@ -157,7 +157,7 @@ class CollectionQuotas:
 
     def _output_bytes(self, collection: str) -> int:
         uploads = f"{collection}/{UPLOADS}/"
-        return sum(f.size for f in self._storage().files(f"{collection}/") if not f.key.startswith(uploads))
+        return sum(f.size for f in self._storage().files(collection) if not f.key.startswith(uploads))
 
     def _stored_bytes(self, prefix: str) -> int:
         return sum(found.size for found in self._storage().files(prefix))
