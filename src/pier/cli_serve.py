@@ -25,16 +25,15 @@ def serve(
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
 ) -> None:
     """Serve the run API (FastAPI under uvicorn); docs at /docs."""
-    import uvicorn
-
     from pier import web
     from pier.api.app import create_app
+    from pier.api.http_server import serve as serve_http
+    from pier.settings import get_settings
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = get_settings()
     # One process: the executor's run slots and the live-log wake-ups are in memory.
-    uvicorn.run(
-        create_app(pages=web.install), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5
-    )
+    serve_http(create_app(settings, pages=web.install), settings, host=host, port=port, log_level=log_level)
 
 
 def worker(

@@ -190,7 +190,25 @@ class Settings(BaseSettings):
         None, description="Fernet key for collection environment values; default <home>/secret.key"
     )
     max_concurrent_runs: int = Field(default_factory=_default_concurrency, ge=1)
-    max_upload_bytes: int = Field(512 * 1024 * 1024, ge=1, description="per request, else 413")
+    max_upload_bytes: int = Field(512 * 1024 * 1024, ge=1, description="per upload request, else 413")
+    # Limits before the routes (fair: nothing unbounded before authentication)
+    max_json_bytes: int = Field(1 << 20, ge=1, description="a request body other than an upload, else 413")
+    max_json_depth: int = Field(64, ge=2, le=500, description="nesting of a JSON body, else 422")
+    http_header_timeout_sec: float = Field(
+        10.0, gt=0, description="a request's line and headers must arrive within this"
+    )
+    http_body_idle_sec: float = Field(
+        30.0, gt=0, description="the most time between two pieces of a request body"
+    )
+    http_keepalive_sec: int = Field(5, ge=1, description="an idle connection is closed after this")
+    # Quotas per collection: server defaults the admin can override per collection (fair)
+    quota_concurrent_runs: int | None = Field(
+        None, ge=1, description="runs of one collection at once; default: all of the server's slots"
+    )
+    quota_queued_runs: int = Field(100, ge=0, description="runs of one collection waiting for a slot")
+    quota_streams_per_token: int = Field(20, ge=1, description="live log streams open per token")
+    quota_upload_bytes: int = Field(2 << 30, ge=0, description="one collection's stored uploads, in all")
+    quota_output_bytes: int = Field(50 << 30, ge=0, description="one collection's stored run outputs, in all")
     sweep_interval_sec: float = Field(300, gt=0, description="how often the server sweeps sandboxes")
     sweep_foreign: bool = Field(
         True, description="the server also sweeps sandboxes of runs its store does not know (owner gone)"
@@ -210,8 +228,17 @@ class Settings(BaseSettings):
     warm_pool_check_sec: float = Field(
         10, gt=0, description="how often the warm pool checks its sandboxes still run, and refills"
     )
-    webhook_attempts: int = Field(6, ge=1)
-    webhook_backoff_sec: float = Field(1.0, ge=0, description="first retry delay; doubles each time")
+    # Webhooks: a durable queue in the database (fair: delivery per collection)
+    webhook_backoff_sec: float = Field(
+        1.0, ge=0, description="first retry delay; doubles each time, up to 5 minutes"
+    )
+    webhook_window_sec: float = Field(
+        6 * 3600, gt=0, description="how long after a run ended its webhook is still retried"
+    )
+    webhook_attempt_timeout_sec: float = Field(
+        10.0, gt=0, description="connect, send and answer timeout of one webhook attempt"
+    )
+    webhook_lane: int = Field(2, ge=1, description="webhook attempts at once per collection")
     trial_keys: dict[str, SecretStr] = Field(
         default_factory=dict,
         description='shared provider keys for trial runs, JSON: {"ANTHROPIC_API_KEY": "..."}',

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from pier.api import errors
 from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
-from pier.api.limits import BodyLimit, NoNul, NoTrailingSlash
+from pier.api.limits import Gate, NoTrailingSlash
 from pier.api.observe import Observe
 from pier.api.observe import router as observe_router
 from pier.api.pgbus import PgBus, is_postgres
@@ -25,7 +25,7 @@ from pier.executors import make_executor
 from pier.executors.ports import LifecycleHooks, RunPorts
 from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.service import Services
-from pier.lifecycle.webhooks import WebhookSender
+from pier.lifecycle.webhooks import SenderConfig, WebhookSender
 from pier.record import RunStatus
 from pier.routines.scheduler import Scheduler
 from pier.settings import Settings, get_settings
@@ -49,7 +49,7 @@ def build_state(settings: Settings) -> ApiState:
     # PostgreSQL: their wake-ups then come through it.
     bus = PgBus(settings.db_url) if is_postgres(settings.db_url) else RunBus()
     vault = load_vault(settings)
-    webhooks = WebhookSender(settings.webhook_attempts, settings.webhook_backoff_sec, settings.outbound)
+    webhooks = WebhookSender(services.store, vault, SenderConfig.of(settings), settings.outbound)
     hooks = LifecycleHooks(RunPorts(services, vault, bus.publish, webhooks))
     return ApiState(services, vault, bus, Dispatcher(hooks, make_executor(hooks)))
 
@@ -82,6 +82,8 @@ def create_app(
         executor.start()
         sweeper.start()
         scheduler.start()
+        if state.dispatcher.webhooks is not None:
+            state.dispatcher.webhooks.start()  # deliveries kept from before a restart go out too
         services.start_pool()  # PIER_WARM_POOL: ready sandboxes, filled in the background
         services.say_isolation_problem("pier serve")
         log.info("pier serve: %d run slot(s)", settings.max_concurrent_runs)
@@ -106,8 +108,12 @@ def create_app(
         redirect_slashes=False,
     )
     errors.install(app)
-    app.add_middleware(NoNul)  # inside BodyLimit: it reads JSON bodies whole
-    app.add_middleware(BodyLimit, limit=settings.max_upload_bytes)
+    app.add_middleware(
+        Gate,
+        upload_limit=settings.max_upload_bytes,
+        json_limit=settings.max_json_bytes,
+        json_depth=settings.max_json_depth,
+    )
     app.add_middleware(Observe)  # outside the limits: refused requests are counted (and audited) too
     app.add_middleware(NoTrailingSlash)
     for module in (health, collections, tasks, runs, trajectories, files, events, catalog, routines):

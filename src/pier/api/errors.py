@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
 from pier.errors import AssetError, InputError, NotFoundError, PierError, SandboxError
+from pier.lifecycle.quotas import QuotaExceeded
 from pier.limits import LimitError
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,12 @@ async def _http(_request: Request, exc: HTTPException) -> JSONResponse:
 
 
 async def _pier(_request: Request, exc: PierError) -> JSONResponse:
+    if isinstance(exc, QuotaExceeded):
+        return JSONResponse(
+            {**body(str(exc)), "quota": exc.quota},
+            status_code=429,
+            headers={"Retry-After": str(exc.retry_after)},
+        )
     if isinstance(exc, LimitError):
         return validation_response([{"field": exc.field, "message": exc.message}])
     if isinstance(exc, AssetError):
@@ -84,6 +91,13 @@ async def _pier(_request: Request, exc: PierError) -> JSONResponse:
     return JSONResponse(body(str(exc)), status_code=status)
 
 
+async def _too_deep(_request: Request, _exc: RecursionError) -> JSONResponse:
+    """Input nested past what the code reading it can follow (a runbook's YAML,
+    say): the caller's to flatten, never a server error."""
+    message = "nested too deeply to be read: send flatter data (JSON bodies: PIER_MAX_JSON_DEPTH levels)"
+    return validation_response([{"field": "body", "message": message}])
+
+
 async def _internal(request: Request, exc: Exception) -> JSONResponse:
     log.exception("internal error on %s %s", request.method, request.url.path, exc_info=exc)
     return JSONResponse(body("internal server error: see the server log, and report it"), status_code=500)
@@ -94,4 +108,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ValidationError, _pydantic)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http)  # type: ignore[arg-type]
     app.add_exception_handler(PierError, _pier)  # type: ignore[arg-type]
+    app.add_exception_handler(RecursionError, _too_deep)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _internal)

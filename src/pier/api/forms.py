@@ -18,7 +18,7 @@ from starlette.datastructures import UploadFile
 
 from pier.api.dispatcher import RunParams
 from pier.api.errors import ApiError
-from pier.api.limits import unstorable_field
+from pier.api.limits import json_depth, too_deep, unstorable_field
 from pier.api.schemas.runs import RunCreate
 from pier.api.state import ApiState
 from pier.lifecycle.files import save_uploads
@@ -59,6 +59,7 @@ def _json_object(raw: bytes) -> dict[str, Any]:
 
 
 async def _form(request: Request) -> Body:
+    depth = request.app.state.pier.settings.max_json_depth
     form = await request.form(max_files=MAX_FILES)
     fields: dict[str, Any] = {}
     files: list[UploadFile] = []
@@ -68,19 +69,25 @@ async def _form(request: Request) -> Body:
                 raise invalid(key, "only the `files` field may hold files")
             files.append(value)
         elif key in JSON_FIELDS:
-            fields[key] = _json_field(key, value)
+            fields[key] = _json_field(key, value, depth)
         else:
             fields[key] = value
     return fields, files
 
 
-def _json_field(name: str, text: str) -> Any:
+def _json_field(name: str, text: str, max_depth: int) -> Any:
+    """A multipart field's JSON, under the depth limit JSON bodies meet at the edge."""
     if not text.strip():
         return {}
     try:
-        return json.loads(text)
+        value = json.loads(text)
+    except RecursionError:
+        raise too_deep(max_depth) from None
     except json.JSONDecodeError as exc:
         raise invalid(name, f"is not valid JSON ({exc.msg} at character {exc.pos})") from None
+    if json_depth(value) > max_depth:
+        raise too_deep(max_depth)
+    return value
 
 
 def refuse_nul(value: Any, field: str = "body") -> None:
@@ -136,8 +143,11 @@ def _accept(
     if not files:
         return state.dispatcher.accept(collection, task, _params(body, []))
     state.store.get_task(collection, task)  # 404 before any file is stored
+    state.quotas.check_new_run(collection)  # 429 before any file is stored
+    state.quotas.check_upload(collection, sum(f.size or 0 for f in files))
     streams = [(f.filename, f.file) for f in files]
     upload_id, paths = save_uploads(state.storage, collection, streams, state.settings.scratch_root)
+    state.quotas.uploaded(collection)
     try:
         return state.dispatcher.accept(collection, task, _params(body, paths))
     except BaseException:

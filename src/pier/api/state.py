@@ -11,6 +11,7 @@ from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
 from pier.api.tokens import KnownTokens
 from pier.db import Store
+from pier.lifecycle.quotas import CollectionQuotas, StreamSlots
 from pier.lifecycle.service import Services
 from pier.settings import Settings
 from pier.storage.base import RunStorage
@@ -24,6 +25,7 @@ class ApiState:
     bus: RunBus
     dispatcher: Dispatcher
     tokens: KnownTokens = field(default_factory=KnownTokens)
+    streams: StreamSlots = field(default_factory=StreamSlots)  # live log streams open per token
 
     @property
     def settings(self) -> Settings:
@@ -32,6 +34,10 @@ class ApiState:
     @property
     def store(self) -> Store:
         return self.services.store
+
+    @property
+    def quotas(self) -> CollectionQuotas:
+        return self.dispatcher.hooks.quotas
 
     @property
     def storage(self) -> RunStorage:

@@ -11,8 +11,10 @@ from typing import Self
 
 from pier.db.audit import AuditStore
 from pier.db.collections import CollectionStore
+from pier.db.deliveries import DeliveryStore
 from pier.db.engine import create_store_engine, upgrade_to_head
 from pier.db.events import EventStore
+from pier.db.quotas import QuotaStore
 from pier.db.requests import RequestStore
 from pier.db.routines import RoutineStore
 from pier.db.runs import RunStore
@@ -22,7 +24,17 @@ from pier.db.trials import TrialStore
 __all__ = ["AuditEntry", "Collection", "Event", "Store", "StoredRoutine", "StoredTask"]
 
 
-class Store(RunStore, EventStore, CollectionStore, RequestStore, RoutineStore, TrialStore, AuditStore):
+class Store(
+    RunStore,
+    EventStore,
+    CollectionStore,
+    RequestStore,
+    RoutineStore,
+    TrialStore,
+    QuotaStore,
+    DeliveryStore,
+    AuditStore,
+):
     """Thread-safe: share one instance; each call uses its own session."""
 
     @classmethod

@@ -189,3 +189,38 @@ class AuditRow(Base):
     status: Mapped[int]
     client: Mapped[str | None] = mapped_column(String(NAME))
     user_agent: Mapped[str | None] = mapped_column(String(NAME))
+
+
+class CollectionQuotaRow(Base):
+    """The admin's overrides of the server's default quotas for one collection
+    (only the quotas set: the others follow the server's defaults)."""
+
+    __tablename__ = "collection_quotas"
+
+    collection: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    quotas: Mapped[dict[str, Any]]
+    updated_at: Mapped[datetime]
+
+
+class WebhookDeliveryRow(Base):
+    """One webhook to deliver, kept until a receiver took it or its window
+    closed. `id` is the delivery id receivers deduplicate on; `leased_until`
+    is set while an attempt is open, so no second attempt overlaps it (on this
+    server or another)."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (Index("ix_webhook_deliveries_state_next_attempt_at", "state", "next_attempt_at"),)
+
+    id: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    collection: Mapped[str] = mapped_column(String(NAME))
+    trajectory_id: Mapped[str] = mapped_column(String(NAME))
+    url: Mapped[str] = mapped_column(Text)
+    sealed_secret: Mapped[str | None] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(32))
+    attempts: Mapped[int]
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    next_attempt_at: Mapped[datetime]
+    deadline_at: Mapped[datetime]
+    leased_until: Mapped[datetime | None]

@@ -15,4 +15,4 @@ def make_executor(hooks: LifecycleHooks) -> Executor:
         from pier.executors.temporal import TemporalExecutor
 
         return TemporalExecutor(settings, hooks)
-    return InProcessExecutor(hooks, settings.max_concurrent_runs)
+    return InProcessExecutor(hooks, settings.max_concurrent_runs, concurrency=hooks.quotas.concurrent_runs)

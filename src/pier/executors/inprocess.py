@@ -1,7 +1,11 @@
 """The in-process executor: runs the lifecycle in a bounded pool of threads.
 
 At most `max_workers` runs execute at once (so at most that many sandboxes
-exist); the others wait as pending, started in the order they were submitted.
+exist); the others wait as pending. A free slot goes to the collections in
+turn (round robin), each collection's runs in the order they were submitted,
+skipping a collection that runs its quota of runs at once already
+(`concurrency`): one collection's backlog delays another's next run by at
+most one slot's wait.
 A pending run can be cancelled before it starts; a running one is stopped
 through the lifecycle's cancel, which deletes its sandbox so the current stage
 ends at once.
@@ -79,19 +83,79 @@ class SharedLock:
                 self._cond.notify_all()
 
 
+QUOTA_RECHECK_SEC = 5.0  # an admin's raised quota lets waiting runs start within this
+
+
+def collection_of(job: Job) -> str:
+    return getattr(job.payload, "collection", "") or ""
+
+
+class FairQueue:
+    """Pending runs, by collection; `next` serves the collections in turn: the
+    one served least recently first, so a collection whose queue emptied and
+    filled again does not jump the turn. Not thread-safe: the executor's lock
+    guards it."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, OrderedDict[str, Job]] = {}  # in the order they got runs
+        self._served: dict[str, int] = {}  # collection -> when it last got a slot
+        self._turn = 0
+
+    def __len__(self) -> int:
+        return sum(len(queue) for queue in self._queues.values())
+
+    def add(self, job: Job) -> None:
+        self._queues.setdefault(collection_of(job), OrderedDict())[job.trajectory_id] = job
+
+    def remove(self, trajectory_id: str) -> Job | None:
+        for collection, queue in self._queues.items():
+            job = queue.pop(trajectory_id, None)
+            if job is not None:
+                if not queue:
+                    del self._queues[collection]
+                return job
+        return None
+
+    def ids(self) -> list[str]:
+        return [tid for queue in self._queues.values() for tid in queue]
+
+    def next(self, may_start: Callable[[str], bool]) -> Job | None:
+        """The oldest run of the collection served least recently among those
+        that may start one now."""
+        startable = [c for c in self._queues if may_start(c)]
+        if not startable:
+            return None
+        collection = min(startable, key=lambda c: self._served.get(c, -1))
+        queue = self._queues[collection]
+        _tid, job = queue.popitem(last=False)
+        if not queue:
+            del self._queues[collection]
+        self._turn += 1
+        self._served[collection] = self._turn
+        return job
+
+
 class InProcessExecutor:
     durable = False  # its runs die with this process
 
-    def __init__(self, hooks: RunHooks, max_workers: int, name: str = "pier-run"):
+    def __init__(
+        self,
+        hooks: RunHooks,
+        max_workers: int,
+        name: str = "pier-run",
+        concurrency: Callable[[str], int | None] = lambda _collection: None,
+    ):
         if max_workers < 1:
             raise ValueError("max_workers must be at least 1")
         self._hooks = hooks
         self._max_workers = max_workers
         self._name = name
+        self._concurrency = concurrency  # a collection's runs at once; None: no limit of its own
         self._lock = threading.Condition()
         self._save_lock = SharedLock()  # orders record saves against stop(), not each other
-        self._pending: OrderedDict[str, Job] = OrderedDict()
+        self._pending = FairQueue()
         self._running: dict[str, RunContext | None] = {}
+        self._running_in: dict[str, str] = {}  # trajectory id -> its collection
         self._cancelled: set[str] = set()
         self._threads: list[threading.Thread] = []
         self._stopped = False
@@ -110,12 +174,12 @@ class InProcessExecutor:
         with self._lock:
             if self._stopped:
                 raise RuntimeError("the executor is stopped")
-            self._pending[job.trajectory_id] = job
-            self._lock.notify()
+            self._pending.add(job)
+            self._lock.notify_all()
 
     def pending(self) -> list[str]:
         with self._lock:
-            return list(self._pending)
+            return self._pending.ids()
 
     def running(self) -> list[str]:
         with self._lock:
@@ -124,7 +188,7 @@ class InProcessExecutor:
     def cancel(self, trajectory_id: str) -> CancelOutcome | None:
         """Cancel a run this executor holds; None when it holds no such run."""
         with self._lock:
-            job = self._pending.pop(trajectory_id, None)
+            job = self._pending.remove(trajectory_id)
             if job is None and trajectory_id not in self._running:
                 return None
             if job is None:
@@ -146,7 +210,7 @@ class InProcessExecutor:
             self._stopped = True
             self._lock.notify_all()
             running = [ctx for ctx in self._running.values() if ctx is not None]
-            pending = list(self._pending)
+            pending = self._pending.ids()
         for ctx in running:
             if interrupt is not None:
                 interrupt(ctx)
@@ -159,13 +223,25 @@ class InProcessExecutor:
     def _work(self) -> None:
         while True:
             with self._lock:
-                while not self._pending and not self._stopped:
-                    self._lock.wait()
-                if self._stopped:
+                job = None
+                while not self._stopped:
+                    job = self._pending.next(self._may_start)
+                    if job is not None:
+                        break
+                    # nothing startable: a run ending, a submit or a quota's change wakes us
+                    self._lock.wait(QUOTA_RECHECK_SEC if len(self._pending) else None)
+                if self._stopped or job is None:
                     return
-                trajectory_id, job = self._pending.popitem(last=False)
-                self._running[trajectory_id] = None
+                self._running[job.trajectory_id] = None
+                self._running_in[job.trajectory_id] = collection_of(job)
             self._run(job)
+
+    def _may_start(self, collection: str) -> bool:
+        """Whether a run of `collection` may take a slot now (its quota of runs at once)."""
+        limit = self._concurrency(collection)
+        if limit is None:
+            return True
+        return sum(1 for c in self._running_in.values() if c == collection) < limit
 
     def _run(self, job: Job) -> None:
         record: Trajectory | None = None
@@ -190,8 +266,10 @@ class InProcessExecutor:
         finally:
             with self._lock:
                 self._running.pop(job.trajectory_id, None)
+                self._running_in.pop(job.trajectory_id, None)
                 self._cancelled.discard(job.trajectory_id)
                 stopped = self._stopped
+                self._lock.notify_all()  # a collection at its quota may start its next run
             if not stopped:
                 self._ended(job, record, error)
 

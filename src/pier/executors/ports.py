@@ -19,6 +19,7 @@ from pier.executors.spec import Payload
 from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.files import resolve_api_path
 from pier.lifecycle.outcomes import cancelled_waiting, failed_to_start
+from pier.lifecycle.quotas import CollectionQuotas
 from pier.lifecycle.sandbox_env import sandbox_env
 from pier.lifecycle.service import Observer, RunRequest, Services, new_context
 from pier.lifecycle.trial import Trials
@@ -58,6 +59,9 @@ class LifecycleHooks:
         self.store = ports.services.store
         self.vault = ports.vault
         self.trials = Trials(ports.services.store, ports.services.settings)
+        self.quotas = CollectionQuotas(
+            ports.services.store, lambda: ports.services.storage, ports.services.settings
+        )
 
     def without_webhooks(self) -> LifecycleHooks:
         """These hooks, for processes whose runs' webhooks the workflow delivers."""
@@ -150,7 +154,7 @@ class LifecycleHooks:
             record = record or self.store.get_run(trajectory_id)
             body = record.model_dump_json().encode()
             self.ports.webhooks.send(
-                Delivery(payload.webhook_url, payload.webhook_secret, body, trajectory_id)
+                Delivery(payload.webhook_url, payload.webhook_secret, body, trajectory_id, record.collection)
             )
         self.store.drop_run_request(trajectory_id)
         shutil.rmtree(self.inputs_dir(trajectory_id), ignore_errors=True)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 CALL_TIMEOUT_SEC = 30
+STORE_WEBHOOK_ATTEMPTS = 20  # about an hour of doubling waits: a database outage passes
 
 
 class TemporalUnavailable(PierError):
@@ -55,11 +56,12 @@ def workflow_config(settings: Settings) -> dict[str, Any]:
         # prepare + create (an image build) + setup, or the agent + collect + check
         "run_timeout_sec": settings.create_timeout_sec + settings.max_timeout_sec + 3600,
         "cleanup_timeout_sec": settings.cleanup_timeout_sec + 30,
-        # the run's webhook: Temporal retries it, doubling the wait, as the in-process sender does
-        "webhook_attempts": settings.webhook_attempts,
-        "webhook_backoff_sec": settings.webhook_backoff_sec,
+        # the run's webhook: the activity stores it in the durable queue the
+        # servers deliver from (pier.lifecycle.webhooks); Temporal retries the storing
+        "webhook_attempts": STORE_WEBHOOK_ATTEMPTS,
+        "webhook_backoff_sec": 1.0,
         "webhook_max_delay_sec": webhooks.MAX_DELAY_SEC,
-        "webhook_attempt_sec": webhooks.TIMEOUT_SEC + 20,  # the POST, and reading the record
+        "webhook_attempt_sec": 30,  # reading the record, storing the delivery
     }
 
 

@@ -41,7 +41,7 @@ from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.outcomes import end_record
 from pier.lifecycle.service import Services
-from pier.lifecycle.webhooks import Delivery, new_client, post
+from pier.lifecycle.webhooks import Delivery, enqueue
 from pier.record import STAGES, RunStatus, StageRecord, StageStatus, Trajectory
 from pier.settings import Settings
 from pier.telemetry import metrics, tracing
@@ -251,26 +251,18 @@ class ControlActivities:
 
     @activity.defn(name="pier.webhook")
     async def webhook(self, arg: dict[str, Any]) -> None:
-        """One attempt at POSTing the ended run's record to its webhook_url,
-        signed as the in-process sender signs it; an error makes Temporal try
-        again (the workflow's retry policy), from whichever process polls. The
-        secret comes sealed (the history never holds it) and is opened here."""
+        """Store the ended run's webhook in the durable queue that every
+        `pier serve` delivers from (one delivery mechanism, whatever the
+        executor); idempotent, so Temporal's retries never send it twice. The
+        secret stays sealed: the history never holds it."""
         tid, url = arg["trajectory_id"], arg["url"]
         record = await self._thread(lambda: self.store.get_run(tid))
         if not record.status.terminal:  # the workflow ended without ending it: nothing to report
             log.warning("run %s has not ended (%s): no webhook sent", tid, record.status.value)
             return
-        sealed = arg.get("sealed_secret")
-        secret = self.hooks.vault.decrypt(sealed) if sealed else None
-        delivery = Delivery(url, secret, record.model_dump_json().encode(), tid)
-
-        def attempt() -> str | None:
-            with new_client(self.settings.outbound) as client:
-                return post(client, delivery)
-
-        problem = await self._thread(attempt)
-        if problem is not None:
-            raise ApplicationError(f"webhook for run {tid} to {url}: {problem}", type="PierWebhookRefused")
+        delivery = Delivery(url, None, record.model_dump_json().encode(), tid, record.collection)
+        window = self.hooks.services.settings.webhook_window_sec
+        await self._thread(lambda: enqueue(self.store, delivery, arg.get("sealed_secret"), window))
 
     def _fail(self, trajectory_id: str, message: str) -> str:
         record = self.store.get_run(trajectory_id)

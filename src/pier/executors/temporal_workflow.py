@@ -12,9 +12,9 @@ sandbox. What it decides:
 3. `release` (delete the sandbox, free the slot) always runs after, even on
    cancellation.
 4. `webhook`, once the run has ended (cancelled included), when it has a
-   webhook_url: an activity on the control queue that Temporal retries with
-   backoff, so a process that dies mid-delivery loses nothing. Its secret
-   stays sealed in the history (the activity opens it).
+   webhook_url: an activity on the control queue stores the delivery in the
+   durable queue every `pier serve` delivers from (retried by Temporal with
+   backoff while the database is away). Its secret stays sealed.
 
 A worker lost before the agent started (begin timed out, or conclude was never
 taken) costs a restart: the run is claimed again, by another worker. Lost
@@ -133,9 +133,9 @@ class RunWorkflow:
             pass
 
     async def _webhook(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
-        """POST the ended run's record to its webhook_url, retried with a
-        doubling wait for webhook_attempts attempts; giving up is logged, the
-        run's outcome stays."""
+        """Queue the ended run's webhook for delivery, retried with a doubling
+        wait for webhook_attempts attempts; giving up is logged, the run's
+        outcome stays."""
         if not spec.get("webhook_url"):
             return
         arg = {

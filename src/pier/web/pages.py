@@ -312,6 +312,12 @@ def collections_page(request: Request, state: StateDep, caller: PageCaller) -> H
     return page(request, "collections.html", {"collections": _collections(state, caller)})
 
 
+def _quotas(state: ApiState, collection: str) -> list[tuple[str, int | None, bool]]:
+    """(quota, value in force, whether the admin set it) for the settings page."""
+    overrides = state.store.quota_overrides(collection)
+    return [(name, value, name in overrides) for name, value in state.quotas.of(collection).as_dict().items()]
+
+
 @router.get("/collections/{collection}/settings")
 async def settings_page(
     request: Request, state: StateDep, caller: PageCaller, collection: str, new_token: str | None = None
@@ -323,6 +329,7 @@ async def settings_page(
         "env_names": store.list_env_names(collection),
         "tokens": store.list_tokens(collection) if caller.admin else None,
         "new_token": None,
+        "quotas": _quotas(state, collection),
     }
     return page(request, "settings.html", context)
 
@@ -357,6 +364,7 @@ async def create_token(
         "env_names": store.list_env_names(collection),
         "tokens": store.list_tokens(collection),
         "new_token": token,
+        "quotas": _quotas(state, collection),
     }
     return page(request, "settings.html", context, status_code=201)
 

@@ -1,8 +1,8 @@
-"""A fleet's webhooks come from a Temporal activity that Temporal retries: a
-receiver that refuses the first deliveries still gets the run's record, signed
-as the in-process sender signs it, even when the worker that ran the run and
-the server are both gone by then; the webhook secret never reaches the
-workflow's history in clear."""
+"""A fleet's webhooks are queued by a Temporal activity into the durable queue
+the servers deliver from: a receiver that refuses the first deliveries still
+gets the run's record, signed as the in-process sender signs it, even when the
+worker that ran the run and the server are both gone by then; the webhook
+secret never reaches the workflow's history in clear."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def receive(refuse: int) -> ThreadingHTTPServer:
 def test_the_webhook_is_retried_by_temporal_across_lost_processes(fleet: Fleet) -> None:
     receiver = receive(refuse=REFUSED)
     try:
-        collection = setup(fleet, PIER_WEBHOOK_BACKOFF_SEC="2", PIER_WEBHOOK_ATTEMPTS="10")
+        collection = setup(fleet, PIER_WEBHOOK_BACKOFF_SEC="2")
         worker = fleet.worker("w1")
         url = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
         tid = collection.run("t", init_params={"webhook_url": url, "webhook_secret": SECRET})

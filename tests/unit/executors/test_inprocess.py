@@ -204,3 +204,46 @@ def test_a_save_in_flight_finishes_before_stop_returns(hooks):
     release.set()
     stopping.join(10)
     assert not stopping.is_alive() and hooks.saved == ["slow"]
+
+
+def job_of(collection: str, tid: str) -> Job:
+    return Job(tid, SimpleNamespace(collection=collection))
+
+
+def test_a_backlog_of_one_collection_does_not_hold_up_another(hooks):
+    """200 runs of collection a queued first; b's run takes the next free slot
+    (served in turn), not the 201st. Before: first come, first served."""
+    executor = InProcessExecutor(hooks, max_workers=2)
+    executor.start()
+    executor.submit(job_of("a", "a0"))
+    executor.submit(job_of("a", "a1"))
+    wait_for(lambda: len(hooks.started) == 2)  # both slots busy with a's runs
+    for n in range(2, 200):
+        executor.submit(job_of("a", f"a{n}"))
+    executor.submit(job_of("b", "b0"))
+    hooks.release["a0"].set()  # one slot frees
+    wait_for(lambda: len(hooks.started) == 3)
+    assert hooks.started[2] == "b0"
+    for tid in list(hooks.release):
+        hooks.release[tid].set()
+    executor.stop()
+
+
+def test_a_collection_at_its_quota_of_runs_at_once_leaves_the_slots_to_others(hooks):
+    executor = InProcessExecutor(hooks, max_workers=3, concurrency=lambda c: 1 if c == "a" else None)
+    executor.start()
+    for n in range(5):
+        executor.submit(job_of("a", f"a{n}"))
+    wait_for(lambda: len(hooks.started) == 1)
+    time.sleep(0.2)
+    assert hooks.started == ["a0"], "a runs more than its quota at once"
+    executor.submit(job_of("b", "b0"))
+    executor.submit(job_of("b", "b1"))
+    wait_for(lambda: len(hooks.started) == 3)
+    assert sorted(hooks.started[1:]) == ["b0", "b1"]
+    hooks.release["a0"].set()
+    wait_for(lambda: len(hooks.started) == 4)
+    assert hooks.started[3] == "a1"
+    for tid in list(hooks.release):
+        hooks.release[tid].set()
+    executor.stop()

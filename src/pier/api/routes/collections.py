@@ -19,12 +19,14 @@ from pier.api.schemas.collections import (
     CollectionPublic,
     EnvironmentPatch,
     EnvironmentPublic,
+    QuotaOverrides,
+    QuotasPublic,
     TokenIssued,
     TokenPublic,
     TokenRevoked,
 )
 from pier.api.schemas.common import ERROR_RESPONSES
-from pier.api.state import StateDep
+from pier.api.state import ApiState, StateDep
 from pier.api.tokens import issue_token
 from pier.errors import NotFoundError
 
@@ -119,3 +121,29 @@ def _check_variable(name: str, value: str | None) -> None:
         raise invalid(field, "is not a variable name: use letters, digits and '_', not starting with a digit")
     if value is not None and (len(value) > MAX_ENV_VALUE or "\x00" in value):
         raise invalid(field, f"the value must be at most {MAX_ENV_VALUE} characters, without NUL")
+
+
+def _quotas(state: ApiState, collection: str) -> QuotasPublic:
+    quotas = state.quotas
+    return QuotasPublic(
+        collection=collection,
+        quotas=quotas.of(collection).as_dict(),
+        overrides=state.store.quota_overrides(collection),
+        defaults=quotas.defaults().as_dict(),
+    )
+
+
+@router.get("/{collection}/quotas", summary="The collection's quotas")
+def get_quotas(collection: CollectionDep, state: StateDep) -> QuotasPublic:
+    """What this collection may hold of the server: each quota in force, the
+    admin's overrides and the server's defaults. A quota reached is answered 429
+    with Retry-After."""
+    return _quotas(state, collection)
+
+
+@router.put("/{collection}/quotas", summary="Set the collection's quotas (admin)")
+def put_quotas(collection: str, body: QuotaOverrides, _admin: AdminDep, state: StateDep) -> QuotasPublic:
+    """Replaces the collection's overrides: a quota left out follows the server's default."""
+    state.store.get_collection(collection)
+    state.quotas.set_overrides(collection, body.model_dump(exclude_none=True))
+    return _quotas(state, collection)

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+import weakref
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials
 from starlette.concurrency import run_in_threadpool
 
-from pier.api.auth import CallerDep
+from pier.api.auth import CallerDep, bearer, request_token
 from pier.api.errors import ApiError
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.state import ApiState, StateDep
+from pier.api.tokens import hash_token
 from pier.db.schemas import Event
 from pier.errors import NotFoundError
 
@@ -32,6 +35,7 @@ POLL_SEC = 1.0  # the store is polled this often even without a wake-up (other w
 KEEPALIVE_SEC = 15.0  # a comment line keeps proxies from closing an idle stream
 RETRY_MS = 2000
 MAX_SEQ = 2**31 - 1  # the store's seq column is a 32-bit integer
+ADMIN_STREAMS = 1000  # the admin token's streams: it belongs to no collection's quota
 
 
 def log_event(event: Event) -> str:
@@ -53,17 +57,25 @@ def end_event(status: str) -> str:
 )
 async def run_events(
     trajectory_id: str,
+    request: Request,
     state: StateDep,
     caller: CallerDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     after: Annotated[int | None, Query(alias="last_event_id", ge=0, le=MAX_SEQ)] = None,
 ) -> StreamingResponse:
+    """At most the collection's `streams_per_token` quota of streams open per
+    token (429 with Retry-After beyond)."""
     record = await run_in_threadpool(state.store.get_run, trajectory_id)
     if not caller.may_use(record.collection):
         raise NotFoundError(f"run {trajectory_id!r} not found: check the trajectory id")
     start = _start_after(last_event_id, after)
+    quota = state.quotas.of(caller.collection).streams_per_token if caller.collection else ADMIN_STREAMS
+    release = state.streams.take(hash_token(request_token(request, credentials) or ""), quota)
+    stream = _follow(state, trajectory_id, start, release)
+    weakref.finalize(stream, release)  # a stream never started (the client left at once) frees its slot too
     return StreamingResponse(
-        _follow(state, trajectory_id, start),
+        stream,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
@@ -79,7 +91,9 @@ def _start_after(header: str | None, query: int | None) -> int:
     return min(max(value, 0), MAX_SEQ)
 
 
-async def _follow(state: ApiState, trajectory_id: str, seq: int) -> AsyncIterator[str]:
+async def _follow(
+    state: ApiState, trajectory_id: str, seq: int, release: Callable[[], None]
+) -> AsyncIterator[str]:
     wake = state.bus.subscribe(trajectory_id)
     try:
         yield f"retry: {RETRY_MS}\n\n"
@@ -102,6 +116,7 @@ async def _follow(state: ApiState, trajectory_id: str, seq: int) -> AsyncIterato
                 yield ": keep-alive\n\n"
     finally:
         state.bus.unsubscribe(trajectory_id, wake)
+        release()
 
 
 async def _wait(wake: asyncio.Event, idle: float) -> float:

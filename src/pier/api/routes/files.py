@@ -61,11 +61,13 @@ async def upload(
     files = [v for k, v in form.multi_items() if k == "files" and isinstance(v, UploadFile)]
     if not files:
         raise invalid("files", "no file was sent: add one or more `files` parts")
+    await run_in_threadpool(state.quotas.check_upload, name, sum(f.size or 0 for f in files))
     streams = [(f.filename, f.file) for f in files]
     limits = AssetLimits.of(state.settings)
     upload_id, paths = await run_in_threadpool(
         save_checked_uploads, state.storage, name, streams, limits, state.settings.scratch_root
     )
+    state.quotas.uploaded(name)
     return UploadResult(upload_id=upload_id, file_paths=paths, count=len(paths))
 
 

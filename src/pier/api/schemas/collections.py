@@ -54,3 +54,28 @@ class EnvironmentPatch(BaseModel):
 class EnvironmentPublic(BaseModel):
     collection: str
     environment_variables: list[str] = Field(description="names only: values are never returned")
+
+
+MAX_QUOTA = 2**62  # bytes or counts: anything a 64-bit column keeps
+
+
+class QuotaOverrides(BaseModel):
+    """The admin's quotas for one collection; a quota left out (or null)
+    follows the server's default (PIER_QUOTA_*)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    concurrent_runs: int | None = Field(None, ge=1, le=MAX_QUOTA, description="runs executing at once")
+    queued_runs: int | None = Field(None, ge=0, le=MAX_QUOTA, description="runs waiting for a slot")
+    streams_per_token: int | None = Field(None, ge=1, le=MAX_QUOTA, description="live log streams per token")
+    upload_bytes: int | None = Field(None, ge=0, le=MAX_QUOTA, description="stored uploads, in all")
+    output_bytes: int | None = Field(None, ge=0, le=MAX_QUOTA, description="stored run outputs, in all")
+
+
+class QuotasPublic(BaseModel):
+    collection: str
+    quotas: dict[str, int | None] = Field(description="in force: the overrides, else the defaults")
+    overrides: dict[str, int | None] = Field(description="the admin's, for this collection")
+    defaults: dict[str, int | None] = Field(
+        description="the server's (PIER_QUOTA_*); concurrent_runs null: any slot"
+    )

@@ -1,7 +1,7 @@
 """audit_events: who changed what, when, from where (names only, never a body).
 
 Revision ID: obs
-Revises: 0004_routines
+Revises: fair
 Create Date: 2026-12-01
 """
 
@@ -12,7 +12,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "obs"
-down_revision: str | None = "0004_routines"
+down_revision: str | None = "fair"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
