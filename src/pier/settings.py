@@ -199,6 +199,18 @@ class Settings(BaseSettings):
         15, gt=0, description="how long a stage waits for its sandbox's worker to take it"
     )
 
+    # Faults: how long a run rides out a service that does not answer, and how
+    # the server finds the runs a fault left without an owner (docs/faults.md).
+    db_retry_sec: float = Field(
+        120, ge=0, description="how long a run's database write is tried again while the database is down"
+    )
+    reconcile_interval_sec: float = Field(
+        15, gt=0, description="how often a fleet server resubmits or ends runs a fault left ownerless"
+    )
+    submit_timeout_sec: float = Field(
+        10, gt=0, description="how long accepting a run waits for Temporal before refusing it (503)"
+    )
+
     @field_validator("storage_url")
     @classmethod
     def _storage_url(cls, value: str | None) -> str | None:

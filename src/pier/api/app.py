@@ -15,7 +15,7 @@ from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
 from pier.api.limits import BodyLimit, NoNul, NoTrailingSlash
 from pier.api.pgbus import PgBus, is_postgres
-from pier.api.recovery import recover
+from pier.api.recovery import Recovery
 from pier.api.routes import catalog, collections, events, files, health, routines, runs, tasks, trajectories
 from pier.api.routines import fire
 from pier.api.state import ApiState
@@ -68,8 +68,11 @@ def create_app(
         sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings, services.storage)
         scheduler = Scheduler(services.store, lambda r: fire(state.dispatcher, r), settings.routine_poll_sec)
         state.bus.start()
-        recover(state.dispatcher)
         state.dispatcher.executor.start()
+        # after the executor started (a submit needs it), and in the background:
+        # whatever the previous servers left, this one starts and serves
+        recovery = Recovery(state.dispatcher).start()
+        app.state.recovery = recovery
         sweeper.start()
         scheduler.start()
         services.start_pool()  # PIER_WARM_POOL: ready sandboxes, filled in the background
@@ -78,6 +81,7 @@ def create_app(
             yield
         finally:
             scheduler.stop()
+            recovery.stop()
             sweeper.stop()
             state.dispatcher.stop()
             if services.pool is not None:
