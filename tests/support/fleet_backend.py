@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from pathlib import Path
 
 from pier.sandbox.fake import FakeBackend, FakeSandbox, Script
 from pier.settings import Settings
@@ -59,13 +60,39 @@ class TickingSandbox(FakeSandbox):
 
 
 class SlowBackend(FakeBackend):
-    """Making a sandbox takes PIER_TEST_CREATE_SEC (a worker to lose before its agent starts)."""
+    """Making a sandbox takes PIER_TEST_CREATE_SEC (a worker to lose before its
+    agent starts). With PIER_TEST_SANDBOX_MARKS, each live sandbox is a file
+    there (named by its id, holding this process's pid) until it is removed:
+    what a test counts as sandboxes left."""
 
     sandbox_class = TickingSandbox
 
     def create(self, spec):
         time.sleep(float(os.environ.get("PIER_TEST_CREATE_SEC") or 0))
-        return super().create(spec)
+        sandbox = super().create(spec)
+        marks = os.environ.get("PIER_TEST_SANDBOX_MARKS")
+        if marks:
+            Path(marks).mkdir(parents=True, exist_ok=True)
+            (Path(marks) / sandbox.id).write_text(str(os.getpid()))
+        return sandbox
+
+    def remove(self, sandbox_id):
+        super().remove(sandbox_id)
+        marks = os.environ.get("PIER_TEST_SANDBOX_MARKS")
+        if marks:
+            (Path(marks) / sandbox_id).unlink(missing_ok=True)
+
+
+def sandboxes_left(marks: Path) -> list[str]:
+    """The sandboxes still marked by a live process (a SIGKILLed worker's went with it)."""
+    left = []
+    for mark in marks.iterdir() if marks.is_dir() else []:
+        try:
+            os.kill(int(mark.read_text()), 0)
+        except (ProcessLookupError, ValueError):
+            continue
+        left.append(mark.name)
+    return left
 
 
 def backend(settings: Settings) -> FakeBackend:

@@ -58,6 +58,8 @@ def workflow_config(settings: Settings) -> dict[str, Any]:
         # prepare + create (an image build) + setup, or the agent + collect + check
         "run_timeout_sec": settings.create_timeout_sec + settings.max_timeout_sec + 3600,
         "cleanup_timeout_sec": settings.cleanup_timeout_sec + 30,
+        # a control activity's attempt (a few record writes, riding out a short database outage)
+        "control_attempt_sec": 30,
         # the run's webhook: Temporal retries it, doubling the wait, as the in-process sender does
         "webhook_attempts": settings.webhook_attempts,
         "webhook_backoff_sec": settings.webhook_backoff_sec,

@@ -166,6 +166,7 @@ class RunWorkflow:
             name,
             arg,
             task_queue=config["control_queue"],
-            start_to_close_timeout=timedelta(seconds=60),
+            # short, and retried: a server frozen with a poll open holds it this long at most
+            start_to_close_timeout=timedelta(seconds=config.get("control_attempt_sec", 60)),
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
         )
