@@ -211,7 +211,9 @@ class Settings(BaseSettings):
         10, gt=0, description="how long accepting a run waits for Temporal before refusing it (503)"
     )
     disk_reserve_bytes: int = Field(
-        64 << 20, ge=0, description="free space collect leaves on the scratch and database disks, or fails early"
+        64 << 20,
+        ge=0,
+        description="free space collect leaves on the scratch and database disks, or fails early",
     )
     storage_retry_sec: float = Field(
         120, ge=0, description="how long save tries again to store a run's outputs while storage fails"

@@ -86,10 +86,14 @@ class Postgres:
         if not (PG_BIN / "pg_ctl").exists():
             require_service("PostgreSQL server binaries", f"no pg_ctl in {PG_BIN} (set PIER_TEST_PG_BIN)")
         if os.geteuid() != 0 or shutil.which("runuser") is None:
-            require_service("a private PostgreSQL", "the fault tests start one as the postgres user: run as root")
+            require_service(
+                "a private PostgreSQL", "the fault tests start one as the postgres user: run as root"
+            )
         pg = cls(port=free_ports(1)[0], data=_data_dir("pg"))
         shutil.chown(pg.data, "postgres", "postgres")
-        pg._as_postgres(PG_BIN / "initdb", "-D", str(pg.data / "db"), "--auth=trust", "-U", "postgres", "-E", "UTF8")
+        pg._as_postgres(
+            PG_BIN / "initdb", "-D", str(pg.data / "db"), "--auth=trust", "-U", "postgres", "-E", "UTF8"
+        )
         return pg.start()
 
     @property
@@ -97,7 +101,9 @@ class Postgres:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
 
     def start(self) -> Postgres:
-        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.data} -c fsync=off -c max_connections=200"
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.data} -c fsync=off -c max_connections=200"
+        )
         self._as_postgres(PG_BIN / "pg_ctl", "-D", str(self.data / "db"), "-l", str(self.data / "log"),
                           "-o", options, "-w", "-t", "60", "start")  # fmt: skip
         return self
@@ -111,7 +117,9 @@ class Postgres:
 
     def stop(self, mode: str = "immediate") -> None:
         """`immediate`: the server goes at once, as on a crash (clients see their connections drop)."""
-        self._as_postgres(PG_BIN / "pg_ctl", "-D", str(self.data / "db"), "-m", mode, "-w", "stop", check=False)
+        self._as_postgres(
+            PG_BIN / "pg_ctl", "-D", str(self.data / "db"), "-m", mode, "-w", "stop", check=False
+        )
 
     def destroy(self) -> None:
         self.stop()
@@ -135,7 +143,9 @@ class Temporal:
     def create(cls) -> Temporal:
         binary = TOOLS / "temporal"
         if not binary.exists():
-            require_service("Temporal's CLI", f"no {binary}: run scripts/start-temporal.sh once to install it")
+            require_service(
+                "Temporal's CLI", f"no {binary}: run scripts/start-temporal.sh once to install it"
+            )
         port, http, metrics, ui = free_ports(4)
         temporal = cls(port=port, data=_data_dir("temporal"))
         temporal._extra = [str(http), str(metrics), str(ui)]  # type: ignore[attr-defined]
@@ -234,6 +244,10 @@ class SeaweedFS:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(30)
+
+    def start_if_stopped(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
 
     def destroy(self) -> None:
         self.kill()

@@ -139,7 +139,9 @@ class Dispatcher:
             self.store.drop_run(trajectory_id)  # refused: nothing is left to start or to sweep
             if isinstance(exc, ServiceUnavailable):
                 raise
-            raise ServiceUnavailable(f"the run could not be queued ({exc!r}); nothing was stored: try again") from exc
+            raise ServiceUnavailable(
+                f"the run could not be queued ({exc!r}); nothing was stored: try again"
+            ) from exc
         return record
 
     def keyed_run(self, collection: str, key: str) -> Trajectory | None:

@@ -137,7 +137,10 @@ def _resubmit(dispatcher: Dispatcher, record: Trajectory) -> int:
 def unrecorded_end(held: Holding | None) -> tuple[RunStatus, str]:
     """How a run whose workflow ended (or vanished) without saying so ends."""
     if held is None:
-        return RunStatus.failed, "the run's workflow is gone from Temporal and its end was never recorded; run it again"
+        return (
+            RunStatus.failed,
+            "the run's workflow is gone from Temporal and its end was never recorded; run it again",
+        )
     if held.ended_as == "canceled":
         return RunStatus.cancelled, CANCELLED
     why = f": {held.reason}" if held.reason else ""

@@ -160,7 +160,9 @@ class TemporalExecutor:
     def ready(self) -> str | None:
         try:
             healthy = self._call(
-                lambda: self._require().service_client.check_health(timeout=timedelta(seconds=HEALTH_TIMEOUT_SEC)),
+                lambda: self._require().service_client.check_health(
+                    timeout=timedelta(seconds=HEALTH_TIMEOUT_SEC)
+                ),
                 HEALTH_TIMEOUT_SEC + 1,
             )
         except Exception as exc:

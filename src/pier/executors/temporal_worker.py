@@ -167,6 +167,9 @@ class FleetActivities:
             )
         job, ctx = held
         record = await self._supervise(ctx, lambda: self._end(job, ctx), None)
+        # the run has ended and its sandbox is gone: its slot takes the next run
+        # now, not a workflow round trip later when release comes
+        self._free(trajectory_id)
         return record.status.value
 
     @activity.defn(name="pier.release")
@@ -175,7 +178,12 @@ class FleetActivities:
         held = self._runs.pop(trajectory_id, None)
         try:
             if held is not None and held[1].sandbox is not None:
-                await self._thread(held[1].sandbox.delete)
+                # heartbeating: a frozen worker handed its release holds the workflow a heartbeat timeout, no more
+                future = asyncio.get_running_loop().run_in_executor(self._pool, held[1].sandbox.delete)
+                while not future.done():
+                    activity.heartbeat()
+                    await asyncio.wait({future}, timeout=HEARTBEAT_EVERY_SEC)
+                future.result()
         finally:
             self._free(trajectory_id)
 
@@ -218,7 +226,9 @@ class FleetActivities:
                 log.warning("run %s: this worker was declared lost (it did not answer for %gs); its "
                             "attempt is stopped, its sandbox deleted and its slot free",
                             ctx.record.trajectory_id, self.settings.heartbeat_timeout_sec)  # fmt: skip
-                raise ApplicationError(f"worker {self.identity} was declared lost", type=WORKER_LOST) from None
+                raise ApplicationError(
+                    f"worker {self.identity} was declared lost", type=WORKER_LOST
+                ) from None
             if on_cancel is not None:
                 await self._thread(on_cancel)
             raise

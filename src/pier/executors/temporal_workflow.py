@@ -125,6 +125,8 @@ class RunWorkflow:
                 task_queue=queue,
                 schedule_to_start_timeout=timedelta(seconds=config["schedule_to_start_sec"]),
                 start_to_close_timeout=timedelta(seconds=config["cleanup_timeout_sec"]),
+                # a frozen worker may be handed it: its silence ends the wait
+                heartbeat_timeout=timedelta(seconds=config["heartbeat_timeout_sec"]),
                 retry_policy=ONCE,
             )
         except ActivityError:

@@ -117,7 +117,9 @@ def publish_retried(ctx: RunContext) -> None:
 
 class StorageGaveUp(Exception):
     def __init__(self, tries: int, budget: float, cause: BaseException):
-        super().__init__(f"storage failed {tries} time(s) over {budget:.0f}s (PIER_STORAGE_RETRY_SEC): {_short(cause)}")
+        super().__init__(
+            f"storage failed {tries} time(s) over {budget:.0f}s (PIER_STORAGE_RETRY_SEC): {_short(cause)}"
+        )
 
 
 def save_outputs(ctx: RunContext) -> None:
@@ -128,7 +130,9 @@ def save_outputs(ctx: RunContext) -> None:
         ctx.record.set_results([], [])  # the record lists only what is stored: nothing
         shutil.rmtree(ctx.output_dir, ignore_errors=True)  # and the end's run.json does not carry them later
         _forget_partial(ctx)
-        raise StageError("save", f"the run's outputs were not stored ({exc}): none of them was kept") from None
+        raise StageError(
+            "save", f"the run's outputs were not stored ({exc}): none of them was kept"
+        ) from None
 
 
 def _forget_partial(ctx: RunContext) -> None:

@@ -9,10 +9,9 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy import create_engine, make_url, text
 from tests.support.fleet import Fleet
 from tests.support.private import Postgres, Temporal
-
-from sqlalchemy import create_engine, make_url, text
 
 
 @pytest.fixture(scope="module")

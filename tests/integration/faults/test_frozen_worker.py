@@ -32,13 +32,15 @@ def thaw(worker) -> None:
 
 
 def test_a_frozen_worker_is_declared_lost_by_others_and_takes_new_work_once_back(fault_fleet: Fleet) -> None:
+    agent_sec = fault_fleet.home / "agent-sec"
+    agent_sec.write_text("60")  # the first run's agent runs long, on the worker to freeze
     collection = fake_fleet(fault_fleet, PIER_WORKER_SLOTS="1", PIER_HEARTBEAT_TIMEOUT_SEC=str(HEARTBEAT_SEC),
-                            PIER_SCHEDULE_TO_START_SEC="5", PIER_TEST_AGENT_SEC="60")  # fmt: skip
+                            PIER_SCHEDULE_TO_START_SEC="5", PIER_TEST_AGENT_SEC_FILE=str(agent_sec))  # fmt: skip
     frozen = fault_fleet.worker("frozen")
     store = fault_fleet.store()
     doomed = collection.run("t")
     wait_for(lambda: store.get_run(doomed).stage("run_agent").status == "running", 60, "its agent started")
-    fault_fleet.settings["PIER_TEST_AGENT_SEC"] = "1"
+    agent_sec.write_text("1")
     fault_fleet.worker("other")
     freeze(frozen)
     frozen_at = time.monotonic()
@@ -52,7 +54,7 @@ def test_a_frozen_worker_is_declared_lost_by_others_and_takes_new_work_once_back
         thaw(frozen)
     # Back: it must take new work again, side by side with the other worker.
     ids = [collection.run("t") for _ in range(8)]
-    ends = ends_within(store, ids, 60)
+    ends = ends_within(store, ids, 60, fault_fleet)
     assert set(ends.statuses().values()) == {"completed"}, ends.errors()
     where = [ran_on(store, tid)[-1] for tid in ids]
     assert "frozen" in where, f"the thawed worker took none of the new runs: {where}"
@@ -74,14 +76,16 @@ def test_a_run_frozen_before_its_agent_started_runs_again_elsewhere_and_stays_co
     freeze(frozen)
     try:
         fault_fleet.worker("other")
-        record = ends_within(store, [tid], 90).records[tid]
+        record = ends_within(store, [tid], 90, fault_fleet).records[tid]
         assert record.status.value == "completed", record.error
         time.sleep(max(0.0, FROZEN_SEC - 10))
     finally:
         thaw(frozen)
     time.sleep(10)  # the thawed worker finds its attempt gone
     record = store.get_run(tid)
-    assert record.status.value == "completed", f"after the thaw the run was recorded {record.status.value}: {record.error}"
+    assert record.status.value == "completed", (
+        f"after the thaw the run was recorded {record.status.value}: {record.error}"
+    )
     assert ran_on(store, tid) == ["frozen", "other"]
     assert_clean(fault_fleet, store, [tid])
     store.close()

@@ -44,7 +44,10 @@ KeyHeader = Header(
 
 @router.post("/run/{collection}/{task}", openapi_extra=RUN_BODY, summary="Start a run")
 async def start_run(
-    collection: CollectionDep, task: str, request: Request, state: StateDep,
+    collection: CollectionDep,
+    task: str,
+    request: Request,
+    state: StateDep,
     idempotency_key: str | None = KeyHeader,
 ) -> WorkflowResponse:
     """Accept a run and answer at once; it starts when a slot is free."""
@@ -54,7 +57,10 @@ async def start_run(
 
 @router.post("/run-sync/{collection}/{task}", openapi_extra=RUN_BODY, summary="Run and wait for the end")
 async def run_sync(
-    collection: CollectionDep, task: str, request: Request, state: StateDep,
+    collection: CollectionDep,
+    task: str,
+    request: Request,
+    state: StateDep,
     idempotency_key: str | None = KeyHeader,
 ) -> WorkflowResponse:
     """Accept a run and answer when it has ended, with its trajectory."""
