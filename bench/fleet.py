@@ -23,6 +23,14 @@ Docker engine and the base image. Keep sizes small on a shared machine.
 
 The default part, latency, takes about a minute; `--part all`
 prints every figure in one run (a few minutes).
+
+Backlog (`--backlog`): --backlog-runs runs (200) queued at once on 2 workers
+x --slots slots: runs/s and slot utilisation (the share of the slots running
+a run, sampled from the database every 0.1 s while runs still wait), against
+the same runs on the in-process executor with as many slots (no claim step,
+no Temporal: the bound on what claiming a slot costs), in the same run.
+
+    uv run python bench/fleet.py --backlog [--backlog-runs 200] [--slots 2]
 """
 
 from __future__ import annotations
@@ -125,6 +133,68 @@ def in_process_server(fleet: Fleet, settings: dict[str, str]) -> Server:
     return server
 
 
+def backlog_figures(server: Server, fleet: Fleet, runs: int, slots: int) -> dict[str, float]:
+    """Queue `runs` at once; runs/s, and the mean share of `slots` running while runs wait."""
+    collection = make_collection(server, "pier-fake:latest", prefix="backlog")
+    collection.put_task("t", "echo hi")
+    began = time.monotonic()
+    ids = [collection.run("t") for _ in range(runs)]
+    store = fleet.store()
+    busy: list[float] = []
+    try:
+        while True:
+            counts = _counts(store, ids)
+            if counts.get("pending", 0):
+                busy.append(min(counts.get("running", 0), slots) / slots)
+            if sum(n for status, n in counts.items() if status not in ("pending", "running")) == runs:
+                break
+            time.sleep(0.1)
+        failed = sum(1 for tid in ids if store.get_run(tid).status.value != "completed")
+    finally:
+        store.close()
+    wall = time.monotonic() - began
+    return {"runs/s": runs / wall, "wall": wall, "busy": sum(busy) / max(1, len(busy)), "failed": failed}
+
+
+def _counts(store, ids: list[str]) -> dict[str, int]:
+    from sqlalchemy import func, select
+
+    from pier.db.models import RunRow
+
+    with store._read() as session:  # one query per sample: the bench must not be the load
+        rows = session.execute(
+            select(RunRow.status, func.count()).where(RunRow.trajectory_id.in_(ids)).group_by(RunRow.status)
+        ).all()
+    return {status: n for status, n in rows}
+
+
+def backlog(args: argparse.Namespace, pg: str, address: str) -> None:
+    fake = {"PIER_SANDBOX_BACKEND": FAKE_BACKEND}
+    workers, slots = 2, args.slots
+    total = workers * slots
+    print(f"{args.backlog_runs} runs queued at once, fake backend, {workers} workers x {slots} slots")
+    print(f"{'executor':<34} {'runs/s':>7} {'wall s':>7} {'slots busy':>11} {'failed':>7}")
+    results = {}
+    with scratch_fleet(pg, address, fake) as fleet:
+        server = in_process_server(fleet, {**fake, "PIER_MAX_CONCURRENT_RUNS": str(total)})
+        results["base"] = backlog_figures(server, fleet, args.backlog_runs, total)
+    with scratch_fleet(pg, address, fake) as fleet:
+        fleet.settings["PIER_WORKER_SLOTS"] = str(slots)
+        server = fleet.server()
+        for n in range(workers):
+            fleet.worker(f"backlog{n + 1}")
+        time.sleep(5)  # the workers poll before the burst, as a running fleet's do
+        results["fleet"] = backlog_figures(server, fleet, args.backlog_runs, total)
+    names = {"base": f"in-process, {total} slots (no claim)", "fleet": f"temporal, {workers}x{slots} (claim)"}
+    for key, got in results.items():
+        print(
+            f"{names[key]:<34} {got['runs/s']:>7.2f} {got['wall']:>7.1f} {got['busy']:>10.0%} {got['failed']:>7}"
+        )
+    base, fleet_got = results["base"], results["fleet"]
+    print(f"fleet vs no-claim baseline: {fleet_got['runs/s'] / base['runs/s']:.2f}x the runs/s, "
+          f"slots busy {fleet_got['busy']:.0%} vs {base['busy']:.0%}")  # fmt: skip
+
+
 def notify_latency(pg: str, lines: int, gap: float) -> list[float]:
     """A bare NOTIFY -> LISTEN round trip on the database, each note carrying
     its send time: what any bus over LISTEN/NOTIFY cannot beat."""
@@ -204,12 +274,17 @@ def main() -> None:
     )
     parser.add_argument("--lines", type=int, default=300, help="agent lines per latency run")
     parser.add_argument("--line-gap", type=float, default=0.01, help="seconds between the agent's lines")
+    parser.add_argument("--backlog", action="store_true", help="the backlog figures only (a few minutes)")
+    parser.add_argument("--backlog-runs", type=int, default=200)
     args = parser.parse_args()
     pg, address = os.environ.get("PIER_TEST_POSTGRES_URL"), os.environ.get("PIER_TEST_TEMPORAL_ADDRESS")
     if not pg or not address:
         sys.exit(
             "export PIER_TEST_POSTGRES_URL and PIER_TEST_TEMPORAL_ADDRESS (scripts/start-*.sh print them)"
         )
+    if args.backlog:
+        backlog(args, pg, address)
+        return
     if args.part in ("all", "throughput"):
         throughput(args, pg, address)
     if args.part in ("all", "latency"):

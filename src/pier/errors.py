@@ -54,6 +54,11 @@ class CapabilityError(SandboxError):
     cannot help."""
 
 
+class ServiceUnavailable(PierError, ConnectionError):
+    """A service pier needs (Temporal, the database, storage) does not answer
+    now; trying again later may work. The API's 503."""
+
+
 class StageError(PierError, RuntimeError):
     """A run stage failed; `stage` names it, the message says what to do."""
 

@@ -289,6 +289,26 @@ class Settings(BaseSettings):
                 raise ValueError(f"{value!r} is no host:port (e.g. 127.0.0.1:9464)")
         return value
 
+    # Faults: how long a run rides out a service that does not answer, and how
+    # the server finds the runs a fault left without an owner (docs/faults.md).
+    db_retry_sec: float = Field(
+        120, ge=0, description="how long a run's database write is tried again while the database is down"
+    )
+    reconcile_interval_sec: float = Field(
+        15, gt=0, description="how often a fleet server resubmits or ends runs a fault left ownerless"
+    )
+    submit_timeout_sec: float = Field(
+        10, gt=0, description="how long accepting a run waits for Temporal before refusing it (503)"
+    )
+    disk_reserve_bytes: int = Field(
+        64 << 20,
+        ge=0,
+        description="free space collect leaves on the scratch and database disks, or fails early",
+    )
+    storage_retry_sec: float = Field(
+        120, ge=0, description="how long save tries again to store a run's outputs while storage fails"
+    )
+
     @field_validator("storage_url")
     @classmethod
     def _storage_url(cls, value: str | None) -> str | None:

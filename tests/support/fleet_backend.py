@@ -12,8 +12,10 @@ from __future__ import annotations
 import os
 import re
 import time
+from pathlib import Path
 
-from pier.sandbox.fake import FakeBackend, FakeSandbox, Script
+from pier.sandbox.base import ExecResult
+from pier.sandbox.fake import FakeBackend, FakeSandbox, Script, replied
 from pier.settings import Settings
 
 AGENT = r"script\.sh"
@@ -26,11 +28,21 @@ def tick(n: int) -> str:
 
 def _agent(sandbox, call) -> None:
     seconds = float(os.environ.get("PIER_TEST_AGENT_SEC") or 0)
+    given = os.environ.get("PIER_TEST_AGENT_SEC_FILE")  # changed by a test while its workers run
+    if given and Path(given).exists():
+        seconds = float(Path(given).read_text())
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         sandbox._alive()  # deleted (cancelled): the command ends, as in a container
         time.sleep(0.1)
     sandbox.put_files("/app/results", {"out.txt": b"done\n"})
+    big = int(os.environ.get("PIER_TEST_RESULT_MB") or 0)  # a result to fill a disk with: the first run's
+    once = Path(os.environ.get("PIER_TEST_RESULT_ONCE") or os.devnull)
+    if big and once != Path(os.devnull) and not once.exists():
+        once.touch()
+        with open(sandbox.host_path("/app/results") / "big.bin", "wb") as out:
+            for _ in range(big):
+                out.write(os.urandom(1 << 20))
     assets = sandbox.host_path("/app/assets")  # attached files, copied back as results
     copies = (
         {f"asset-{f.name}": f.read_bytes() for f in assets.iterdir() if f.is_file()}
@@ -59,14 +71,49 @@ class TickingSandbox(FakeSandbox):
 
 
 class SlowBackend(FakeBackend):
-    """Making a sandbox takes PIER_TEST_CREATE_SEC (a worker to lose before its agent starts)."""
+    """Making a sandbox takes PIER_TEST_CREATE_SEC (a worker to lose before its
+    agent starts). With PIER_TEST_SANDBOX_MARKS, each live sandbox is a file
+    there (named by its id, holding this process's pid) until it is removed:
+    what a test counts as sandboxes left."""
 
     sandbox_class = TickingSandbox
 
     def create(self, spec):
         time.sleep(float(os.environ.get("PIER_TEST_CREATE_SEC") or 0))
-        return super().create(spec)
+        sandbox = super().create(spec)
+        marks = os.environ.get("PIER_TEST_SANDBOX_MARKS")
+        if marks:
+            Path(marks).mkdir(parents=True, exist_ok=True)
+            (Path(marks) / sandbox.id).write_text(str(os.getpid()))
+        return sandbox
+
+    def remove(self, sandbox_id):
+        super().remove(sandbox_id)
+        marks = os.environ.get("PIER_TEST_SANDBOX_MARKS")
+        if marks:
+            (Path(marks) / sandbox_id).unlink(missing_ok=True)
+
+
+def sandboxes_left(marks: Path) -> list[str]:
+    """The sandboxes still marked by a live process (a SIGKILLed worker's went with it)."""
+    left = []
+    for mark in marks.iterdir() if marks.is_dir() else []:
+        try:
+            os.kill(int(mark.read_text()), 0)
+        except (ProcessLookupError, ValueError):
+            continue
+        left.append(mark.name)
+    return left
+
+
+def _du(sandbox, call) -> ExecResult:
+    """`du -sb PATHS | awk sum`, as collect's room check asks a real sandbox."""
+    total = 0
+    for path in re.findall(r"(/[\w/.-]+)", call.text.split("2>")[0]):
+        root = sandbox.host_path(path)
+        total += sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0
+    return replied(f"{total}\n")
 
 
 def backend(settings: Settings) -> FakeBackend:
-    return SlowBackend(settings, program=Script().on(AGENT, _agent))
+    return SlowBackend(settings, program=Script().on(AGENT, _agent).on(r"^du -sb ", _du))

@@ -17,7 +17,7 @@ from pier.api.limits import Gate, NoTrailingSlash
 from pier.api.observe import Observe
 from pier.api.observe import router as observe_router
 from pier.api.pgbus import PgBus, is_postgres
-from pier.api.recovery import recover
+from pier.api.recovery import Recovery
 from pier.api.routes import catalog, collections, events, files, health, routines, runs, tasks, trajectories
 from pier.api.routines import fire
 from pier.api.state import ApiState
@@ -78,8 +78,11 @@ def create_app(
             metrics.watch_queue(lambda: services.store.count_with_status([RunStatus.pending]), lambda: 0)
         else:
             metrics.watch_queue(lambda: len(executor.pending()), lambda: len(executor.running()))
-        recover(state.dispatcher)
         executor.start()
+        # after the executor started (a submit needs it), and in the background:
+        # whatever the previous servers left, this one starts and serves
+        recovery = Recovery(state.dispatcher).start()
+        app.state.recovery = recovery
         sweeper.start()
         scheduler.start()
         if state.dispatcher.webhooks is not None:
@@ -91,6 +94,7 @@ def create_app(
             yield
         finally:
             scheduler.stop()
+            recovery.stop()
             sweeper.stop()
             state.dispatcher.stop()
             if services.pool is not None:

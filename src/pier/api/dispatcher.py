@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pier.errors import InputError
+from pier.errors import InputError, NotFoundError, ServiceUnavailable
 from pier.executors.base import Executor, Job
 from pier.executors.ports import LifecycleHooks
 from pier.executors.spec import Payload
@@ -44,6 +44,8 @@ class RunParams:
     webhook_secret: str | None = None
     use_trial_keys: bool = False
     subscription_credential: str | None = None
+    # the client's Idempotency-Key: a retry with it gets the first run back
+    idempotency_key: str | None = None
 
 
 # A subscription credential names the provider whose own API the run uses, with
@@ -61,9 +63,8 @@ def split_webhook(params: RunParams) -> RunParams:
         raise InputError("webhook_url must be an http:// or https:// URL")
     if secret is not None and not isinstance(secret, str):
         raise InputError("webhook_secret must be a string")
-    return RunParams(
-        init, dict(params.secret_params), url, secret, params.use_trial_keys, params.subscription_credential
-    )
+    return replace(params, init_params=init, secret_params=dict(params.secret_params),
+                   webhook_url=url, webhook_secret=secret)  # fmt: skip
 
 
 def with_subscription(params: RunParams) -> RunParams:
@@ -89,7 +90,7 @@ class Dispatcher:
         self.hooks = hooks
         self.executor = executor
         self.services = hooks.services
-        self.store = hooks.store
+        self.store = hooks.services.store  # a request is answered at once, not after retries
         self.vault = hooks.vault
         self.webhooks = hooks.ports.webhooks
         self.trials = hooks.trials
@@ -107,7 +108,14 @@ class Dispatcher:
     def accept_task(
         self, collection: str, task_name: str, task: Task, params: RunParams, routine_id: int | None = None
     ) -> Trajectory:
-        """accept, for a task given whole rather than stored (`pier run --remote`)."""
+        """accept, for a task given whole rather than stored (`pier run --remote`).
+        Atomic: the run is stored and submitted, or refused with nothing left
+        (ServiceUnavailable, a 503, when the executor does not take it). With an
+        idempotency key already used in the collection, the run it named."""
+        if params.idempotency_key is not None:
+            earlier = self.keyed_run(collection, params.idempotency_key)
+            if earlier is not None:
+                return earlier
         params = with_subscription(split_webhook(params))
         if params.webhook_url is not None:
             check_url(params.webhook_url, self.services.settings.outbound)
@@ -128,10 +136,30 @@ class Dispatcher:
             webhook_url=payload.webhook_url,
         )
         record.trace_id = tracing.trace_id(trajectory_id)
-        self.store.enqueue_run(record, payload.stored(self.vault))
-        self.executor.submit(Job(trajectory_id, payload))
+        stored = self.store.enqueue_run(record, payload.stored(self.vault), params.idempotency_key)
+        if stored != trajectory_id:  # the same request, retried, won the race
+            return self.store.get_run(stored)
+        try:
+            self.executor.submit(Job(trajectory_id, payload))
+        except Exception as exc:
+            self.store.drop_run(trajectory_id)  # refused: nothing is left to start or to sweep
+            if isinstance(exc, ServiceUnavailable):
+                raise
+            raise ServiceUnavailable(
+                f"the run could not be queued ({exc!r}); nothing was stored: try again"
+            ) from exc
         metrics.runs_accepted.labels(metrics.collection_label(collection)).inc()
         return record
+
+    def keyed_run(self, collection: str, key: str) -> Trajectory | None:
+        """The run an idempotency key already names in `collection`."""
+        tid = self.store.run_for_key(collection, key)
+        if tid is None:
+            return None
+        try:
+            return self.store.get_run(tid)
+        except NotFoundError:
+            return None
 
     def _checked(self, payload: Payload, trajectory_id: str) -> tuple[Payload, dict[str, str]]:
         """The payload (with trial keys when it asked, or when its collection

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from pier.errors import AssetError, InputError, NotFoundError, PierError, SandboxError
+from pier.errors import AssetError, InputError, NotFoundError, PierError, SandboxError, ServiceUnavailable
 from pier.lifecycle.quotas import QuotaExceeded
 from pier.limits import LimitError
 
@@ -84,7 +84,7 @@ async def _pier(_request: Request, exc: PierError) -> JSONResponse:
         status = 404
     elif isinstance(exc, InputError):
         status = 422
-    elif isinstance(exc, SandboxError):
+    elif isinstance(exc, SandboxError | ServiceUnavailable):
         status = 503
     else:
         status = 500

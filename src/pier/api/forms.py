@@ -26,6 +26,7 @@ from pier.record import Trajectory
 from pier.storage.base import upload_prefix
 
 MAX_FILES = 1000
+MAX_KEY = 255  # the store's column
 JSON_FIELDS = ("init_params", "secret_params")
 Body = tuple[dict[str, Any], list[UploadFile]]
 
@@ -105,7 +106,7 @@ def _validated(fields: dict[str, Any]) -> RunCreate:
         raise RequestValidationError(exc.errors()) from None
 
 
-def _params(body: RunCreate, uploaded: list[str]) -> RunParams:
+def _params(body: RunCreate, uploaded: list[str], key: str | None = None) -> RunParams:
     init = dict(body.init_params)
     if uploaded:
         given = init.get("file_paths") or []
@@ -119,29 +120,49 @@ def _params(body: RunCreate, uploaded: list[str]) -> RunParams:
         body.webhook_secret,
         use_trial_keys=body.use_trial_keys,
         subscription_credential=body.subscription_credential,
+        idempotency_key=key,
     )
 
 
-async def accept_run(request: Request, state: ApiState, collection: str, task: str) -> Trajectory:
+async def accept_run(
+    request: Request, state: ApiState, collection: str, task: str, key: str | None = None
+) -> Trajectory:
     fields, files = await read_run_body(request)
-    return await accept_fields(state, collection, task, fields, files)
+    return await accept_fields(state, collection, task, fields, files, key)
+
+
+def _key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not key.strip() or len(key) > MAX_KEY or not key.isprintable():
+        raise ApiError(422, f"the Idempotency-Key header must be 1 to {MAX_KEY} printable characters")
+    return key
 
 
 async def accept_fields(
-    state: ApiState, collection: str, task: str, fields: dict[str, Any], files: list[UploadFile]
+    state: ApiState,
+    collection: str,
+    task: str,
+    fields: dict[str, Any],
+    files: list[UploadFile],
+    key: str | None = None,
 ) -> Trajectory:
     """A run from a body already read (the API's, or the web UI's form): the
     same checks and 422s either way."""
     body = _validated(fields)
-    return await run_in_threadpool(_accept, state, collection, task, body, files)
+    return await run_in_threadpool(_accept, state, collection, task, body, files, _key(key))
 
 
 def _accept(
-    state: ApiState, collection: str, task: str, body: RunCreate, files: list[UploadFile]
+    state: ApiState, collection: str, task: str, body: RunCreate, files: list[UploadFile], key: str | None
 ) -> Trajectory:
     """In a worker thread: the store and file copies block."""
+    if key is not None:  # a retry: its files were stored the first time
+        earlier = state.dispatcher.keyed_run(collection, key)
+        if earlier is not None:
+            return earlier
     if not files:
-        return state.dispatcher.accept(collection, task, _params(body, []))
+        return state.dispatcher.accept(collection, task, _params(body, [], key))
     state.store.get_task(collection, task)  # 404 before any file is stored
     state.quotas.check_new_run(collection)  # 429 before any file is stored
     state.quotas.check_upload(collection, sum(f.size or 0 for f in files))
@@ -149,7 +170,7 @@ def _accept(
     upload_id, paths = save_uploads(state.storage, collection, streams, state.settings.scratch_root)
     state.quotas.uploaded(collection)
     try:
-        return state.dispatcher.accept(collection, task, _params(body, paths))
+        return state.dispatcher.accept(collection, task, _params(body, paths, key))
     except BaseException:
         state.storage.delete(upload_prefix(collection, upload_id))
         raise

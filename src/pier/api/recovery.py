@@ -14,38 +14,148 @@ An owner on another host cannot be judged from here: such a running run (or
 one with no owner, from an older pier) is taken for the previous server's, so
 one server per store still holds.
 With a durable executor (Temporal) a run's owner is its workflow, not a
-server: a starting replica leaves running runs alone, and a pending one is only
-submitted again (a no-op when its workflow exists).
+server: a replica leaves runs whose workflow is open alone, and reconciles the
+rest, at start and every PIER_RECONCILE_INTERVAL_SEC after:
+
+- pending with no workflow (Temporal did not answer when it was submitted, or
+  the server died between storing and submitting it): submitted again, by
+  trajectory id, so two replicas doing it at once start one workflow;
+- not ended, but its workflow has (the database was down when the run ended,
+  past its retry budget): ended now, saying how the workflow ended and why.
+
+Recovery never holds up the server's start: it runs in the background once
+the executor has started, tried again with a growing wait until it succeeds
+(a database or Temporal that does not answer yet only delays it).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from datetime import datetime, timedelta
 
 from pier.api.dispatcher import Dispatcher, Payload
 from pier.errors import NotFoundError
-from pier.executors.base import Job
+from pier.executors.base import Holding, Job
 from pier.lifecycle.background import sweep_once
 from pier.lifecycle.orphans import end_orphaned_runs
-from pier.lifecycle.outcomes import failed_to_start
-from pier.record import RunStatus, Trajectory
+from pier.lifecycle.outcomes import CANCELLED, end_record, failed_to_start
+from pier.record import RunStatus, Trajectory, utcnow
 from pier.sandbox.sweeper import owner_alive
 
 log = logging.getLogger(__name__)
 
 LOST_REQUEST = "the server lost this run's request before it started; run it again"
+FIRST_RETRY_SEC = 1.0
 
 
-def recover(dispatcher: Dispatcher) -> None:
+class Recovery:
+    """recover() in a thread of its own, after the executor started: tried
+    again with a doubling wait until it succeeds; then, for a durable
+    executor, reconcile() every PIER_RECONCILE_INTERVAL_SEC."""
+
+    def __init__(self, dispatcher: Dispatcher):
+        self._dispatcher = dispatcher
+        self._since = utcnow()  # runs accepted from now on are this server's own
+        self._interval = dispatcher.services.settings.reconcile_interval_sec
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="pier-recovery", daemon=True)
+        self.recovered = threading.Event()  # the first pass succeeded
+
+    def start(self) -> Recovery:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        wait = FIRST_RETRY_SEC
+        while not self._stop.is_set():
+            try:
+                if not self.recovered.is_set():
+                    recover(self._dispatcher, self._since)
+                    self.recovered.set()
+                    log.info("recovery done")
+                elif self._dispatcher.executor.durable:
+                    reconcile(self._dispatcher)
+                if not self._dispatcher.executor.durable:
+                    return
+                wait = self._interval
+            except Exception as exc:  # the database or Temporal does not answer yet
+                log.warning("recovery failed (%s: %s); trying again in %.0fs", type(exc).__name__, exc, wait)
+                wait = min(wait * 2, self._interval)
+            self._stop.wait(wait)
+
+
+def recover(dispatcher: Dispatcher, before: datetime | None = None) -> None:
+    """What a start does about the runs accepted `before` it (by a previous
+    server): see the module's docstring."""
     if dispatcher.executor.durable:
-        requeue_pending(dispatcher)
+        reconcile(dispatcher)
         return
     services = dispatcher.services
     for record in end_orphaned_runs(services.store, services.settings, judge=abandoned_at_start):
         log.warning("run %s was running when its process stopped: marked failed", record.trajectory_id)
     sweep_once(lambda: services.backend, services.store, services.settings)
-    requeue_pending(dispatcher)
-    finish_ended(dispatcher)
+    requeue_pending(dispatcher, before)
+    finish_ended(dispatcher, before)
+
+
+def reconcile(dispatcher: Dispatcher) -> None:
+    """Give every unended run its owner back (see the module's docstring).
+    Runs younger than the time a submit may take are left to their accept."""
+    settings = dispatcher.services.settings
+    settled = utcnow() - timedelta(seconds=settings.submit_timeout_sec + 5)
+    resubmitted = ended = 0
+    for record in dispatcher.store.runs_with_status([RunStatus.pending, RunStatus.running]):
+        if record.created > settled:
+            continue
+        held = dispatcher.executor.holding(record.trajectory_id)
+        if held is not None and held.open:
+            continue
+        if held is None and record.status == RunStatus.pending:
+            resubmitted += _resubmit(dispatcher, record)
+        else:
+            _end_unrecorded(dispatcher, record, held)
+            ended += 1
+    if resubmitted or ended:
+        log.warning("reconciled: %d run(s) submitted again, %d ended that had no end", resubmitted, ended)
+
+
+def _resubmit(dispatcher: Dispatcher, record: Trajectory) -> int:
+    request = dispatcher.store.run_request(record.trajectory_id)
+    if request is None:
+        dispatcher.store.save_run(failed_to_start(record, LOST_REQUEST))
+        return 0
+    _submit(dispatcher, record.trajectory_id, request)
+    log.info("run %s had no workflow: submitted again", record.trajectory_id)
+    return 1
+
+
+def unrecorded_end(held: Holding | None) -> tuple[RunStatus, str]:
+    """How a run whose workflow ended (or vanished) without saying so ends."""
+    if held is None:
+        return (
+            RunStatus.failed,
+            "the run's workflow is gone from Temporal and its end was never recorded; run it again",
+        )
+    if held.ended_as == "canceled":
+        return RunStatus.cancelled, CANCELLED
+    why = f": {held.reason}" if held.reason else ""
+    return RunStatus.failed, (
+        f"the run's workflow ended ({held.ended_as}{why}) without recording the run's end "
+        "(the database did not answer, or the worker failed): ended by a server's reconciliation; run it again"
+    )
+
+
+def _end_unrecorded(dispatcher: Dispatcher, record: Trajectory, held: Holding | None) -> None:
+    status, message = unrecorded_end(held)
+    store = dispatcher.store
+    if store.save_run(end_record(record, status, message)):
+        store.append_event(record.trajectory_id, message, record.failed_stage or "save")
+        dispatcher.finished(record.trajectory_id, None, record)
 
 
 def abandoned_at_start(record: Trajectory) -> bool:
@@ -57,31 +167,37 @@ def abandoned_at_start(record: Trajectory) -> bool:
     return alive is False
 
 
-def requeue_pending(dispatcher: Dispatcher) -> None:
+def requeue_pending(dispatcher: Dispatcher, before: datetime | None = None) -> None:
     store = dispatcher.store
     kept = store.run_requests()
     for record in store.runs_with_status([RunStatus.pending]):
         if record.owner is not None:  # a live `pier run` made it and is about to start it
+            continue
+        if before is not None and record.created >= before:  # this server's own, already queued
             continue
         tid = record.trajectory_id
         request = kept.get(tid)
         if request is None:
             store.save_run(failed_to_start(record, LOST_REQUEST))
             continue
-        payload = Payload.restore(request, dispatcher.vault)
-        lost = request.get("secret_param_names") or []
-        if lost:
-            store.append_event(
-                tid,
-                f"secret_params ({', '.join(lost)}) were not kept across the server's restart; "
-                "the run starts without them",
-                "prepare",
-            )
-        dispatcher.executor.submit(Job(tid, payload))
+        _submit(dispatcher, tid, request)
     log.info("re-queued %d pending run(s)", len(dispatcher.executor.pending()))
 
 
-def finish_ended(dispatcher: Dispatcher) -> None:
+def _submit(dispatcher: Dispatcher, tid: str, request: dict) -> None:
+    payload = Payload.restore(request, dispatcher.vault)
+    lost = request.get("secret_param_names") or []
+    if lost:
+        dispatcher.store.append_event(
+            tid,
+            f"secret_params ({', '.join(lost)}) were not kept across the server's restart; "
+            "the run starts without them",
+            "prepare",
+        )
+    dispatcher.executor.submit(Job(tid, payload))
+
+
+def finish_ended(dispatcher: Dispatcher, before: datetime | None = None) -> None:
     store = dispatcher.store
     for tid in store.run_requests():
         try:
@@ -89,5 +205,5 @@ def finish_ended(dispatcher: Dispatcher) -> None:
         except NotFoundError:
             store.drop_run_request(tid)
             continue
-        if record.status.terminal:
+        if record.status.terminal and (before is None or record.created < before):
             dispatcher.finished(tid, None, record)

@@ -139,6 +139,19 @@ class RunRequestRow(Base):
     request: Mapped[dict[str, Any]]
 
 
+class RunKeyRow(Base):
+    """A client's idempotency key for a run it asked for (the POST's
+    `Idempotency-Key` header), per collection: a retry of that POST with the
+    same key gets this run back instead of a second one."""
+
+    __tablename__ = "run_keys"
+
+    collection: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    key: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    trajectory_id: Mapped[str] = mapped_column(String(NAME))
+    created_at: Mapped[datetime]
+
+
 class RoutineRow(Base):
     """A scheduled run of a task. `next_run_at` is the tick the scheduler fires
     next (None while paused); a server fires a tick only after moving it on with

@@ -10,16 +10,18 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
 from pier.db.base import StoreBase
-from pier.db.models import RunRequestRow, RunRow
+from pier.db.models import RunEventRow, RunKeyRow, RunLabelRow, RunRequestRow, RunRow
 from pier.db.runs import run_columns
 from pier.errors import InputError
 from pier.record import Trajectory
 
 
 class RequestStore(StoreBase):
-    def enqueue_run(self, record: Trajectory, request: dict[str, Any]) -> None:
+    def enqueue_run(self, record: Trajectory, request: dict[str, Any], key: str | None = None) -> str:
         """Store a new pending run and its request in one transaction, so neither
-        exists without the other."""
+        exists without the other; with a client's idempotency `key`, the run's
+        id under it too. The id of the run stored: another's when `key` already
+        names one in the run's collection (nothing is stored then)."""
         try:
             with self._write() as session:
                 session.execute(self._insert(RunRow).values(**run_columns(record)))
@@ -28,10 +30,30 @@ class RequestStore(StoreBase):
                         trajectory_id=record.trajectory_id, created_at=record.created, request=request
                     )
                 )
+                if key is not None:
+                    session.add(RunKeyRow(collection=record.collection, key=key,
+                                          trajectory_id=record.trajectory_id, created_at=record.created))  # fmt: skip
         except IntegrityError:
+            taken = None if key is None else self.run_for_key(record.collection, key)
+            if taken is not None:  # a retry of the same request raced this one
+                return taken
             raise InputError(
                 f"run {record.trajectory_id!r} already exists: use a new trajectory id"
             ) from None
+        return record.trajectory_id
+
+    def run_for_key(self, collection: str, key: str) -> str | None:
+        """The run a client's idempotency key names in `collection`, if any."""
+        with self._read() as session:
+            row = session.get(RunKeyRow, (collection, key))
+        return None if row is None else row.trajectory_id
+
+    def drop_run(self, trajectory_id: str) -> None:
+        """Remove a run that was never accepted (its submission failed): its
+        record, request, key and log. Idempotent."""
+        with self._write() as session:
+            for model in (RunKeyRow, RunRequestRow, RunEventRow, RunLabelRow, RunRow):
+                session.execute(delete(model).where(model.trajectory_id == trajectory_id))
 
     def run_request(self, trajectory_id: str) -> dict[str, Any] | None:
         with self._read() as session:

@@ -28,6 +28,17 @@ class Job:
     payload: Any = field(default=None, compare=False, repr=False)
 
 
+@dataclass(frozen=True)
+class Holding:
+    """What an executor knows of a run it was given: still open, or ended (how,
+    and why when it failed) — a durable executor's run may end without its
+    record saying so (the database was down when it ended)."""
+
+    open: bool
+    ended_as: str = ""  # "completed", "failed", "canceled", "terminated", "timed_out"
+    reason: str = ""
+
+
 class Executor(Protocol):
     # True when runs live on beyond this process (a workflow service owns
     # them): a starting server then neither fails "running" runs nor restarts
@@ -43,6 +54,13 @@ class Executor(Protocol):
 
     def cancel(self, trajectory_id: str) -> CancelOutcome | None:
         """Cancel a run it holds; None when it holds no such run."""
+
+    def holding(self, trajectory_id: str) -> Holding | None:
+        """Whether it holds the run, and how that run ended; None when it never
+        got it (or has forgotten it)."""
+
+    def ready(self) -> str | None:
+        """None when it can take runs now, else why not (for /health/ready)."""
 
     def pending(self) -> list[str]: ...
 

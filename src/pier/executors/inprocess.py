@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from pier.errors import PierError
-from pier.executors.base import CancelOutcome, Job
+from pier.executors.base import CancelOutcome, Holding, Job
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.runner import cancel as cancel_run
 from pier.lifecycle.runner import execute
@@ -119,6 +119,9 @@ class FairQueue:
     def ids(self) -> list[str]:
         return [tid for queue in self._queues.values() for tid in queue]
 
+    def __contains__(self, trajectory_id: object) -> bool:
+        return any(trajectory_id in queue for queue in self._queues.values())
+
     def next(self, may_start: Callable[[str], bool]) -> Job | None:
         """The oldest run of the collection served least recently among those
         that may start one now."""
@@ -184,6 +187,14 @@ class InProcessExecutor:
     def running(self) -> list[str]:
         with self._lock:
             return list(self._running)
+
+    def holding(self, trajectory_id: str) -> Holding | None:
+        with self._lock:
+            held = trajectory_id in self._pending or trajectory_id in self._running
+        return Holding(open=True) if held else None
+
+    def ready(self) -> str | None:
+        return "the server is stopping" if self._stopped else None
 
     def cancel(self, trajectory_id: str) -> CancelOutcome | None:
         """Cancel a run this executor holds; None when it holds no such run."""

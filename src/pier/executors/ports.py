@@ -46,7 +46,7 @@ class RunPorts:
 
     @property
     def store(self):
-        return self.services.store
+        return self.services.run_store
 
 
 class LifecycleHooks:
@@ -56,7 +56,7 @@ class LifecycleHooks:
     def __init__(self, ports: RunPorts):
         self.ports = ports
         self.services = ports.services
-        self.store = ports.services.store
+        self.store = ports.services.run_store  # a run's bookkeeping rides out a short outage
         self.vault = ports.vault
         self.trials = Trials(ports.services.store, ports.services.settings)
         self.quotas = CollectionQuotas(

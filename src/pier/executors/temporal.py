@@ -13,15 +13,16 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Coroutine
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from pier.errors import PierError
-from pier.executors.base import CancelOutcome, Job
+from pier.errors import ServiceUnavailable
+from pier.executors.base import CancelOutcome, Holding, Job
 from pier.executors.spec import RunSpec
 from pier.executors.temporal_workflow import WORKFLOW
 from pier.lifecycle import webhooks
@@ -38,8 +39,11 @@ CALL_TIMEOUT_SEC = 30
 STORE_WEBHOOK_ATTEMPTS = 20  # about an hour of doubling waits: a database outage passes
 
 
-class TemporalUnavailable(PierError):
+class TemporalUnavailable(ServiceUnavailable):
     """Temporal does not answer at PIER_TEMPORAL_ADDRESS."""
+
+
+HEALTH_TIMEOUT_SEC = 3.0
 
 
 def control_queue(settings: Settings) -> str:
@@ -60,6 +64,8 @@ def workflow_config(settings: Settings) -> dict[str, Any]:
         # servers deliver from (pier.lifecycle.webhooks); Temporal retries the storing
         "webhook_attempts": STORE_WEBHOOK_ATTEMPTS,
         "webhook_backoff_sec": 1.0,
+        # a control activity's attempt (a few record writes, riding out a short database outage)
+        "control_attempt_sec": 30,
         "webhook_max_delay_sec": webhooks.MAX_DELAY_SEC,
         "webhook_attempt_sec": 30,  # reading the record, storing the delivery
     }
@@ -119,6 +125,9 @@ class TemporalExecutor:
         return workers
 
     def submit(self, job: Job) -> None:
+        """Start the run's workflow (id: its trajectory id, so a second submit of
+        one run is a no-op); TemporalUnavailable when Temporal does not answer
+        within PIER_SUBMIT_TIMEOUT_SEC."""
         spec = RunSpec.seal(job.trajectory_id, job.payload, self._vault)
 
         async def start() -> Any:
@@ -132,9 +141,45 @@ class TemporalExecutor:
                 )
 
         try:
-            self._call(start)
+            self._call(start, self._settings.submit_timeout_sec)
         except WorkflowAlreadyStartedError:
             log.info("run %s already has its workflow", job.trajectory_id)
+        except RPCError as exc:
+            raise self._unavailable(str(exc)) from None
+
+    def holding(self, trajectory_id: str) -> Holding | None:
+        return self._call(lambda: self._holding(trajectory_id))
+
+    async def _holding(self, trajectory_id: str) -> Holding | None:
+        handle = self._require().get_workflow_handle(trajectory_id)
+        try:
+            status = (await handle.describe()).status
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
+            return Holding(open=True)
+        reason = ""
+        try:
+            await handle.result(follow_runs=False)
+        except WorkflowFailureError as exc:
+            reason = _deepest(exc)
+        except Exception as exc:  # cancelled, terminated, timed out: the status says it
+            reason = str(exc)
+        return Holding(open=False, ended_as=status.name.lower() if status else "", reason=reason)
+
+    def ready(self) -> str | None:
+        try:
+            healthy = self._call(
+                lambda: self._require().service_client.check_health(
+                    timeout=timedelta(seconds=HEALTH_TIMEOUT_SEC)
+                ),
+                HEALTH_TIMEOUT_SEC + 1,
+            )
+        except Exception as exc:
+            return str(exc) if isinstance(exc, TemporalUnavailable) else str(self._unavailable(repr(exc)))
+        return None if healthy else str(self._unavailable("its health check failed"))
 
     def cancel(self, trajectory_id: str) -> CancelOutcome | None:
         handle = self._require().get_workflow_handle(trajectory_id)
@@ -171,9 +216,26 @@ class TemporalExecutor:
             raise RuntimeError("the Temporal executor is not started")
         return self._client
 
-    def _call(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    def _call(self, make: Callable[[], Coroutine[Any, Any, T]], timeout: float = CALL_TIMEOUT_SEC) -> T:
         async def call() -> T:
             return await make()
 
         future = asyncio.run_coroutine_threadsafe(call(), self._loop)
-        return future.result(CALL_TIMEOUT_SEC)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()  # a call that gave up must not start a workflow later
+            raise self._unavailable(f"no answer in {timeout:g}s") from None
+
+    def _unavailable(self, why: str) -> TemporalUnavailable:
+        return TemporalUnavailable(
+            f"Temporal does not answer at PIER_TEMPORAL_ADDRESS={self._settings.temporal_address} ({why}); "
+            "nothing was started: try again once it is back"
+        )
+
+
+def _deepest(exc: BaseException) -> str:
+    """The innermost cause's message: what the activity that failed said."""
+    while exc.__cause__ is not None or getattr(exc, "cause", None) is not None:
+        exc = getattr(exc, "cause", None) or exc.__cause__  # type: ignore[assignment]
+    return str(exc)

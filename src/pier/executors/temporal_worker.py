@@ -1,14 +1,20 @@
 """`pier worker`: polls Temporal and runs the lifecycle on this host's sandbox
 backend (the workflow is in temporal_workflow.py).
 
-A worker listens on three task queues: the shared one (workflows, and `claim`:
-a run waits there until a worker has a free slot), the control queue (record
-keeping any worker may do: a lost worker's run failed, a run cancelled before
-it started), and its own queue, named after its identity, where the stages
-that touch its sandboxes run. A run's context (its sandbox, plan, agent) lives
-in this process between `begin` and `conclude`. A run's webhook is the
-workflow's to deliver (`pier.webhook`, on the control queue, retried by
-Temporal): finishing a run here sends none.
+A worker listens on two task queues: the shared one (workflows, and `claim`:
+a run waits there until a worker has a free slot) and its own queue, named
+after its identity, where the stages that touch its sandboxes run. A run's
+context (its sandbox, plan, agent) lives in this process between `begin` and
+`conclude`. The control queue (a lost worker's run failed, a run cancelled
+before it started, webhooks) is the servers' alone: a worker frozen with its
+long-polls open would otherwise be handed the decision that it is lost. A
+run's webhook is the workflow's to deliver (`pier.webhook`, on the control
+queue, retried by Temporal): finishing a run here sends none.
+
+A worker that comes back after Temporal gave up on it (frozen, or cut off,
+past the heartbeat timeout) finds its activities cancelled as timed out: it
+stops those attempts without writing to their runs (they may run again
+elsewhere), deletes their sandboxes, frees their slots and takes new work.
 """
 
 from __future__ import annotations
@@ -57,15 +63,29 @@ RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_p
 WORKER_LOST = "PierWorkerLost"  # an activity's error type: its worker is going away
 
 
-def lost_message(worker: str, heartbeat_sec: float) -> str:
+def lost_message(worker: str, heartbeat_sec: float, stored: list[str] | None = None) -> str:
+    """Why a run lost with its worker failed, and what of it is stored (the
+    worker may have been lost while saving: those files are the run's)."""
+    lost = f"worker {worker} was lost while the run was running (no heartbeat for {heartbeat_sec:g}s)"
+    if not stored:
+        return f"{lost}: its sandbox and the agent's work went with it; run it again"
+    shown = ", ".join(stored[:10]) + (f" and {len(stored) - 10} more" if len(stored) > 10 else "")
     return (
-        f"worker {worker} was lost while the run's agent was running (no heartbeat for "
-        f"{heartbeat_sec:g}s): its sandbox and the agent's work went with it; run it again"
+        f"{lost}: its sandbox went with it; stored before the loss, and kept: {shown} "
+        "(the rest of the agent's work is gone); run it again"
     )
 
 
 def restart_message(worker: str) -> str:
     return f"worker {worker} was lost before the agent started: the run starts again on another worker"
+
+
+def _declared_lost() -> bool:
+    """Whether the running activity was cancelled because Temporal gave up on
+    it (its heartbeat or start-to-close timed out: this worker was frozen, or
+    cut off, for longer than that) rather than because the run was cancelled."""
+    details = activity.cancellation_details()
+    return details is not None and (details.timed_out or details.not_found) and not details.cancel_requested
 
 
 def default_identity() -> str:
@@ -148,6 +168,9 @@ class FleetActivities:
             )
         job, ctx = held
         record = await self._supervise(ctx, lambda: self._end(job, ctx), None)
+        # the run has ended and its sandbox is gone: its slot takes the next run
+        # now, not a workflow round trip later when release comes
+        self._free(trajectory_id)
         return record.status.value
 
     @activity.defn(name="pier.release")
@@ -156,7 +179,12 @@ class FleetActivities:
         held = self._runs.pop(trajectory_id, None)
         try:
             if held is not None and held[1].sandbox is not None:
-                await self._thread(held[1].sandbox.delete)
+                # heartbeating: a frozen worker handed its release holds the workflow a heartbeat timeout, no more
+                future = asyncio.get_running_loop().run_in_executor(self._pool, held[1].sandbox.delete)
+                while not future.done():
+                    activity.heartbeat()
+                    await asyncio.wait({future}, timeout=HEARTBEAT_EVERY_SEC)
+                future.result()
         finally:
             self._free(trajectory_id)
 
@@ -184,16 +212,33 @@ class FleetActivities:
                 activity.heartbeat()
                 await asyncio.wait({future}, timeout=HEARTBEAT_EVERY_SEC)
         except asyncio.CancelledError:
-            if self.stopping:
-                ctx.save_record = lambda _record: None  # what happens next is the workflow's to say
+            declared_lost = _declared_lost()
+            if self.stopping or declared_lost:
+                # what happens next is the workflow's to say (the run may
+                # already run again elsewhere): this attempt writes nothing more
+                ctx.save_record = lambda _record: None
+                ctx.emit = lambda _stage, _line: None
             runner.cancel(ctx)
             await asyncio.wait({future})
             if self.stopping:
                 raise ApplicationError(f"worker {self.identity} stopped", type=WORKER_LOST) from None
+            if declared_lost:
+                self._forget(ctx.record.trajectory_id)
+                log.warning("run %s: this worker was declared lost (it did not answer for %gs); its "
+                            "attempt is stopped, its sandbox deleted and its slot free",
+                            ctx.record.trajectory_id, self.settings.heartbeat_timeout_sec)  # fmt: skip
+                raise ApplicationError(
+                    f"worker {self.identity} was declared lost", type=WORKER_LOST
+                ) from None
             if on_cancel is not None:
                 await self._thread(on_cancel)
             raise
         return future.result()
+
+    def _forget(self, trajectory_id: str) -> None:
+        """A run this worker no longer holds (the workflow moved on without it)."""
+        self._runs.pop(trajectory_id, None)
+        self._free(trajectory_id)
 
     def _keep(self, trajectory_id: str) -> None:
         timer = self._held.get(trajectory_id)
@@ -212,9 +257,9 @@ class FleetActivities:
 
 
 class ControlActivities:
-    """Record keeping any process on the store may do, when a run's own worker
-    cannot (it is gone): `pier worker`s and `pier serve` replicas all poll the
-    control queue, so a loss is recorded even when no worker is left."""
+    """Record keeping a run's own worker cannot do (it is gone): every `pier
+    serve` replica polls the control queue, and no worker does, so the process
+    declared lost never decides it, and a loss is recorded with no worker left."""
 
     def __init__(self, hooks: LifecycleHooks, settings: Settings):
         self.hooks = hooks
@@ -229,8 +274,7 @@ class ControlActivities:
     async def lost(self, arg: dict[str, str]) -> str:
         """The run's worker stopped answering during `conclude`: "restart"
         when its agent had not started after all, else the run fails."""
-        message = lost_message(arg["worker"], self.settings.heartbeat_timeout_sec)
-        return await self._thread(lambda: self._fail(arg["trajectory_id"], message))
+        return await self._thread(lambda: self._fail(arg["trajectory_id"], arg["worker"]))
 
     @activity.defn(name="pier.restarting")
     async def restarting(self, arg: dict[str, str]) -> None:
@@ -264,17 +308,32 @@ class ControlActivities:
         window = self.hooks.services.settings.webhook_window_sec
         await self._thread(lambda: enqueue(self.store, delivery, arg.get("sealed_secret"), window))
 
-    def _fail(self, trajectory_id: str, message: str) -> str:
+    def _fail(self, trajectory_id: str, worker: str) -> str:
         record = self.store.get_run(trajectory_id)
         if record.status.terminal:
             return record.status.value
         if record.stage("run_agent").status == StageStatus.pending:
             return "restart"
+        keys = self._stored(record)
+        base = record.storage_path.strip("/") + "/"
+        stored = sorted(k.removeprefix(base) for k in keys if k.removeprefix(base) != "run.json")
+        message = lost_message(worker, self.settings.heartbeat_timeout_sec, stored)
+        # the record lists only what is stored
+        kept = [f for f in record.outputs.results_files if f.key in keys]
+        record.set_results(kept, [p for p in record.outputs.primary_files if record.result_key(p) in keys])
         stage = next((s.name for s in record.stages if s.status == "running"), "run_agent")
         self.store.append_event(trajectory_id, message, stage)
         if self.store.save_run(end_record(record, RunStatus.failed, message)):
             self.hooks.finished(trajectory_id, None, record)
         return RunStatus.failed.value
+
+    def _stored(self, record: Trajectory) -> set[str]:
+        """The keys of the run's files in storage."""
+        try:
+            return {f.key for f in self.hooks.services.storage.files(record.storage_path)}
+        except Exception as exc:  # storage down too: say nothing was kept rather than guess
+            log.warning("could not list what run %s stored: %s", record.trajectory_id, exc)
+            return set()
 
     async def _thread(self, work: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, work)
@@ -308,7 +367,6 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
         Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow],
                workflow_runner=RUNNER, activities=[acts.claim], max_concurrent_activities=1,
                identity=identity, max_heartbeat_throttle_interval=beat, default_heartbeat_throttle_interval=beat),
-        control_worker(client, hooks, settings, identity),
         Worker(client, task_queue=queue, activities=[acts.begin, acts.conclude, acts.release],
                max_concurrent_activities=3 * settings.worker_slots,
                identity=identity, max_heartbeat_throttle_interval=beat, default_heartbeat_throttle_interval=beat),
@@ -318,7 +376,7 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
     metrics.watch_queue(lambda: 0, lambda: len(acts.held()))  # a worker queues nothing: Temporal does
     log.info("pier worker %s: %d slot(s), queue %s", identity, settings.worker_slots, queue)
     try:
-        async with workers[0], workers[1], workers[2]:
+        async with workers[0], workers[1]:
             await stop.wait()
             acts.stopping = True
     finally:

@@ -125,6 +125,8 @@ class RunWorkflow:
                 task_queue=queue,
                 schedule_to_start_timeout=timedelta(seconds=config["schedule_to_start_sec"]),
                 start_to_close_timeout=timedelta(seconds=config["cleanup_timeout_sec"]),
+                # a frozen worker may be handed it: its silence ends the wait
+                heartbeat_timeout=timedelta(seconds=config["heartbeat_timeout_sec"]),
                 retry_policy=ONCE,
             )
         except ActivityError:
@@ -166,6 +168,7 @@ class RunWorkflow:
             name,
             arg,
             task_queue=config["control_queue"],
-            start_to_close_timeout=timedelta(seconds=60),
+            # short, and retried: a server frozen with a poll open holds it this long at most
+            start_to_close_timeout=timedelta(seconds=config.get("control_attempt_sec", 60)),
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
         )

@@ -12,6 +12,7 @@ from pier.errors import PierError, StageError
 from pier.lifecycle import stages
 from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.interrupts import deferred_signals, interruption_reason
+from pier.lifecycle.keeping import publish_retried
 from pier.lifecycle.orphans import remove_sandboxes
 from pier.lifecycle.outcomes import end_record
 from pier.record import RunStatus, StageRecord, StageStatus, Trajectory, utcnow
@@ -62,7 +63,6 @@ def execute(ctx: RunContext) -> Trajectory:
             _delete_sandbox(ctx)
             stages.close_run_egress(ctx)
             _finish(ctx, time.monotonic() - started)  # publishes what a skipped save left
-            shutil.rmtree(scratch_dir(ctx.settings, record.trajectory_id), ignore_errors=True)
     return record
 
 
@@ -110,7 +110,6 @@ def _clean_up(ctx: RunContext) -> None:
     _delete_sandbox(ctx)
     stages.close_run_egress(ctx)
     _finish(ctx, _elapsed(ctx))
-    shutil.rmtree(scratch_dir(ctx.settings, ctx.record.trajectory_id), ignore_errors=True)
 
 
 def _elapsed(ctx: RunContext) -> float:
@@ -212,12 +211,24 @@ def _finish(ctx: RunContext, elapsed: float) -> None:
     _observe_end(record, elapsed)
     ctx.log(f"run {record.status.value} in {elapsed:.1f}s", "save")
     try:
+        _store_run_json(ctx)
+    finally:
+        # before the record's save: on a full disk, the scratch folder is the room it needs
+        shutil.rmtree(scratch_dir(ctx.settings, record.trajectory_id), ignore_errors=True)
+    ctx.save_record(record)
+
+
+def _store_run_json(ctx: RunContext) -> None:
+    """run.json beside the outputs, tried again while storage fails (as save
+    is); what a skipped save left in scratch goes with it."""
+    record = ctx.record
+    try:
         ctx.output_dir.mkdir(parents=True, exist_ok=True)
         (ctx.output_dir / "run.json").write_text(record.model_dump_json(indent=2))
-        ctx.publish()  # run.json, and anything a skipped save left in scratch
+        publish_retried(ctx)
     except Exception as exc:  # the record in the store is what counts; say why the copy is missing
         log.warning("could not store run.json of %s: %s", record.trajectory_id, exc)
-    ctx.save_record(record)
+        ctx.log(f"run.json could not be stored ({exc}): the run's record in the database is complete", "save")
 
 
 def _observe_start(record: Trajectory) -> None:

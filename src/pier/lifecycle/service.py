@@ -8,9 +8,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pier.db import Store
+from pier.db.retry import RetryingStore
 from pier.errors import PierError
 from pier.lifecycle.context import LogSink, RunContext, scratch_dir
 from pier.lifecycle.interrupts import interruption_reason
@@ -63,6 +64,12 @@ class Services:
     def store(self) -> Store:
         make_private_dir(self.settings.home)
         return Store.open(self.settings.db_url)
+
+    @cached_property
+    def run_store(self) -> Store:
+        """The store as a run writes to it: calls ride out a database that does
+        not answer for up to PIER_DB_RETRY_SEC (pier.db.retry)."""
+        return cast(Store, RetryingStore(self.store, self.settings.db_retry_sec))
 
     @cached_property
     def storage(self) -> RunStorage:
@@ -129,7 +136,7 @@ def new_context(
     """A context for a new run; `record` is the run's pending record when it was
     stored earlier (the API accepts a run before it starts)."""
     on_log = observer.on_log if observer else None
-    store = services.store
+    store = services.run_store
     if record is None:
         # This process runs it from now on: if it dies, whoever notices ends the run.
         record = Trajectory.new(

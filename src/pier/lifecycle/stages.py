@@ -4,6 +4,7 @@ does its work, and raises StageError (or a PierError) when the run must stop."""
 from __future__ import annotations
 
 import shlex
+import shutil
 import tempfile
 import threading
 import time
@@ -21,6 +22,7 @@ from pier.gateway import ModelRoute, shared_gateway, without_provider_keys
 from pier.lifecycle.assets import setup_tar
 from pier.lifecycle.checking import check_stage, check_tools, record_eval, refuse_missing_check_tools
 from pier.lifecycle.context import RunContext
+from pier.lifecycle.keeping import check_room, full_scratch, no_space, save_outputs
 from pier.lifecycle.notices import report_limit_notes
 from pier.lifecycle.outputs import collect_outputs
 from pier.lifecycle.plan import plan_run
@@ -448,7 +450,14 @@ def _count(output: str) -> str:
 
 
 def collect(ctx: RunContext) -> None:
-    collect_outputs(ctx)
+    check_room(ctx)
+    try:
+        collect_outputs(ctx)
+    except OSError as exc:
+        if no_space(exc):
+            shutil.rmtree(ctx.output_dir, ignore_errors=True)  # what was half copied: the disk needs the room
+            raise full_scratch(ctx) from None
+        raise
     record_eval(ctx)
 
 
@@ -457,6 +466,6 @@ def check(ctx: RunContext) -> None:
 
 
 def save(ctx: RunContext) -> None:
-    ctx.publish()
+    save_outputs(ctx)
     where = ctx.storage.where(ctx.record.storage_path) if ctx.storage else ctx.output_dir
     ctx.log(f"outputs saved in {where}")

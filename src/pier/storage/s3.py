@@ -12,6 +12,7 @@ whatever the size of the outputs.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -34,6 +35,8 @@ from pier.storage.base import (
     upload_prefix,
 )
 from pier.storage.files import attachment, content_type
+
+log = logging.getLogger(__name__)
 
 PART_BYTES = 8 << 20
 CONCURRENCY = 8
@@ -77,18 +80,39 @@ class S3Storage(RunStorage):
         """Every regular file under `folder` (symlinks are left out: an object
         store has none), uploaded side by side by one transfer manager."""
         base = self._name(prefix)
-        with create_transfer_manager(self.client, self.transfer) as manager:
-            futures = [
-                manager.upload(
-                    str(path),
-                    self.bucket,
-                    f"{base}/{path.relative_to(folder).as_posix()}",
-                    extra_args={"ContentType": content_type(path)},
-                )
-                for path in _regular_files(folder)
-            ]
-            for future in futures:
-                future.result()
+        self._abort_uploads(base)  # what an earlier attempt (or a killed worker) left open
+        try:
+            with create_transfer_manager(self.client, self.transfer) as manager:
+                futures = [
+                    manager.upload(
+                        str(path),
+                        self.bucket,
+                        f"{base}/{path.relative_to(folder).as_posix()}",
+                        extra_args={"ContentType": content_type(path)},
+                    )
+                    for path in _regular_files(folder)
+                ]
+                for future in futures:
+                    future.result()
+        except BaseException:
+            self._abort_uploads(base, quiet=True)  # no part of an incomplete upload stays billed
+            raise
+
+    def _abort_uploads(self, base: str, quiet: bool = False) -> None:
+        """Abort every incomplete multipart upload under `base/`."""
+        try:
+            pages = self.client.get_paginator("list_multipart_uploads").paginate(
+                Bucket=self.bucket, Prefix=f"{base}/"
+            )
+            for page in pages:
+                for upload in page.get("Uploads") or []:
+                    self.client.abort_multipart_upload(
+                        Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+                    )
+        except Exception:
+            if not quiet:
+                raise
+            log.warning("could not abort the incomplete uploads under %s (storage down?)", base)
 
     def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> None:
         self._call("put_object", Bucket=self.bucket, Key=self._name(key), Body=data, ContentType=content_type)

@@ -1,10 +1,15 @@
 """Health, without a token: `/health/live` for "restart me if this fails"
-(the process answers), `/health/ready` for "send me work" (the database and the
-sandbox engine answer, else 503 naming which does not), and `/health`, which
-reports both and always answers 200 while the process is up."""
+(the process answers), `/health/ready` for "send me work" (every service this
+mode needs answers: the database, the sandbox engine, the run storage, and
+Temporal for a fleet; else 503 naming which does not), and `/health`, which
+reports the database and the engine and always answers 200 while the process
+is up."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as ProbeTimeout
 from importlib.metadata import version
 
 from fastapi import APIRouter
@@ -18,6 +23,34 @@ router = APIRouter(tags=["health"])
 
 OK = "ok"
 PROBE_TIMEOUT_SEC = 5.0  # a load balancer's check must get an answer, not wait on a hung engine
+_probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pier-probe")
+
+
+def _bounded(probe: Callable[[], str], what: str) -> str:
+    """`probe()`, or why it did not answer within PROBE_TIMEOUT_SEC."""
+    try:
+        return _probes.submit(probe).result(PROBE_TIMEOUT_SEC)
+    except ProbeTimeout:
+        return f"{what} did not answer within {PROBE_TIMEOUT_SEC:g}s"
+
+
+def storage_status(state: ApiState) -> str:
+    def probe() -> str:
+        try:
+            state.services.storage.check()
+        except Exception as exc:  # any client error: say it
+            first_line = (str(exc).strip().splitlines() or [""])[0]
+            return f"the run storage does not answer ({type(exc).__name__}: {first_line[:300]})"
+        return OK
+
+    return _bounded(probe, "the run storage")
+
+
+def temporal_status(state: ApiState) -> str | None:
+    executor = state.dispatcher.executor
+    if not executor.durable:
+        return None
+    return _bounded(lambda: executor.ready() or OK, "Temporal")
 
 
 def engine_status(state: ApiState) -> str:
@@ -59,13 +92,19 @@ def live() -> dict[str, str]:
 
 @router.get(
     "/health/ready",
-    summary="Readiness: 200 when the database and the sandbox engine answer, else 503",
+    summary="Readiness: 200 when every service this mode needs answers, else 503",
     response_model=Readiness,
-    responses={503: {"model": Readiness, "description": "the database or the engine does not answer"}},
+    responses={503: {"model": Readiness, "description": "a service the server needs does not answer"}},
 )
 def ready(state: StateDep) -> JSONResponse:
-    body = Readiness(status="ready", engine=engine_status(state), database=database_status(state))
-    if body.engine != OK or body.database != OK:
+    body = Readiness(
+        status="ready",
+        engine=engine_status(state),
+        database=_bounded(lambda: database_status(state), "the database"),
+        storage=storage_status(state),
+        temporal=temporal_status(state),
+    )
+    if any(value not in (OK, None) for value in (body.engine, body.database, body.storage, body.temporal)):
         body.status = "unready"
         return JSONResponse(body.model_dump(), status_code=503)
     return JSONResponse(body.model_dump())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Header, Request
 from starlette.concurrency import run_in_threadpool
 
 from pier.api.auth import CollectionDep
@@ -34,23 +34,37 @@ RUN_BODY = {
     }
 }
 SYNC_POLL_SEC = 5.0  # a missed wake-up costs at most this
+KeyHeader = Header(
+    None,
+    alias="Idempotency-Key",
+    description="any string of yours (up to 255 characters): a retry of this POST with the same key "
+    "(after a timeout, say) answers with the run the first one made, never a second run",
+)
 
 
 @router.post("/run/{collection}/{task}", openapi_extra=RUN_BODY, summary="Start a run")
 async def start_run(
-    collection: CollectionDep, task: str, request: Request, state: StateDep
+    collection: CollectionDep,
+    task: str,
+    request: Request,
+    state: StateDep,
+    idempotency_key: str | None = KeyHeader,
 ) -> WorkflowResponse:
     """Accept a run and answer at once; it starts when a slot is free."""
-    record = await accept_run(request, state, collection, task)
+    record = await accept_run(request, state, collection, task, idempotency_key)
     return WorkflowResponse.of(record, "run accepted: follow its log at /api/v1/runs/<trajectory_id>/events")
 
 
 @router.post("/run-sync/{collection}/{task}", openapi_extra=RUN_BODY, summary="Run and wait for the end")
 async def run_sync(
-    collection: CollectionDep, task: str, request: Request, state: StateDep
+    collection: CollectionDep,
+    task: str,
+    request: Request,
+    state: StateDep,
+    idempotency_key: str | None = KeyHeader,
 ) -> WorkflowResponse:
     """Accept a run and answer when it has ended, with its trajectory."""
-    record = await accept_run(request, state, collection, task)
+    record = await accept_run(request, state, collection, task, idempotency_key)
     ended = await wait_for_end(state, record.trajectory_id)
     return WorkflowResponse.of(ended, f"run {ended.status.value}")
 

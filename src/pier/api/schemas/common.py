@@ -28,6 +28,10 @@ class Readiness(BaseModel):
     status: str = Field(description='"ready" (HTTP 200), or "unready" (HTTP 503)')
     engine: str = Field(description='"ok", or why the sandbox engine does not answer')
     database: str = Field(description='"ok", or why the database does not answer')
+    storage: str = Field("ok", description='"ok", or why the run storage (PIER_STORAGE_URL) does not answer')
+    temporal: str | None = Field(
+        None, description='with PIER_EXECUTOR=temporal: "ok", or why Temporal does not answer'
+    )
 
 
 ERROR_RESPONSES: dict[int | str, dict] = {

@@ -1,0 +1,89 @@
+"""A store whose calls outlast a short database outage: a call that fails
+because the database does not answer (the connection refused or dropped, a
+server restarting, a disk that is full for a moment) is tried again with a
+growing wait, for up to a budget, each try logged; past the budget the
+driver's error is raised as it came. Errors that are the caller's (a missing
+run, a constraint) are raised at once.
+
+The lifecycle writes through it (a run's record and log, a worker's and the
+control activities' bookkeeping): a database stopped for 20 s then costs the
+runs a pause, not their end. The API's requests use the plain store: a client
+is better told at once than kept waiting for a minute."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+FIRST_WAIT_SEC = 0.5
+MAX_WAIT_SEC = 5.0
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether `exc` says the database did not answer (worth trying again)."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        return True
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+
+def retried(call: Callable[[], T], budget_sec: float, what: str) -> T:
+    """`call()`, tried again while it fails transiently, for up to `budget_sec`."""
+    deadline = time.monotonic() + budget_sec
+    wait, tries = FIRST_WAIT_SEC, 0
+    while True:
+        try:
+            result = call()
+        except Exception as exc:
+            tries += 1
+            left = deadline - time.monotonic()
+            if not transient(exc) or left <= 0:
+                if tries > 1:
+                    log.error("database: %s failed %d time(s) over %.0fs; giving up: %s",
+                              what, tries, budget_sec, _first_line(exc))  # fmt: skip
+                raise
+            pause = min(wait, left) * random.uniform(0.8, 1.0)
+            log.warning("database: %s failed (%s); trying again in %.1fs", what, _first_line(exc), pause)
+            time.sleep(pause)
+            wait = min(wait * 2, MAX_WAIT_SEC)
+            continue
+        if tries:
+            log.info("database: %s succeeded after %d failed tr%s", what, tries, "y" if tries == 1 else "ies")
+        return result
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+
+
+class RetryingStore:
+    """Every public method of `store`, retried as `retried` does. Other
+    attributes (engine, dialect) are the store's own."""
+
+    def __init__(self, store: Any, budget_sec: float):
+        self._store = store
+        self._budget = budget_sec
+
+    @property
+    def plain(self) -> Any:
+        """The store itself, whose calls fail at once."""
+        return self._store
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if name.startswith("_") or not callable(attr):
+            return attr
+
+        @functools.wraps(attr)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return retried(lambda: attr(*args, **kwargs), self._budget, name)
+
+        return call

@@ -1,0 +1,91 @@
+"""A `pier worker` frozen (SIGSTOP) while it holds runs, and thawed (SIGCONT)
+later: the decision that it is lost is made elsewhere, within the heartbeat
+timeout; once back, it stops what it held, frees its slots and takes new
+work; a run frozen before its agent started runs again elsewhere and is never
+recorded cancelled."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from tests.support.faults import assert_clean, ends_within, fake_fleet
+from tests.support.fleet import Fleet, ran_on, wait_for
+
+pytestmark = pytest.mark.integration
+
+HEARTBEAT_SEC = 5
+# Noticing a silent worker: its heartbeat timeout, then the workflow's task
+# and one control activity on a server.
+LOST_BOUND_SEC = HEARTBEAT_SEC + 15
+FROZEN_SEC = 25
+
+
+def freeze(worker) -> None:
+    os.kill(worker.proc.pid, signal.SIGSTOP)
+
+
+def thaw(worker) -> None:
+    os.kill(worker.proc.pid, signal.SIGCONT)
+
+
+def test_a_frozen_worker_is_declared_lost_by_others_and_takes_new_work_once_back(fault_fleet: Fleet) -> None:
+    agent_sec = fault_fleet.home / "agent-sec"
+    agent_sec.write_text("60")  # the first run's agent runs long, on the worker to freeze
+    collection = fake_fleet(fault_fleet, PIER_WORKER_SLOTS="1", PIER_HEARTBEAT_TIMEOUT_SEC=str(HEARTBEAT_SEC),
+                            PIER_SCHEDULE_TO_START_SEC="5", PIER_TEST_AGENT_SEC_FILE=str(agent_sec))  # fmt: skip
+    frozen = fault_fleet.worker("frozen")
+    store = fault_fleet.store()
+    doomed = collection.run("t")
+    wait_for(lambda: store.get_run(doomed).stage("run_agent").status == "running", 60, "its agent started")
+    agent_sec.write_text("1")
+    fault_fleet.worker("other")
+    freeze(frozen)
+    frozen_at = time.monotonic()
+    try:
+        lost = ends_within(store, [doomed], LOST_BOUND_SEC + 30).records[doomed]
+        noticed = time.monotonic() - frozen_at
+        assert lost.status.value == "failed" and "worker frozen was lost" in (lost.error or ""), lost.error
+        assert noticed < LOST_BOUND_SEC, f"the loss was recorded {noticed:.0f}s after the freeze"
+        time.sleep(max(0.0, FROZEN_SEC - (time.monotonic() - frozen_at)))
+    finally:
+        thaw(frozen)
+    # Back: it must take new work again, side by side with the other worker.
+    ids = [collection.run("t") for _ in range(8)]
+    ends = ends_within(store, ids, 60, fault_fleet)
+    assert set(ends.statuses().values()) == {"completed"}, ends.errors()
+    where = [ran_on(store, tid)[-1] for tid in ids]
+    assert "frozen" in where, f"the thawed worker took none of the new runs: {where}"
+    assert store.get_run(doomed).status.value == "failed", "the thawed worker rewrote the lost run's end"
+    assert_clean(fault_fleet, store, [doomed, *ids])
+    store.close()
+
+
+def test_a_run_frozen_before_its_agent_started_runs_again_elsewhere_and_stays_completed(
+    fault_fleet: Fleet,
+) -> None:
+    collection = fake_fleet(fault_fleet, PIER_WORKER_SLOTS="1", PIER_HEARTBEAT_TIMEOUT_SEC=str(HEARTBEAT_SEC),
+                            PIER_SCHEDULE_TO_START_SEC="5", PIER_TEST_CREATE_SEC="3")  # fmt: skip
+    frozen = fault_fleet.worker("frozen")
+    del fault_fleet.settings["PIER_TEST_CREATE_SEC"]
+    store = fault_fleet.store()
+    tid = collection.run("t")
+    wait_for(lambda: store.get_run(tid).stage("create").status == "running", 60, "its sandbox is being made")
+    freeze(frozen)
+    try:
+        fault_fleet.worker("other")
+        record = ends_within(store, [tid], 90, fault_fleet).records[tid]
+        assert record.status.value == "completed", record.error
+        time.sleep(max(0.0, FROZEN_SEC - 10))
+    finally:
+        thaw(frozen)
+    time.sleep(10)  # the thawed worker finds its attempt gone
+    record = store.get_run(tid)
+    assert record.status.value == "completed", (
+        f"after the thaw the run was recorded {record.status.value}: {record.error}"
+    )
+    assert ran_on(store, tid) == ["frozen", "other"]
+    assert_clean(fault_fleet, store, [tid])
+    store.close()
