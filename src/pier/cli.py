@@ -58,6 +58,12 @@ def run_command(
     no_network: Annotated[bool, typer.Option("--no-network", help="no outbound network")] = False,
     collection: Annotated[str, typer.Option(help="collection the run belongs to")] = "local",
     as_json: Annotated[bool, typer.Option("--json", help="print only the run record as JSON")] = False,
+    allow_extra_vars: Annotated[
+        bool, typer.Option("--allow-extra-vars", help="accept --var names the runbook has no variable for")
+    ] = False,
+    allow_unfilled_vars: Annotated[
+        bool, typer.Option("--allow-unfilled-vars", help="leave variables with no value as written")
+    ] = False,
     remote: Annotated[
         bool,
         typer.Option(
@@ -71,8 +77,19 @@ def run_command(
     if remote:  # the files go to the fleet's storage, not as host paths
         _run_remote(
             lambda: build_request(
-                path, var, [], agent, snapshot, image, timeout, cpus, memory, no_network, collection
-            ),
+                path,
+                var,
+                [],
+                agent,
+                snapshot,
+                image,
+                timeout,
+                cpus,
+                memory,
+                no_network,
+                collection,
+                allow=(allow_extra_vars, allow_unfilled_vars),
+            ),  # fmt: skip
             file,
             as_json,
         )
@@ -84,8 +101,9 @@ def run_command(
     try:  # bad input, whatever finds it before a sandbox exists, is exit 2
         services = Services()
         request = build_request(
-            path, var, file, agent, snapshot, image, timeout, cpus, memory, no_network, collection
-        )
+            path, var, file, agent, snapshot, image, timeout, cpus, memory, no_network, collection,
+            allow=(allow_extra_vars, allow_unfilled_vars),
+        )  # fmt: skip
         preflight(request, services.settings)
     except InputError as exc:
         raise fail(str(exc)) from None
@@ -191,7 +209,9 @@ def build_request(
     memory: str | None,
     no_network: bool,
     collection: str,
+    allow: tuple[bool, bool] = (False, False),
 ) -> RunRequest:
+    """The run `pier run` asks for; `allow` is (--allow-extra-vars, --allow-unfilled-vars)."""
     from pydantic import ValidationError
 
     from pier.cli_options import parse_vars
@@ -221,6 +241,9 @@ def build_request(
     for key, value in (("agent", agent), ("snapshot", snapshot), ("image", image)):
         if value is not None:
             params[key] = value
+    for key, allowed in zip(("allow_extra_vars", "allow_unfilled_vars"), allow, strict=True):
+        if allowed:  # unset otherwise: PIER_ALLOW_* decides
+            params[key] = True
     if image is not None and snapshot is None:
         params["snapshot"] = ""  # an image given on the command line is meant to be used
     folder = Path(runbook.path or path).resolve().parent

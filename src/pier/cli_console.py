@@ -29,10 +29,23 @@ class LazyConsole:
 
     def __getattr__(self, name: str) -> Any:
         if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(stderr=self._stderr)
+            self._console = make_console(self._stderr)
         return getattr(self._console, name)
+
+
+# Wide enough that no table column is ever cut in a pipe, narrow enough to lay out.
+PIPE_WIDTH = 4096
+
+
+def make_console(stderr: bool) -> Console:
+    """A console that wraps only on a terminal: piped output (a file, grep, a CI
+    log) keeps each line whole, whatever COLUMNS says."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, soft_wrap=True, width=PIPE_WIDTH)
+    return console
 
 
 # Typed as what they stand in for: every caller may treat them as Consoles.

@@ -107,7 +107,7 @@ def task_push(
     services = Services()
     with refusals():
         loaded = load(runbook)
-        task = checked_task(task_from_runbook(loaded, services.settings.default_snapshot))
+        task = checked_task(task_from_runbook(loaded, services.settings.default_snapshot), services.settings)
         label = check_task_name(name or Path(loaded.path or runbook).resolve().parent.name)
         services.store.get_collection(collection)
         services.store.put_task(collection, label, task.model_dump(mode="json"))

@@ -102,6 +102,11 @@ class Settings(BaseSettings):
     max_assets_files: int = Field(10_000, ge=1, description="files in /app/assets, zip entries counted")
     max_asset_file_bytes: int = Field(512 << 20, ge=1, description="one file, or one zip entry")
     max_zip_ratio: float = Field(100.0, gt=1, description="expanded / compressed size of one zip")
+    # A run's variables (strict by default: nothing wrong is accepted silently).
+    allow_extra_vars: bool = Field(False, description="accept --var/vars keys the runbook has no variable for")
+    allow_unfilled_vars: bool = Field(
+        False, description="leave a declared variable with no value as written instead of refusing the run"
+    )
     # What collect copies out of one sandbox (results, logs, assets), checked as it streams.
     max_output_bytes: int = Field(10 << 30, ge=1, description="a run's collected outputs, in all")
     max_output_files: int = Field(100_000, ge=1, description="files in a run's collected outputs")

@@ -58,13 +58,13 @@ def workflow_task(
     """A task from a runbook's text or a workflow JSON; 422 naming the field."""
     if isinstance(workflow, str):
         refuse_nul(workflow, field or "body")
-        return task_from_text(workflow, settings.default_snapshot, name)
+        return task_from_text(workflow, settings, name)
     refuse_nul(workflow, field or "body")
     unknown = unknown_activity(workflow)
     if unknown:
         raise invalid(f"{field}.{unknown[0]}" if field else unknown[0], unknown[1])
     try:
-        return task_from_json(workflow)
+        return task_from_json(workflow, settings)
     except ValidationError as exc:
         prefix = (field,) if field else ()
         raise RequestValidationError(
