@@ -89,7 +89,7 @@ def run_command(
                 no_network,
                 collection,
                 allow=(allow_extra_vars, allow_unfilled_vars),
-            ),  # fmt: skip
+            ),
             file,
             as_json,
         )

@@ -3,6 +3,7 @@ runbook in one pass, each at file:line:column when it has a place."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -76,10 +77,8 @@ def validate_one(path: Path) -> Report:
     exists (the same preflight), so what validate passes, run does not refuse.
     Variables a run would give are left open: a missing value is a warning."""
     report = Report(path)
-    try:
+    with contextlib.suppress(OSError, UnicodeDecodeError, PierError):
         report.frontmatter = split(path.read_text(encoding="utf-8"))[0] or "" if path.is_file() else ""
-    except (OSError, UnicodeDecodeError, PierError):
-        pass
     runbook = None
     try:
         runbook = _loaded(path, report)

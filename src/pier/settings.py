@@ -103,7 +103,9 @@ class Settings(BaseSettings):
     max_asset_file_bytes: int = Field(512 << 20, ge=1, description="one file, or one zip entry")
     max_zip_ratio: float = Field(100.0, gt=1, description="expanded / compressed size of one zip")
     # A run's variables (strict by default: nothing wrong is accepted silently).
-    allow_extra_vars: bool = Field(False, description="accept --var/vars keys the runbook has no variable for")
+    allow_extra_vars: bool = Field(
+        False, description="accept --var/vars keys the runbook has no variable for"
+    )
     allow_unfilled_vars: bool = Field(
         False, description="leave a declared variable with no value as written instead of refusing the run"
     )
