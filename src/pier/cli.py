@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from pier.cli_console import err, fail, out, refusals
+from pier.cli_console import emit, err, fail, out, refusals, run_id, show_list
 from pier.cli_sandbox import register as register_sandbox_commands
 from pier.cli_serve import register as register_api_commands
 from pier.cli_storage import register as register_storage_commands
@@ -313,22 +313,9 @@ def runs_command(
     services = Services()
     end_orphans(services)
     records, total = services.store.list_runs(collection=collection, limit=limit)
-    if as_json:
-        for record in records:
-            print(record.model_dump_json())
-        return
-    rows = [_run_row(r) for r in records]
-    if not out.is_terminal:  # piped: a header, then whole values, tab-separated, for grep and awk
-        for row in [list(RUNS_COLUMNS), *rows]:
-            print("\t".join(row))
-        return
-    from rich.table import Table
-
-    table = Table(*RUNS_COLUMNS)
-    for row in rows:
-        table.add_row(*row)
-    out.print(table)
-    out.print(f"{len(records)} of {total} run(s)")
+    show_list(RUNS_COLUMNS, [_run_row(r) for r in records], as_json, records)
+    if not as_json and out.is_terminal:
+        out.print(f"{len(records)} of {total} run(s)")
 
 
 RUNS_COLUMNS = ("run", "collection/task", "status", "success", "created", "duration")
@@ -355,7 +342,7 @@ def local_time(moment: datetime) -> str:
 
 @app.command("logs")
 def logs_command(
-    trajectory_id: Annotated[str, typer.Argument(help="the run's trajectory id")],
+    trajectory_id: Annotated[str, typer.Argument(help="the run's trajectory id, or its first characters")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
 ) -> None:
     """A run's log, from the start."""
@@ -365,14 +352,12 @@ def logs_command(
     services = Services()
     end_orphans(services)
     store = services.store
-    try:
-        store.get_run(trajectory_id)
-    except NotFoundError as exc:
-        raise fail(str(exc), code=1) from None
+    trajectory_id = run_id(store, trajectory_id)
     seq = 0
     while True:
         for event in store.events(trajectory_id, after_seq=seq):
-            print(f"[{event.stage or '-'}] {event.line}", flush=True)
+            if not emit(f"[{event.stage or '-'}] {event.line}"):
+                return  # the reader is gone (`| head`)
             seq = event.seq
         if not follow:
             return
@@ -425,10 +410,10 @@ def validate_command(
 
 
 @snapshot_app.command("list")
-def snapshot_list() -> None:
+def snapshot_list(
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
+) -> None:
     """Snapshots pier knows: built-in and from snapshots.yaml."""
-    from rich.table import Table
-
     from pier.lifecycle.service import Services
     from pier.sandbox.snapshots import SnapshotCatalog
 
@@ -437,10 +422,11 @@ def snapshot_list() -> None:
         entries = SnapshotCatalog(services.settings).list(services.backend)
     except PierError as exc:
         raise fail(str(exc), code=1) from None
-    table = Table("name", "kind", "built", "description")
-    for entry in entries:
-        table.add_row(entry.name, entry.kind, "yes" if entry.built else "no", entry.description or "")
-    out.print(table)
+    rows = [[e.name, e.kind, "yes" if e.built else "no", e.description or ""] for e in entries]
+    items = [
+        {"name": e.name, "kind": e.kind, "built": e.built, "description": e.description} for e in entries
+    ]
+    show_list(("name", "kind", "built", "description"), rows, as_json, items)
 
 
 @snapshot_app.command("build")

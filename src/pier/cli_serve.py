@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from pier.cli_console import err, fail, out, refusals
+from pier.cli_console import err, fail, out, refusals, show_list
 from pier.cli_routines import routine_app
 from pier.errors import InputError, PierError
 
@@ -83,12 +83,35 @@ def collection_create(name: Annotated[str, typer.Argument(help="the collection's
 
 
 @collection_app.command("list")
-def collection_list() -> None:
+def collection_list(
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
+) -> None:
     """Every collection."""
     from pier.lifecycle.service import Services
 
-    for collection in Services().store.list_collections():
-        print(collection.name)
+    found = Services().store.list_collections()
+    show_list(("collection",), [[c.name] for c in found], as_json, found)
+
+
+@task_app.command("list")
+def task_list(
+    collection: Annotated[str, typer.Option(help="the collection whose tasks to list")],
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
+) -> None:
+    """A collection's stored tasks, with their agent and model."""
+    from pier.lifecycle.service import Services
+
+    services = Services()
+    with refusals():
+        services.store.get_collection(collection)
+        found = services.store.list_tasks(collection)
+    rows = [[t.name, *_agent_and_model(t.definition), t.description or ""] for t in found]
+    show_list(("task", "agent", "model", "description"), rows, as_json, found, empty="no tasks")
+
+
+def _agent_and_model(definition: dict) -> list[str]:
+    params = definition.get("init_params") or {}
+    return [str(params.get("agent") or ""), str(params.get("model") or "")]
 
 
 @task_app.command("push")
