@@ -31,6 +31,21 @@ if TYPE_CHECKING:
 # (SQLAlchemy, pydantic models, the docker SDK, rich) in its body.
 # tests/unit/cli/test_cli_imports.py keeps it that way.
 
+
+def _no_type_for_flags() -> None:
+    """typer's help shows `<bool>` after every flag, as if it took a value: a
+    flag's type column is left empty (an option that takes a value keeps it)."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: typer.Context) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_no_type_for_flags()
 app = typer.Typer(help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True)
 snapshot_app = typer.Typer(help="Named, prebuilt sandbox images.", no_args_is_help=True)
 app.add_typer(snapshot_app, name="snapshot")
@@ -47,8 +62,13 @@ def secret_env(step: ResolvedStep, environ: Mapping[str, str]) -> dict[str, str]
 @app.command("run")
 def run_command(
     path: Annotated[Path, typer.Argument(help="a RUNBOOK.md, or a folder holding one")],
-    var: Annotated[list[str], typer.Option("--var", help="NAME=VALUE, fills {{NAME}}")] = [],  # noqa: B006
-    file: Annotated[list[Path], typer.Option("--file", help="attach a file (zips are extracted)")] = [],  # noqa: B006
+    var: Annotated[
+        list[str], typer.Option("--var", metavar="NAME=VALUE", help="fills {{NAME}}; repeat for more")
+    ] = [],  # noqa: B006
+    file: Annotated[
+        list[Path],
+        typer.Option("--file", metavar="PATH", help="attach a file (zips are extracted); repeat for more"),
+    ] = [],  # noqa: B006
     agent: Annotated[str | None, typer.Option(help="override the runbook's agent")] = None,
     snapshot: Annotated[str | None, typer.Option(help="snapshot name ('' for none)")] = None,
     image: Annotated[str | None, typer.Option(help="image ref (use with --snapshot '')")] = None,

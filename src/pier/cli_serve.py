@@ -3,7 +3,9 @@ what it serves, managed from the shell on the server's own store."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -30,11 +32,39 @@ def serve(
     from pier import web
     from pier.api.app import create_app
 
+    # The address first: a port in use is refused before any start-up work
+    # (sweep, re-queue) is done, and the socket is handed to uvicorn, so nothing
+    # can take the port in between.
+    listener = listen(host, port)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # One process: the executor's run slots and the live-log wake-ups are in memory.
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(pages=web.install), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5
     )
+    uvicorn.Server(config).run(sockets=[listener])
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on host:port; exit 1 saying what to do when it cannot be."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise fail(
+                f"port {port} on {host} is already in use (another `pier serve`?): choose another with "
+                f"--port, e.g. `pier serve --port {port + 1}`, or stop what listens there",
+                code=1,
+            ) from None
+        raise fail(
+            f"cannot listen on {host}:{port} ({exc.strerror}): check --host and --port", code=1
+        ) from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def worker(

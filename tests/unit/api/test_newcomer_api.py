@@ -4,6 +4,7 @@ sent without its Content-Type told what to send, /docs and /redoc offline."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,3 +81,16 @@ def test_json_sent_without_its_content_type_is_told_what_to_send(client, path):
     assert sent.status_code in (415, 422), sent.text
     assert "Content-Type: application/json" in sent.json()["detail"], sent.text
     assert "Extra inputs" not in sent.json()["detail"]
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_the_docs_pages_load_nothing_from_another_host(client, page):
+    html = client.get(page)
+    assert html.status_code == 200
+    assets = re.findall(r'(?:src|href)="([^"]+)"', html.text)
+    assert assets, html.text
+    for url in assets:
+        assert url.startswith("/"), f"{page} loads {url} from another host"
+        served = client.get(url)
+        assert served.status_code == 200 and len(served.content) > 1000, url
+    assert "cdn" not in html.text.lower() and "googleapis" not in html.text

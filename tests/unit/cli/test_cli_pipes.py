@@ -24,7 +24,7 @@ def env(pier_home: Path) -> dict[str, str]:
     return {
         **os.environ,
         "PIER_HOME": str(pier_home),
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)])),
         "PIER_SANDBOX_BACKEND": "tests.support.fleet_backend:backend",
         "PIER_TEST_AGENT_LINES": "40",  # a live log long enough to outlast the reader
         "PIER_TEST_LINE_SEC": "0.02",
