@@ -60,7 +60,9 @@ class WarmPoolEntry(BaseModel):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="PIER_", extra="ignore")
+    # A `.env` file in the working folder holds settings for every shell (an
+    # `export` lasts for one); the environment wins over it.
+    model_config = SettingsConfigDict(env_prefix="PIER_", extra="ignore", env_file=".env")
 
     home: Path = Field(default_factory=_default_home, description="state: db, storage, snapshots.yaml")
     database_url: str | None = Field(None, description="SQLAlchemy URL; default SQLite in home")
