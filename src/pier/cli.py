@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from pier.cli_audit import register as register_audit_command
-from pier.cli_console import err, fail, out, refusals, terminal_safe
+from pier.cli_console import emit, err, fail, out, refusals, run_id, show_list, terminal_safe
 from pier.cli_sandbox import register as register_sandbox_commands
 from pier.cli_serve import register as register_api_commands
 from pier.cli_storage import register as register_storage_commands
@@ -32,6 +32,21 @@ if TYPE_CHECKING:
 # (SQLAlchemy, pydantic models, the docker SDK, rich) in its body.
 # tests/unit/cli/test_cli_imports.py keeps it that way.
 
+
+def _no_type_for_flags() -> None:
+    """typer's help shows `<bool>` after every flag, as if it took a value: a
+    flag's type column is left empty (an option that takes a value keeps it)."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: typer.Context) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign,assignment]
+
+
+_no_type_for_flags()
 app = typer.Typer(help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True)
 snapshot_app = typer.Typer(help="Named, prebuilt sandbox images.", no_args_is_help=True)
 app.add_typer(snapshot_app, name="snapshot")
@@ -55,8 +70,13 @@ def secret_env(step: ResolvedStep, environ: Mapping[str, str]) -> dict[str, str]
 @app.command("run")
 def run_command(
     path: Annotated[Path, typer.Argument(help="a RUNBOOK.md, or a folder holding one")],
-    var: Annotated[list[str], typer.Option("--var", help="NAME=VALUE, fills {{NAME}}")] = [],  # noqa: B006
-    file: Annotated[list[Path], typer.Option("--file", help="attach a file (zips are extracted)")] = [],  # noqa: B006
+    var: Annotated[
+        list[str], typer.Option("--var", metavar="NAME=VALUE", help="fills {{NAME}}; repeat for more")
+    ] = [],  # noqa: B006
+    file: Annotated[
+        list[Path],
+        typer.Option("--file", metavar="PATH", help="attach a file (zips are extracted); repeat for more"),
+    ] = [],  # noqa: B006
     agent: Annotated[str | None, typer.Option(help="override the runbook's agent")] = None,
     snapshot: Annotated[str | None, typer.Option(help="snapshot name ('' for none)")] = None,
     image: Annotated[str | None, typer.Option(help="image ref (use with --snapshot '')")] = None,
@@ -66,6 +86,12 @@ def run_command(
     no_network: Annotated[bool, typer.Option("--no-network", help="no outbound network")] = False,
     collection: Annotated[str, typer.Option(help="collection the run belongs to")] = "local",
     as_json: Annotated[bool, typer.Option("--json", help="print only the run record as JSON")] = False,
+    allow_extra_vars: Annotated[
+        bool, typer.Option("--allow-extra-vars", help="accept --var names the runbook has no variable for")
+    ] = False,
+    allow_unfilled_vars: Annotated[
+        bool, typer.Option("--allow-unfilled-vars", help="leave variables with no value as written")
+    ] = False,
     remote: Annotated[
         bool,
         typer.Option(
@@ -79,7 +105,18 @@ def run_command(
     if remote:  # the files go to the fleet's storage, not as host paths
         _run_remote(
             lambda: build_request(
-                path, var, [], agent, snapshot, image, timeout, cpus, memory, no_network, collection
+                path,
+                var,
+                [],
+                agent,
+                snapshot,
+                image,
+                timeout,
+                cpus,
+                memory,
+                no_network,
+                collection,
+                allow=(allow_extra_vars, allow_unfilled_vars),
             ),
             file,
             as_json,
@@ -92,8 +129,9 @@ def run_command(
     try:  # bad input, whatever finds it before a sandbox exists, is exit 2
         services = Services()
         request = build_request(
-            path, var, file, agent, snapshot, image, timeout, cpus, memory, no_network, collection
-        )
+            path, var, file, agent, snapshot, image, timeout, cpus, memory, no_network, collection,
+            allow=(allow_extra_vars, allow_unfilled_vars),
+        )  # fmt: skip
         preflight(request, services.settings)
     except InputError as exc:
         raise fail(str(exc)) from None
@@ -199,7 +237,9 @@ def build_request(
     memory: str | None,
     no_network: bool,
     collection: str,
+    allow: tuple[bool, bool] = (False, False),
 ) -> RunRequest:
+    """The run `pier run` asks for; `allow` is (--allow-extra-vars, --allow-unfilled-vars)."""
     from pydantic import ValidationError
 
     from pier.cli_options import parse_vars
@@ -229,6 +269,9 @@ def build_request(
     for key, value in (("agent", agent), ("snapshot", snapshot), ("image", image)):
         if value is not None:
             params[key] = value
+    for key, allowed in zip(("allow_extra_vars", "allow_unfilled_vars"), allow, strict=True):
+        if allowed:  # unset otherwise: PIER_ALLOW_* decides
+            params[key] = True
     if image is not None and snapshot is None:
         params["snapshot"] = ""  # an image given on the command line is meant to be used
     folder = Path(runbook.path or path).resolve().parent
@@ -298,22 +341,9 @@ def runs_command(
     services = Services()
     end_orphans(services)
     records, total = services.store.list_runs(collection=collection, limit=limit)
-    if as_json:
-        for record in records:
-            print(record.model_dump_json())
-        return
-    rows = [_run_row(r) for r in records]
-    if not out.is_terminal:  # piped: a header, then whole values, tab-separated, for grep and awk
-        for row in [list(RUNS_COLUMNS), *rows]:
-            print("\t".join(row))
-        return
-    from rich.table import Table
-
-    table = Table(*RUNS_COLUMNS)
-    for row in rows:
-        table.add_row(*row)
-    out.print(table)
-    out.print(f"{len(records)} of {total} run(s)")
+    show_list(RUNS_COLUMNS, [_run_row(r) for r in records], as_json, records)
+    if not as_json and out.is_terminal:
+        out.print(f"{len(records)} of {total} run(s)")
 
 
 RUNS_COLUMNS = ("run", "collection/task", "status", "success", "created", "duration")
@@ -340,7 +370,7 @@ def local_time(moment: datetime) -> str:
 
 @app.command("logs")
 def logs_command(
-    trajectory_id: Annotated[str, typer.Argument(help="the run's trajectory id")],
+    trajectory_id: Annotated[str, typer.Argument(help="the run's trajectory id, or its first characters")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
 ) -> None:
     """A run's log, from the start."""
@@ -350,14 +380,12 @@ def logs_command(
     services = Services()
     end_orphans(services)
     store = services.store
-    try:
-        store.get_run(trajectory_id)
-    except NotFoundError as exc:
-        raise fail(str(exc), code=1) from None
+    trajectory_id = run_id(store, trajectory_id)
     seq = 0
     while True:
         for event in store.events(trajectory_id, after_seq=seq):
-            print(f"[{event.stage or '-'}] {terminal_safe(event.line)}", flush=True)
+            if not emit(f"[{event.stage or '-'}] {terminal_safe(event.line)}"):
+                return  # the reader is gone (`| head`)
             seq = event.seq
         if not follow:
             return
@@ -410,10 +438,10 @@ def validate_command(
 
 
 @snapshot_app.command("list")
-def snapshot_list() -> None:
+def snapshot_list(
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
+) -> None:
     """Snapshots pier knows: built-in and from snapshots.yaml."""
-    from rich.table import Table
-
     from pier.lifecycle.service import Services
     from pier.sandbox.snapshots import SnapshotCatalog
 
@@ -422,10 +450,11 @@ def snapshot_list() -> None:
         entries = SnapshotCatalog(services.settings).list(services.backend)
     except PierError as exc:
         raise fail(str(exc), code=1) from None
-    table = Table("name", "kind", "built", "description")
-    for entry in entries:
-        table.add_row(entry.name, entry.kind, "yes" if entry.built else "no", entry.description or "")
-    out.print(table)
+    rows = [[e.name, e.kind, "yes" if e.built else "no", e.description or ""] for e in entries]
+    items = [
+        {"name": e.name, "kind": e.kind, "built": e.built, "description": e.description} for e in entries
+    ]
+    show_list(("name", "kind", "built", "description"), rows, as_json, items)
 
 
 @snapshot_app.command("build")

@@ -7,9 +7,12 @@ only when something is printed through them.
 
 from __future__ import annotations
 
+import atexit
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import typer
 
@@ -29,9 +32,7 @@ class LazyConsole:
 
     def __getattr__(self, name: str) -> Any:
         if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(stderr=self._stderr)
+            self._console = make_console(self._stderr)
         return getattr(self._console, name)
 
 
@@ -50,6 +51,61 @@ _TERMINAL_SAFE = {
 def terminal_safe(line: str) -> str:
     """line as text a terminal only shows (the stored log keeps it as it was)."""
     return line.translate(_TERMINAL_SAFE)
+
+
+# Wide enough that no table column is ever cut in a pipe, narrow enough to lay out.
+PIPE_WIDTH = 4096
+
+
+def make_console(stderr: bool) -> Console:
+    """A console that wraps only on a terminal: piped output (a file, grep, a CI
+    log) keeps each line whole, whatever COLUMNS says. A reader that goes away
+    (`| head`) only silences it: rich's own answer, SystemExit(1), would end a
+    run in the middle and change its exit code."""
+    from rich.console import Console
+
+    class PipeSafeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            silence(self.file)
+
+    console = PipeSafeConsole(stderr=stderr)
+    if not console.is_terminal:
+        console = PipeSafeConsole(stderr=stderr, soft_wrap=True, width=PIPE_WIDTH)
+    return console
+
+
+def silence(stream: IO[str]) -> None:
+    """Point a closed stream at /dev/null: what is still written to it (and the
+    flush at exit) succeeds unseen, instead of raising BrokenPipeError."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def emit(text: str) -> bool:
+    """Print one line to stdout; False once the reader is gone (then stop)."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        silence(sys.stdout)
+        return False
+    return True
+
+
+@atexit.register
+def _flush_or_silence() -> None:
+    """The last flush of a closed pipe must not turn a finished command's exit
+    code into 120 ("Exception ignored ... BrokenPipeError")."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):
+            silence(stream)
 
 
 # Typed as what they stand in for: every caller may treat them as Consoles.
@@ -72,3 +128,57 @@ def refusals() -> Iterator[None]:
         raise fail(str(exc)) from None
     except PierError as exc:
         raise fail(str(exc), code=1) from None
+
+
+def show_list(
+    columns: tuple[str, ...], rows: list[list[str]], as_json: bool, items: list[Any], empty: str = ""
+) -> None:
+    """A list command's output, the same way for every list:
+    --json: one JSON object per line (JSON Lines: `jq` reads it, `wc -l` counts it);
+    a terminal: a table; a pipe: a header and tab-separated rows of whole values
+    (nothing cut or wrapped), for grep, cut and awk."""
+    if as_json:
+        for item in items:
+            if not emit(item.model_dump_json() if hasattr(item, "model_dump_json") else _json(item)):
+                return
+        return
+    if not rows and empty:
+        err.print(empty, highlight=False)
+        return
+    if not out.is_terminal:
+        for row in [list(columns), *rows]:
+            if not emit("\t".join(cell.replace("\t", " ").replace("\n", " ") for cell in row)):
+                return
+        return
+    from rich.table import Column, Table
+
+    # The first column is the name or id a later command takes: never cut it.
+    first = Column(columns[0], no_wrap=True, min_width=max((len(row[0]) for row in rows), default=0))
+    table = Table(first, *columns[1:])
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+
+
+def _json(item: Any) -> str:
+    import json
+
+    return json.dumps(item, default=str)
+
+
+def run_id(store: Any, given: str) -> str:
+    """The trajectory id `given` names: the id itself, or the one run whose id
+    starts with it. An ambiguous prefix exits 2 listing the runs it matches."""
+    from pier.errors import NotFoundError
+
+    try:
+        return str(store.get_run(given).trajectory_id)
+    except NotFoundError:
+        pass
+    matches = store.run_ids_starting(given, limit=11) if given else []
+    if len(matches) == 1:
+        return str(matches[0])
+    if not matches:
+        raise fail(f"run {given!r} not found: check the trajectory id (`pier runs` lists them)", code=1)
+    shown = ", ".join(matches[:10]) + (", ..." if len(matches) > 10 else "")
+    raise fail(f"{given!r} is the start of more than one run's id ({shown}): give more of it")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pier.cli_console import err, out, refusals
+from pier.cli_console import out, refusals, show_list
 from pier.cli_options import parse_vars
 from pier.errors import InputError
 
@@ -84,23 +84,19 @@ def routine_create(
 def routine_list(
     collection: Annotated[str | None, typer.Option(help="only this collection")] = None,
     task: Annotated[str | None, typer.Option(help="only this task")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
 ) -> None:
     """Routines with their schedule, state and next run."""
-    from rich.table import Table
-
     from pier.lifecycle.service import Services
 
     found = Services().store.list_routines(collection, task)
-    if not found:
-        err.print("no routines")
-        return
-    table = Table("id", "routine", "schedule", "status", "next run", "last run")
-    for r in found:
-        table.add_row(
-            str(r.id), _label(r), f"{r.cron_expression} ({r.timezone})",
-            "active" if r.enabled else "paused", _when(r.next_run_at), _when(r.last_run_at),
-        )  # fmt: skip
-    out.print(table)
+    rows = [
+        [str(r.id), _label(r), f"{r.cron_expression} ({r.timezone})",
+         "active" if r.enabled else "paused", _when(r.next_run_at), _when(r.last_run_at)]
+        for r in found
+    ]  # fmt: skip
+    columns = ("id", "routine", "schedule", "status", "next run", "last run")
+    show_list(columns, rows, as_json, found, empty="no routines")
 
 
 @routine_app.command("pause")

@@ -3,13 +3,15 @@ what it serves, managed from the shell on the server's own store."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from pier.cli_console import err, fail, out, refusals
+from pier.cli_console import err, fail, out, refusals, show_list
 from pier.cli_routines import routine_app
 from pier.errors import InputError, PierError
 
@@ -30,10 +32,40 @@ def serve(
     from pier.api.http_server import serve as serve_http
     from pier.settings import get_settings
 
+    # The address first: a port in use is refused before any start-up work
+    # (sweep, re-queue) is done, and the socket is handed to uvicorn, so nothing
+    # can take the port in between.
+    listener = listen(host, port)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = get_settings()
     # One process: the executor's run slots and the live-log wake-ups are in memory.
-    serve_http(create_app(settings, pages=web.install), settings, host=host, port=port, log_level=log_level)
+    serve_http(
+        create_app(settings, pages=web.install), settings, host=host, port=port, log_level=log_level,
+        sockets=[listener],
+    )  # fmt: skip
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on host:port; exit 1 saying what to do when it cannot be."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise fail(
+                f"port {port} on {host} is already in use (another `pier serve`?): choose another with "
+                f"--port, e.g. `pier serve --port {port + 1}`, or stop what listens there",
+                code=1,
+            ) from None
+        raise fail(
+            f"cannot listen on {host}:{port} ({exc.strerror}): check --host and --port", code=1
+        ) from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def worker(
@@ -85,12 +117,35 @@ def collection_create(name: Annotated[str, typer.Argument(help="the collection's
 
 
 @collection_app.command("list")
-def collection_list() -> None:
+def collection_list(
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
+) -> None:
     """Every collection."""
     from pier.lifecycle.service import Services
 
-    for collection in Services().store.list_collections():
-        print(collection.name)
+    found = Services().store.list_collections()
+    show_list(("collection",), [[c.name] for c in found], as_json, found)
+
+
+@task_app.command("list")
+def task_list(
+    collection: Annotated[str, typer.Option(help="the collection whose tasks to list")],
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
+) -> None:
+    """A collection's stored tasks, with their agent and model."""
+    from pier.lifecycle.service import Services
+
+    services = Services()
+    with refusals():
+        services.store.get_collection(collection)
+        found = services.store.list_tasks(collection)
+    rows = [[t.name, *_agent_and_model(t.definition), t.description or ""] for t in found]
+    show_list(("task", "agent", "model", "description"), rows, as_json, found, empty="no tasks")
+
+
+def _agent_and_model(definition: dict) -> list[str]:
+    params = definition.get("init_params") or {}
+    return [str(params.get("agent") or ""), str(params.get("model") or "")]
 
 
 @task_app.command("push")

@@ -1,29 +1,61 @@
-"""`pier validate`: lint runbooks without Docker."""
+"""`pier validate`: lint runbooks without Docker. Every error and warning of a
+runbook in one pass, each at file:line:column when it has a place."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
-from pier.errors import InputError, PierError
+from pier.errors import InputError, PierError, Problems, RunbookError
 from pier.lifecycle.plan import RunPlan
 from pier.lifecycle.sandbox_env import wanted_names
 from pier.lifecycle.service import RunRequest, preflight
-from pier.runbook import RUNBOOK_FILENAME, load
+from pier.runbook import RUNBOOK_FILENAME, Runbook, load, parse
+from pier.runbook.parse import key_position, split
 from pier.settings import get_settings
 from pier.tasks import ResolvedStep, resolve, task_from_runbook
 from pier.tasks.model import Task
+
+_UNKNOWN_KEY = re.compile(r"^unknown frontmatter key '([^']+)'")
+_CHECK = re.compile(r"^checks\[(\d+)\]")
+
+
+@dataclass(frozen=True)
+class Finding:
+    message: str
+    line: int | None = None
+    column: int | None = None
 
 
 @dataclass
 class Report:
     path: Path
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    errors: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
+    frontmatter: str = ""
+
+    def place(self, exc: InputError) -> Finding:
+        """The error at its line (a RunbookError's, the line it names) or at its
+        frontmatter key."""
+        message = exc.message if isinstance(exc, RunbookError) else str(exc)
+        if exc.line is not None:
+            return Finding(message, exc.line, exc.column)
+        item = _CHECK.match(message)
+        key = f"checks.{item.group(1)}" if item and exc.key in (None, "checks") else exc.key
+        if key:
+            return Finding(message, *key_position(self.frontmatter, key.split("."), 2))
+        return Finding(message)
+
+    def warn(self, message: str) -> None:
+        unknown = _UNKNOWN_KEY.match(message)
+        line, column = key_position(self.frontmatter, [unknown.group(1)], 2) if unknown else (None, None)
+        self.warnings.append(Finding(message, line, column))
 
 
 def find_runbooks(paths: list[Path]) -> list[Path]:
@@ -36,36 +68,81 @@ def find_runbooks(paths: list[Path]) -> list[Path]:
     return found
 
 
+def problems_of(exc: InputError) -> tuple[InputError, ...]:
+    return exc.problems if isinstance(exc, Problems) else (exc,)
+
+
 def validate_one(path: Path) -> Report:
     """The runbook's problems by the rules `pier run` applies before any sandbox
-    exists (the same preflight), so what validate passes, run does not refuse."""
+    exists (the same preflight), so what validate passes, run does not refuse.
+    Variables a run would give are left open: a missing value is a warning."""
     report = Report(path)
+    with contextlib.suppress(OSError, UnicodeDecodeError, PierError):
+        report.frontmatter = split(path.read_text(encoding="utf-8"))[0] or "" if path.is_file() else ""
+    runbook = None
     try:
-        runbook = load(path)
+        runbook = _loaded(path, report)
         task = task_from_runbook(runbook, get_settings().default_snapshot)
         step = resolve(task)
         plan = _preflight(task, step, path, report)
-    except PierError as exc:
-        report.errors.append(str(exc))
+    except InputError as exc:
+        report.errors.extend(report.place(problem) for problem in problems_of(exc))
+        for warning in runbook.warnings if runbook else ():
+            report.warn(warning)
         return report
-    report.warnings.extend(plan.warnings)
+    except PierError as exc:
+        report.errors.append(Finding(str(exc)))
+        return report
+    if plan is not None:
+        for warning in plan.warnings:
+            report.warn(warning)
     return report
 
 
-def _preflight(task: Task, step: ResolvedStep, path: Path, report: Report) -> RunPlan:
-    """preflight with the keys and secrets this machine has, as `pier run` would.
-    A refusal that placeholder values for them would lift is about this machine,
-    not the runbook: a warning; any other refusal is the runbook's error."""
-    settings = get_settings()
+def _loaded(path: Path, report: Report) -> Runbook:
+    """The runbook; when frontmatter keys are bad, they are reported and the rest
+    of the runbook is checked without them (their lines blanked, so every other
+    line keeps its number)."""
     try:
-        return preflight(
-            _request(task, path, {k: os.environ[k] for k in wanted_names(step) if k in os.environ}), settings
-        )
-    except InputError as exc:
-        here = exc
+        return load(path)
+    except Problems as exc:
+        bad = [p for p in exc.problems if isinstance(p, RunbookError) and p.line is not None]
+        if len(bad) != len(exc.problems):
+            raise
+    except RunbookError as exc:
+        if exc.line is None or not exc.message.startswith("frontmatter key"):
+            raise
+        bad = [exc]
+    report.errors.extend(report.place(problem) for problem in bad)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    for problem in bad:
+        _blank_key(lines, (problem.line or 1) - 1)
+    return parse("".join(lines), path=str(path))
+
+
+def _blank_key(lines: list[str], index: int) -> None:
+    """Comment out the top-level key on lines[index] and its indented value."""
+    end = index + 1
+    while end < len(lines) and lines[end][:1] in (" ", "\t", "-") and not lines[end].startswith("---"):
+        end += 1
+    for at in range(index, end):
+        lines[at] = "# (checked by pier validate)\n"
+
+
+def _preflight(task: Task, step: ResolvedStep, path: Path, report: Report) -> RunPlan | None:
+    """preflight as `pier run` would. First with placeholder values for the keys
+    and secrets the run may get: what it refuses then is the runbook's error.
+    Then with what this machine has: a refusal there is about this machine, not
+    the runbook, so a warning."""
+    settings = get_settings()
     placeholders = {name: "placeholder-for-validate" for name in wanted_names(step)}
-    plan = preflight(_request(task, path, placeholders), settings)  # raises the runbook's own error
-    report.warnings.append(f"`pier run` here would refuse it until the environment has what it needs: {here}")
+    plan = preflight(_request(task, path, placeholders), settings)  # raises the runbook's own errors
+    here = {k: os.environ[k] for k in wanted_names(step) if k in os.environ}
+    try:
+        preflight(_request(task, path, here), settings)
+    except InputError as exc:
+        for problem in problems_of(exc):
+            report.warn(f"`pier run` here would refuse it until the environment has what it needs: {problem}")
     return plan
 
 
@@ -74,10 +151,18 @@ def _request(task: Task, path: Path, env: dict[str, str]) -> RunRequest:
         collection="validate",
         task_name="runbook",
         task=task,
+        run_params={"allow_unfilled_vars": True},  # the values come with each run
         env=env,
         resolve_file=Path,
         source_dir=path.parent,
     )
+
+
+def _line(path: Path, level: str, colour: str, finding: Finding) -> str:
+    where = str(path)
+    if finding.line is not None:
+        where += f":{finding.line}" + (f":{finding.column}" if finding.column is not None else "")
+    return f"    {escape(where)}: [{colour}]{level}:[/{colour}] {escape(finding.message)}"
 
 
 def validate_paths(paths: list[Path], console: Console) -> int:
@@ -97,8 +182,8 @@ def validate_paths(paths: list[Path], console: Console) -> int:
         )
         console.print(f"{mark} {escape(str(path))}", highlight=False)
         for error in report.errors:
-            console.print(f"    [red]error:[/red] {escape(error)}", highlight=False)
+            console.print(_line(path, "error", "red", error), highlight=False)
         for warning in report.warnings:
-            console.print(f"    [yellow]warning:[/yellow] {escape(warning)}", highlight=False)
+            console.print(_line(path, "warning", "yellow", warning), highlight=False)
     console.print(f"{len(runbooks)} runbook(s), {failed} with errors")
     return failed

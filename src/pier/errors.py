@@ -11,19 +11,53 @@ class PierError(Exception):
 
 
 class InputError(PierError, ValueError):
-    """Bad input from the user: a runbook, a flag, a parameter. CLI exit code 2."""
+    """Bad input from the user: a runbook, a flag, a parameter. CLI exit code 2.
+
+    `key` is the runbook key it is about (`agent`, `checks.1`, `vars.person`), or
+    `line` the line of the runbook, when known: `pier validate` turns either into
+    file:line:column."""
+
+    key: str | None = None
+    line: int | None = None
+    column: int | None = None
+
+    def at(self, key: str | None = None, line: int | None = None, column: int | None = None) -> InputError:
+        """This error, placed at a runbook key or line (kept when already placed)."""
+        if self.key is None and self.line is None:
+            self.key, self.line, self.column = key, line, column
+        return self
+
+
+class Problems(InputError):
+    """Several independent input errors found in one pass, so the user fixes them
+    all at once. str() is every message, one a line."""
+
+    def __init__(self, problems: list[InputError]):
+        super().__init__("\n".join(str(problem) for problem in problems))
+        self.problems = tuple(problems)
+
+    @staticmethod
+    def raise_any(problems: list[InputError]) -> None:
+        if len(problems) == 1:
+            raise problems[0]
+        if problems:
+            raise Problems(problems)
 
 
 class RunbookError(InputError):
-    """A RUNBOOK.md that cannot be parsed. `line` is 1-based when known."""
+    """A RUNBOOK.md that cannot be parsed. `line` and `column` are 1-based when known."""
 
-    def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
+    def __init__(
+        self, message: str, *, path: str | None = None, line: int | None = None, column: int | None = None
+    ):
         where = path or "runbook"
         if line is not None:
-            where = f"{where}:{line}"
+            where = f"{where}:{line}" + (f":{column}" if column is not None else "")
         super().__init__(f"{where}: {message}")
         self.path = path
         self.line = line
+        self.column = column
+        self.message = message
 
 
 class TaskError(InputError):

@@ -78,7 +78,9 @@ class WarmPoolEntry(BaseModel):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="PIER_", extra="ignore")
+    # A `.env` file in the working folder holds settings for every shell (an
+    # `export` lasts for one); the environment wins over it.
+    model_config = SettingsConfigDict(env_prefix="PIER_", extra="ignore", env_file=".env")
 
     home: Path = Field(default_factory=_default_home, description="state: db, storage, snapshots.yaml")
     database_url: str | None = Field(None, description="SQLAlchemy URL; default SQLite in home")
@@ -120,6 +122,13 @@ class Settings(BaseSettings):
     max_assets_files: int = Field(10_000, ge=1, description="files in /app/assets, zip entries counted")
     max_asset_file_bytes: int = Field(512 << 20, ge=1, description="one file, or one zip entry")
     max_zip_ratio: float = Field(100.0, gt=1, description="expanded / compressed size of one zip")
+    # A run's variables (strict by default: nothing wrong is accepted silently).
+    allow_extra_vars: bool = Field(
+        False, description="accept --var/vars keys the runbook has no variable for"
+    )
+    allow_unfilled_vars: bool = Field(
+        False, description="leave a declared variable with no value as written instead of refusing the run"
+    )
     # What collect copies out of one sandbox (results, logs, assets), checked as it streams.
     max_output_bytes: int = Field(10 << 30, ge=1, description="a run's collected outputs, in all")
     max_output_files: int = Field(100_000, ge=1, description="files in a run's collected outputs")

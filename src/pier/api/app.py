@@ -10,6 +10,7 @@ from importlib.metadata import version
 
 from fastapi import FastAPI
 
+from pier.api import docs as api_docs
 from pier.api import errors
 from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
@@ -110,7 +111,10 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         redirect_slashes=False,
+        docs_url=None,  # served from the package's own files (pier.api.docs), never a CDN
+        redoc_url=None,
     )
+    api_docs.install(app)
     errors.install(app)
     app.add_middleware(
         Gate,

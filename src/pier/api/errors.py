@@ -54,8 +54,33 @@ def validation_response(errors: list[dict[str, str]]) -> JSONResponse:
     return JSONResponse(body(f"invalid request: {summary}", errors), status_code=422)
 
 
-async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
-    return validation_response(field_errors(exc.errors()))
+async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = field_errors(exc.errors())
+    hint = _content_type_hint(request, errors)
+    if hint:
+        return JSONResponse(body(hint, errors), status_code=422)
+    return validation_response(errors)
+
+
+_READ_AS_JSON = ("application/json", "multipart/form-data")
+
+
+def _content_type_hint(request: Request, errors: list[dict[str, str]]) -> str | None:
+    """What to send, when a refused body was not labelled JSON (`curl -d '{...}'`
+    labels it a form): the fields pydantic names then say nothing useful."""
+    if request.method not in ("POST", "PUT", "PATCH"):
+        return None
+    sent = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if sent in _READ_AS_JSON or sent.endswith("+json"):
+        return None
+    as_form = sent == "application/x-www-form-urlencoded"
+    if as_form and not any(e["field"] == "body" or e["field"].startswith(("{", "[")) for e in errors):
+        return None  # a real form with a bad field: the field's own message says it
+    return (
+        f"the body was sent as {sent or 'no Content-Type'}, so it was not read as JSON: send the header "
+        "`Content-Type: application/json` (curl: -H 'Content-Type: application/json'; `curl -d` alone "
+        "labels the body a form)"
+    )
 
 
 async def _pydantic(_request: Request, exc: ValidationError) -> JSONResponse:

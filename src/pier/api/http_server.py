@@ -13,6 +13,7 @@ either way the connection is answered 408 and closed.
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import uvicorn
 from fastapi import FastAPI
@@ -83,8 +84,12 @@ def protocol_for(settings: Settings) -> type[TimedProtocol]:
     )
 
 
-def serve(app: FastAPI, settings: Settings, *, host: str, port: int, log_level: str) -> None:
-    uvicorn.run(
+def serve(
+    app: FastAPI, settings: Settings, *, host: str, port: int, log_level: str, sockets: list[socket.socket] | None = None
+) -> None:
+    """Serve app; on `sockets` when given (already bound and listening: a port in
+    use was refused before any start-up work)."""
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -93,3 +98,4 @@ def serve(app: FastAPI, settings: Settings, *, host: str, port: int, log_level: 
         timeout_keep_alive=settings.http_keepalive_sec,
         timeout_graceful_shutdown=5,
     )
+    uvicorn.Server(config).run(sockets=sockets)

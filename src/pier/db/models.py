@@ -162,6 +162,10 @@ class RoutineRow(Base):
     __table_args__ = (
         UniqueConstraint("collection", "task", "name"),
         Index("ix_routines_enabled_next_run_at", "enabled", "next_run_at"),
+        # An id is never given again after a delete (SQLite reuses the highest
+        # one without it; PostgreSQL's sequence never does): runs name their
+        # routine by id, and a new routine must not inherit a deleted one's runs.
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)

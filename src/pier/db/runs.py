@@ -86,6 +86,24 @@ class RunStore(StoreBase):
                 raise NotFoundError(f"run {trajectory_id!r} not found: check the trajectory id")
             return self._records(session, [row])[0]
 
+    def run_collections(self) -> list[str]:
+        """Every collection that has runs, stored as a collection or not (`local`)."""
+        with self._read() as session:
+            return sorted(session.scalars(select(RunRow.collection).distinct()))
+
+    def run_ids_starting(self, prefix: str, limit: int = 10) -> list[str]:
+        """The trajectory ids that start with `prefix` (at most `limit`, sorted):
+        a shortened id (as a narrow table shows it) finds its run."""
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = (
+            select(RunRow.trajectory_id)
+            .where(RunRow.trajectory_id.like(f"{escaped}%", escape="\\"))
+            .order_by(RunRow.trajectory_id)
+            .limit(limit)
+        )
+        with self._read() as session:
+            return list(session.scalars(query))
+
     def list_runs(
         self,
         collection: str | None = None,

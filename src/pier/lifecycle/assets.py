@@ -56,18 +56,14 @@ def check_assets(paths: Iterable[Path], limits: AssetLimits | None = None) -> tu
     fit the limits once expanded. Raises AssetError naming the file."""
     limits = limits or AssetLimits()
     checked: list[Path] = []
-    names: set[str] = set()
     tally = _Tally(limits)
     for path in paths:
         if not path.is_file():
             raise AssetError(f"attached file {path} does not exist or is not a file")
-        if path.name in names:
-            raise AssetError(f"two attached files are named {path.name}: rename one")
-        names.add(path.name)
         if zipfile.is_zipfile(path):
             _check_zip(path, tally)
         else:
-            tally.add(path.name, path.name, path.stat().st_size)
+            tally.add(path.name, path.name, path.stat().st_size, source=str(path))
         checked.append(path)
     return tuple(checked)
 
@@ -79,8 +75,12 @@ class _Tally:
         self.limits = limits
         self.bytes = 0
         self.files = 0
+        self.placed: dict[str, str] = {}  # path in /app/assets -> what puts a file there
 
-    def add(self, attachment: str, name: str, size: int) -> None:
+    def add(self, attachment: str, name: str, size: int, source: str | None = None) -> None:
+        """One file `name` in /app/assets from `attachment` (`source` says where it
+        comes from); AssetError when two sources land on the same path."""
+        self._place(posixpath.normpath(name.replace("\\", "/")), source or f"{attachment} (entry {name})")
         limits = self.limits
         self.bytes += size
         self.files += 1
@@ -94,6 +94,14 @@ class _Tally:
         if self.bytes > limits.total_bytes:
             raise _too_big(f"{where} brings the attached files to more than {_size(limits.total_bytes)}",
                            f"at most {_size(limits.total_bytes)} in all", "PIER_MAX_ASSETS_BYTES")  # fmt: skip
+
+    def _place(self, where: str, source: str) -> None:
+        earlier = self.placed.setdefault(where, source)
+        if earlier != source:
+            raise AssetError(
+                f"attached files clash: {earlier} and {source} would both be {ASSETS_DIR}/{where}; "
+                "rename one of them (or remove it from the zip), so that neither overwrites the other"
+            )
 
     def ratio(self, path: Path, expanded: int) -> None:
         packed = max(path.stat().st_size, 1)

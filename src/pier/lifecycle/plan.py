@@ -14,19 +14,20 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pier.agents import Agent, get_agent
+from pier.agents import Agent, agent_env_names, get_agent
+from pier.agents.providers import PROVIDERS
 from pier.checks import Check, check_isolation, load_checks
 from pier.checks.model import CodeCheck
 from pier.checks.sources import check_destination
 from pier.egress.allow import allow_list, refuse_disallowed
 from pier.egress.inject import Injection, declared_injections
-from pier.errors import InputError
+from pier.errors import InputError, Problems
 from pier.gateway.grants import Budget
 from pier.lifecycle.assets import AssetLimits, check_assets
-from pier.limits import OperatorLimits, run_limits
+from pier.limits import run_limits
 from pier.outbound import OutboundPolicy
 from pier.runbook.parse import parse
-from pier.runbook.render import render, variables
+from pier.runbook.render import BUILTIN_VARS, Rendered, line_of, placeholders, render, variables
 from pier.sandbox.dockerfile import check_build_inputs, check_image_ref
 from pier.sandbox.source import check_registries
 from pier.settings import Settings
@@ -106,11 +107,32 @@ def plan_run(
     """Everything prepare decides, without side effects; raises InputError on bad
     input. The API and CLI call it too (preflight), to refuse a run before accepting it."""
     step = resolve(task, dict(run_params))
-    plan = build_plan(step, inputs, settings)
-    agent = get_agent(plan.agent)
-    require_secrets(plan)
-    agent.preflight(plan)
-    refuse_exposed_keys(plan, agent, settings.gateway)
+    agent_name = step.agent or infer_agent(step.model)
+    problems: list[InputError] = []
+    try:
+        agent: Agent | None = get_agent(agent_name)
+    except InputError as exc:
+        agent = None
+        problems.append(exc.at("agent" if agent_name else None))
+    try:
+        plan: RunPlan | None = build_plan(step, inputs, settings)
+    except Problems as exc:
+        plan = None
+        problems += exc.problems
+    except InputError as exc:
+        plan = None
+        problems.append(exc)
+    if plan is not None:
+        checks: list[Callable[[RunPlan], None]] = [require_secrets, *([agent.preflight] if agent else [])]
+        if agent is not None:
+            checks.append(lambda p: refuse_exposed_keys(p, agent, settings.gateway))
+        for check in checks:
+            try:
+                check(plan)
+            except InputError as exc:
+                problems.append(exc)
+    Problems.raise_any(problems)
+    assert plan is not None and agent is not None  # no problems: both were made
     return step, plan, agent
 
 
@@ -138,16 +160,17 @@ def refuse_exposed_keys(plan: RunPlan, agent: Agent, gateway: bool) -> None:
         )
 
 
-def checked_task(task: Task, limits: OperatorLimits | None = None) -> Task:
-    """task, if it can be run: its runbook parses, names an agent pier has and,
-    given the operator's limits, asks for no more than they allow. InputError
-    (TaskError, RunbookError, LimitError) naming what is wrong, so that a bad task
-    is refused when it is stored (API PUT, `pier task push`), not when it is run."""
+def checked_task(task: Task, settings: Settings) -> Task:
+    """task, if a run of it could start: the same plan a run makes, as a server
+    would make it (no local check sources, no host files), with the variables,
+    keys and files a run brings left open. InputError (Problems, TaskError,
+    RunbookError) naming what is wrong, so that a bad task is refused when it is
+    stored (API PUT, `pier task push`), not when it is run."""
     step = resolve(task, {})
-    get_agent(step.agent or infer_agent(step.model))
-    check_sandbox_inputs(step)
-    if limits is not None:
-        run_limits(step.cpus, step.memory, step.timeout_sec, limits, step.asked_limits)
+    agent = step.agent or infer_agent(step.model)
+    keys = {secret_variable(name, decl) for name, decl in step.secrets.items()} | set(agent_env_names(agent))
+    inputs = RunInputs("stored-task-check", "check", "task", env=dict.fromkeys(keys, "placeholder"))
+    plan_run(task, {"allow_unfilled_vars": True, "file_paths": []}, inputs, settings)
     return task
 
 
@@ -160,40 +183,69 @@ def check_sandbox_inputs(step: ResolvedStep) -> None:
     check_build_inputs(step.base_image, step.apt_packages, step.pip_packages)
 
 
-def task_from_json(data: Any, limits: OperatorLimits | None = None) -> Task:
+def task_from_json(data: Any, settings: Settings) -> Task:
     """A stored task's definition, checked; pydantic ValidationError names the bad
     field, InputError the rest."""
-    return checked_task(Task.model_validate(data), limits)
+    return checked_task(Task.model_validate(data), settings)
 
 
-def task_from_text(
-    text: str, default_snapshot: str | None, name: str = "runbook", limits: OperatorLimits | None = None
-) -> Task:
+def task_from_text(text: str, settings: Settings, name: str = "runbook") -> Task:
     """A runbook's text as a checked task."""
-    return checked_task(task_from_runbook(parse(text, path=name), default_snapshot), limits)
+    return checked_task(task_from_runbook(parse(text, path=name), settings.default_snapshot), settings)
 
 
 def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> RunPlan:
-    check_sandbox_inputs(step)
+    """The run's plan; Problems (an InputError) listing every independent problem
+    found, so that one round fixes them all."""
+    problems: list[InputError] = []
+
+    def checked(compute: Callable[[], Any], fallback: Any, key: str | None = None) -> Any:
+        try:
+            return compute()
+        except Problems as exc:
+            problems.extend(problem.at(key) for problem in exc.problems)
+            return fallback
+        except InputError as exc:
+            problems.append(exc.at(key))
+            return fallback
+
     env = dict(inputs.env)
-    vars_ = {key: str(value) for key, value in step.vars.items()}
-    injections = declared_injections(step.secrets, secret_variable)
+    vars_ = {key: str(value) for key, value in step.vars.items() if value is not None}
+    injections = checked(lambda: declared_injections(step.secrets, secret_variable), (), "secrets")
     secret_env = _secret_values(step.secrets, env)
     secret_env.update({i.name: i.placeholder for i in injections if i.name in secret_env})
     rendered = render(step.body, variables(vars_, secret_env))
-    network = True if step.network_enabled is None else step.network_enabled
-    limits = run_limits(step.cpus, step.memory, step.timeout_sec, settings, step.asked_limits)
-    checks = load_checks(step.checks, inputs.source_dir)
-    check_destinations(step.image, step.base_image, checks, network, settings.outbound)
     warnings = list(step.warnings)
-    warnings += [f"unfilled variable {{{{{name}}}}} left as written" for name in rendered.unfilled]
+    warnings += checked(lambda: vars_rules(step, rendered, settings), [])
+    model, provider = step.model, step.model_provider
+    if provider and provider not in PROVIDERS:
+        warnings.append(_foreign_provider(step))
+        model, provider = None, None
+    checked(lambda: check_sandbox_inputs(step), None)
+    network = True if step.network_enabled is None else step.network_enabled
+    limits = checked(
+        lambda: run_limits(step.cpus, step.memory, step.timeout_sec, settings, step.asked_limits), None
+    )
+    assets = checked(lambda: check_assets(_files(step.file_paths, inputs.resolve_file),
+                                          AssetLimits.of(settings)), ())  # fmt: skip
+    checks = checked(lambda: load_checks(step.checks, inputs.source_dir), (), "checks")
+    checked(lambda: check_destinations(step.image, step.base_image, checks, network, settings.outbound), None)
+    isolation = checked(lambda: check_isolation(step.checks_isolation), "same", "checks_isolation")
+    primary = checked(lambda: tuple(_primary(step.primary_outputs)), (), "primary_outputs")
+    budget = checked(lambda: model_budget(step.model_budget, settings), Budget(), "model_budget")
+    allow = checked(
+        lambda: _with_secret_hosts(network_allow(step.network, settings), injections, network),
+        None,
+        "network",
+    )
+    Problems.raise_any(problems)
     return RunPlan(
         trajectory_id=inputs.trajectory_id,
         collection=inputs.collection,
         task=inputs.task,
         agent=step.agent or infer_agent(step.model) or "",
-        model=step.model,
-        model_provider=step.model_provider,
+        model=model,
+        model_provider=provider,
         instruction=rendered.text,
         snapshot=step.snapshot or None,
         image=step.image,
@@ -204,17 +256,17 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         memory=limits.memory,
         timeout_sec=limits.timeout_sec,
         network=network,
-        assets=check_assets(_files(step.file_paths, inputs.resolve_file), AssetLimits.of(settings)),
+        assets=assets,
         checks=checks,
-        checks_isolation=check_isolation(step.checks_isolation),
-        primary_outputs=tuple(_primary(step.primary_outputs)),
+        checks_isolation=isolation,
+        primary_outputs=primary,
         mcp_servers=step.mcp_servers,
         secret_decls=step.secrets,
         env=env,
         vars=vars_,
         warnings=tuple(warnings),
-        model_budget=model_budget(step.model_budget, settings),
-        network_allow=_with_secret_hosts(network_allow(step.network, settings), injections, network),
+        model_budget=budget,
+        network_allow=allow,
         injections=injections,
         operator_keys=inputs.operator_keys,
     )
@@ -234,6 +286,98 @@ def check_destinations(
     for check in checks:
         if isinstance(check, CodeCheck):
             check_destination(check, policy, network)
+
+
+def _foreign_provider(step: ResolvedStep) -> str:
+    """A model_provider pier runs no agent on (`replicate`): the runbook names the
+    model its own tools call, not the agent's. The run goes on with the agent's
+    own provider choice and model; the runbook's two keys stay in its text."""
+    return (
+        f"model_provider '{step.model_provider}' is not a provider pier runs agents on "
+        f"({', '.join(PROVIDERS)}): the agent runs on its own provider and default model, and the "
+        f"runbook's model '{step.model}' and model_provider '{step.model_provider}' are left to the "
+        "runbook's own tools (if you meant one of pier's providers, fix the name)"
+    )
+
+
+def _allowed(step: ResolvedStep, param: str, default: bool) -> bool:
+    value = step.init_params.get(param)
+    return default if value is None else bool(value)
+
+
+def vars_rules(step: ResolvedStep, rendered: Rendered, settings: Settings) -> list[str]:
+    """The rules for a run's variables; the warnings they leave, or Problems.
+
+    - Every `--var`/`vars` key the run gives must be a variable of the runbook: a
+      key of its frontmatter `vars:` when it has that block, else a `{{name}}` its
+      body uses. Extra keys pass with `allow_extra_vars` (PIER_ALLOW_EXTRA_VARS).
+    - A runbook with a `vars:` block declares its variables: a `{{name}}` it does
+      not declare is an error (a typo, most often), and a declared variable with
+      no value (`name:` or `name: null`, no default) must be given, unless the
+      run allows it (`allow_unfilled_vars`, PIER_ALLOW_UNFILLED_VARS): then it is
+      left as written. A default makes a variable optional.
+    - A runbook without a `vars:` block (the platform's own format) has optional
+      placeholders: an unfilled one is left as written, with a warning.
+    """
+    front = step.frontmatter
+    declared = "vars" in front.model_fields_set
+    own = list(front.vars) if declared else placeholders(step.body)
+    problems: list[InputError] = []
+    warnings: list[str] = []
+    extra = [key for key in step.vars if key not in own and key not in BUILTIN_VARS]
+    if extra and not _allowed(step, "allow_extra_vars", settings.allow_extra_vars):
+        names = ", ".join(own) or "none"
+        problems += [
+            InputError(
+                f"vars.{key}: this runbook has no variable '{key}' (its variables: {names}); fix the name, "
+                "or allow extra variables (pier run --allow-extra-vars, init_params.allow_extra_vars: true, "
+                "or PIER_ALLOW_EXTRA_VARS=true)"
+            ).at("vars")
+            for key in extra
+        ]
+    allow_unfilled = _allowed(step, "allow_unfilled_vars", settings.allow_unfilled_vars)
+    for name in rendered.unfilled:
+        if name.startswith("secrets."):
+            warnings.append(f"{{{{{name}}}}} has no value (its variable is not set): left as written")
+            continue
+        line = _body_line(step, name)
+        if not declared:
+            warnings.append(
+                f"unfilled variable {{{{{name}}}}} left as written (the runbook declares no vars:, so its "
+                f"placeholders are optional; give it with --var {name}=VALUE)"
+            )
+        elif name not in front.vars:
+            declared_names = ", ".join(front.vars) or "none"
+            problems.append(
+                InputError(
+                    f"{{{{{name}}}}} is not one of the runbook's variables ({declared_names}): declare it "
+                    f"in vars: (with a default to make it optional) or fix the name"
+                ).at(line=line)
+            )
+        elif allow_unfilled:
+            warnings.append(
+                f"variable {{{{{name}}}}} has no value: left as written (unfilled variables allowed; "
+                f"otherwise a run must give it: --var {name}=VALUE)"
+            )
+        else:
+            problems.append(
+                InputError(
+                    f"variable {{{{{name}}}}} has no value: give it (pier run --var {name}=VALUE, or "
+                    f"init_params.vars.{name}), give it a default in vars:, or allow unfilled variables "
+                    "(pier run --allow-unfilled-vars, init_params.allow_unfilled_vars: true, "
+                    "PIER_ALLOW_UNFILLED_VARS=true)"
+                ).at(f"vars.{name}")
+            )
+    Problems.raise_any(problems)
+    return warnings
+
+
+def _body_line(step: ResolvedStep, name: str) -> int | None:
+    """The line of the runbook file where `{{name}}` is first used."""
+    line = line_of(step.body, name)
+    if line is None:
+        return None
+    return line + step.instruction.count("\n", 0, len(step.instruction) - len(step.body))
 
 
 def _with_secret_hosts(

@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from pier.errors import RunbookError
-from pier.runbook.model import KNOWN_AGENTS, Frontmatter
+from pier.errors import InputError, Problems, RunbookError
+from pier.runbook.model import Frontmatter
 
 RUNBOOK_FILENAME = "RUNBOOK.md"
 _FENCE = re.compile(r"^---[ \t]*$")
@@ -75,11 +75,7 @@ def _load_yaml(raw: str, path: str | None, first_line: int) -> dict[str, Any]:
     try:
         data = yaml.safe_load(raw)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        if exc.context_mark and (mark is None or mark.line >= len(raw.splitlines())):
-            mark = exc.context_mark  # "unexpected end": the opening bracket is the useful line
-        line = first_line + mark.line if mark else None
-        raise RunbookError(f"frontmatter is not valid YAML: {exc.problem}", path=path, line=line) from exc
+        raise _yaml_error(exc, raw, path, first_line) from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -91,27 +87,71 @@ def _load_yaml(raw: str, path: str | None, first_line: int) -> dict[str, Any]:
     return data
 
 
+def _yaml_error(exc: yaml.MarkedYAMLError, raw: str, path: str | None, first_line: int) -> RunbookError:
+    """The YAML error at the place to fix: an unclosed `[` or `{` is reported where
+    it was opened (the parser notices only on a later line)."""
+    mark, problem = exc.problem_mark, str(exc.problem)
+    context = exc.context_mark
+    opened = exc.context and "flow" in exc.context and context is not None
+    if context is not None and (opened or mark is None or mark.line >= len(raw.splitlines())):
+        if mark is not None and mark.line > context.line:
+            problem = (
+                f"the {'list' if 'sequence' in str(exc.context) else 'mapping'} opened here is not closed "
+                f"before line {first_line + mark.line} ({problem}): close it"
+            )
+        mark = context
+    line = first_line + mark.line if mark else None
+    column = mark.column + 1 if mark else None
+    return RunbookError(f"frontmatter is not valid YAML: {problem}", path=path, line=line, column=column)
+
+
 def _validate(data: dict[str, Any], raw: str, path: str | None, first_line: int) -> Frontmatter:
+    """The frontmatter; Problems (or one RunbookError) naming every bad key and its line."""
     try:
         return Frontmatter.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        key = str(error["loc"][0]) if error["loc"] else ""
-        dotted = ".".join(str(part) for part in error["loc"])
-        line = _line_of_key(raw, key, first_line)
-        raise RunbookError(f"frontmatter key '{dotted}': {error['msg']}", path=path, line=line) from exc
+        problems: list[InputError] = []
+        for error in exc.errors():
+            loc = [str(part) for part in error["loc"]]
+            dotted = ".".join(loc)
+            line, column = key_position(raw, loc, first_line)
+            message = str(error["msg"]).removeprefix("Value error, ")
+            problems.append(
+                RunbookError(f"frontmatter key '{dotted}': {message}", path=path, line=line, column=column)
+            )
+        Problems.raise_any(problems)
+        raise  # pragma: no cover - pydantic always lists at least one error
 
 
-def _line_of_key(raw: str, key: str, first_line: int) -> int | None:
-    pattern = re.compile(rf"^{re.escape(key)}\s*:")
-    for offset, line in enumerate(raw.splitlines()):
-        if pattern.match(line):
-            return first_line + offset
+def key_position(raw: str, loc: list[str], first_line: int) -> tuple[int | None, int | None]:
+    """(line, column), 1-based in the file, of the frontmatter node at `loc`
+    (`["checks", "1", "type"]`), or of its nearest parent that exists."""
+    try:
+        node = yaml.compose(raw)
+    except yaml.YAMLError:
+        node = None
+    best: tuple[int | None, int | None] = (None, None)
+    for part in loc:
+        child = _child(node, part)
+        if child is None:
+            break
+        key_node, node = child
+        best = (first_line + key_node.start_mark.line, key_node.start_mark.column + 1)
+    return best
+
+
+def _child(node: Any, part: str) -> tuple[Any, Any] | None:
+    """(the node that names `part`, its value) in a mapping or a list node."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if str(key.value) == part:
+                return key, value
+    if isinstance(node, yaml.SequenceNode) and part.isdigit() and int(part) < len(node.value):
+        item = node.value[int(part)]
+        return item, item
     return None
 
 
 def _warnings(frontmatter: Frontmatter) -> list[str]:
-    warnings = [f"unknown frontmatter key '{key}' (kept, not used)" for key in frontmatter.unknown_keys]
-    if frontmatter.agent and frontmatter.agent not in KNOWN_AGENTS:
-        warnings.append(f"agent '{frontmatter.agent}' is not one pier knows: {', '.join(KNOWN_AGENTS)}")
-    return warnings
+    # An agent pier does not have is an error of the plan (get_agent), not a warning.
+    return [f"unknown frontmatter key '{key}' (kept, not used)" for key in frontmatter.unknown_keys]

@@ -4,7 +4,7 @@ API's own functions, one small script for the live parts, no build step."""
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import FileResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from pier.web.pages import router
@@ -29,3 +29,8 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(CsrfRejected, _csrf)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.include_router(router)
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        # Browsers ask for it whatever the page says: the same icon as the pages' link.
+        return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")

@@ -108,6 +108,15 @@ def _status(value: str) -> RunStatus:
 
 
 def _collections(state: ApiState, caller: Caller) -> list[str]:
+    """The collections this caller sees: for the admin, also the ones that only
+    have runs (`local`, where `pier run` puts its runs), as the runs page does."""
+    stored = _stored_collections(state, caller)
+    if not caller.admin:
+        return stored
+    return sorted(set(stored) | set(state.store.run_collections()))
+
+
+def _stored_collections(state: ApiState, caller: Caller) -> list[str]:
     return [c.name for c in collection_routes.list_collections(caller, state)]
 
 
@@ -259,8 +268,23 @@ async def cancel(
 @router.get("/tasks")
 def tasks_page(request: Request, state: StateDep, caller: PageCaller) -> HTMLResponse:
     store = state.store
-    tasks = [t for c in _collections(state, caller) for t in store.list_tasks(c)]
+    tasks = [_task_row(state, t) for c in _stored_collections(state, caller) for t in store.list_tasks(c)]
     return page(request, "tasks.html", {"tasks": tasks})
+
+
+TASK_RATE_RUNS = 50  # the success rate on the tasks page: of the latest this many runs
+
+
+def _task_row(state: ApiState, stored: Any) -> dict[str, Any]:
+    """What the tasks page shows of a task: its description, agent and model,
+    last run and success rate."""
+    params = stored.definition.get("init_params") or {}
+    runs, _ = state.store.list_runs(stored.collection, stored.name, limit=TASK_RATE_RUNS)
+    stats = task_stats(stored.collection, stored.name, runs)
+    ended = sum(1 for r in runs if r.status.terminal)
+    return {"collection": stored.collection, "name": stored.name, "description": stored.description,
+            "agent": params.get("agent"), "model": params.get("model"), "last": runs[0] if runs else None,
+            "rate": stats.success_rate, "ended": ended}  # fmt: skip
 
 
 @router.get("/tasks/{collection}/{task}")
@@ -309,7 +333,8 @@ async def start_run(
 
 @router.get("/collections")
 def collections_page(request: Request, state: StateDep, caller: PageCaller) -> HTMLResponse:
-    return page(request, "collections.html", {"collections": _collections(state, caller)})
+    context = {"collections": _collections(state, caller), "stored": set(_stored_collections(state, caller))}
+    return page(request, "collections.html", context)
 
 
 def _quotas(state: ApiState, collection: str) -> list[tuple[str, int | None, bool]]:
@@ -404,8 +429,10 @@ def overview_page(
         stored = {t.name for t in store.list_tasks(name)}
         for task, runs in sorted(by_task.items()):
             days = charts.by_day(runs)
+            stats = task_stats(name, task, runs)
             sections.append({"collection": name, "task": task, "stored": task in stored, "days": days,
-                             "stats": task_stats(name, task, runs), "charts": charts.task_charts(days)})  # fmt: skip
+                             "stats": stats, "cost": stats.cost_usd if stats.cost_runs else None,
+                             "charts": charts.task_charts(days)})  # fmt: skip
         for task in sorted(stored - set(by_task)):
             sections.append({"collection": name, "task": task, "stored": True, "stats": None, "days": [],
                              "charts": None})  # fmt: skip

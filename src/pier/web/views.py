@@ -55,6 +55,11 @@ def _relative(url: str) -> bool:
     return not (parts.scheme or parts.netloc or url.startswith(("/", "#")))
 
 
+def money(usd: float | None) -> str:
+    """A cost as every page shows it: "—" when none is known."""
+    return "—" if usd is None else f"${usd:.4f}"
+
+
 def duration(seconds: float | None) -> str:
     if seconds is None:
         return "—"

@@ -16,7 +16,7 @@ from pier.record import utcnow
 
 pytestmark = pytest.mark.integration
 
-SCRIPT = "echo tick > {{results_dir}}/tick.txt"
+SCRIPT = "echo tick {{who}} > {{results_dir}}/tick.txt"  # {{who}}: the variable routines give
 
 
 def routines_url(collection: Collection, *rest: str) -> str:

@@ -223,6 +223,7 @@ def test_task_form_with_a_file_then_cancel(
         timeout=120_000
     )  # it reached /app/assets
     assert web_collection.sandboxes(docker_backend), "the running run has a sandbox"
+    page.once("dialog", lambda dialog: dialog.accept())  # "Cancel this run?"
     page.click("text=Cancel run")
     page.locator("#run-status .s-cancelled").wait_for(timeout=60_000)
     assert web_collection.record("slow", tid)["status"] == RunStatus.cancelled.value

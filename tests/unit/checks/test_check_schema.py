@@ -189,4 +189,4 @@ def test_pier_validate_reports_check_errors(tmp_path: Path):
     path = tmp_path / "RUNBOOK.md"
     path.write_text(RUNBOOK)
     report = validate_one(path)
-    assert any("'bad': `field` is required" in error for error in report.errors)
+    assert any("'bad': `field` is required" in error.message for error in report.errors)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from rich.console import Console
 from typer.testing import CliRunner
 
-from pier import cli
+from pier import cli, cli_console
 from pier.lifecycle.service import Services
 from pier.record import Trajectory
 
@@ -36,10 +36,34 @@ def test_piped_runs_start_with_a_header_and_show_zoned_times():
 def test_the_table_shows_zoned_times(monkeypatch):
     stored_run()
     screen = io.StringIO()
-    monkeypatch.setattr(cli, "out", Console(file=screen, force_terminal=True, width=200, color_system=None))
+    console = Console(file=screen, force_terminal=True, width=200, color_system=None)
+    monkeypatch.setattr(cli, "out", console)
+    monkeypatch.setattr(cli_console, "out", console)
     result = runner.invoke(cli.app, ["runs"])
     assert result.exit_code == 0, result.output
     assert "created" in screen.getvalue() and ZONED.search(screen.getvalue()), screen.getvalue()
+
+
+def test_a_narrow_terminal_never_cuts_the_id(monkeypatch):
+    stored_run()
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=80, color_system=None)
+    monkeypatch.setattr(cli, "out", console)
+    monkeypatch.setattr(cli_console, "out", console)
+    assert runner.invoke(cli.app, ["runs"]).exit_code == 0
+    assert "a" * 32 in screen.getvalue(), screen.getvalue()
+
+
+def test_an_id_prefix_finds_its_run_and_an_ambiguous_one_lists_the_matches():
+    stored_run()
+    Services().store.create_run(Trajectory.new("ab" + "0" * 30, "local", "hello"))
+    found = runner.invoke(cli.app, ["logs", "aaaa"])
+    assert found.exit_code == 0, found.output
+    ambiguous = runner.invoke(cli.app, ["logs", "a"], env={"COLUMNS": "300"})
+    assert ambiguous.exit_code == 2
+    assert "'a' is the start of more than one run's id (" + "a" * 32 + ", ab" in ambiguous.output
+    missing = runner.invoke(cli.app, ["logs", "zz"])
+    assert missing.exit_code == 1 and "run 'zz' not found" in missing.output
 
 
 def test_local_time_is_the_same_moment_with_an_offset():

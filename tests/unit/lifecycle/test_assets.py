@@ -1,3 +1,4 @@
+import re
 import tarfile
 import zipfile
 from pathlib import Path
@@ -42,8 +43,26 @@ def test_missing_and_duplicate_names(tmp_path):
     (tmp_path / "b").mkdir()
     (tmp_path / "a" / "x.csv").write_text("1")
     (tmp_path / "b" / "x.csv").write_text("2")
-    with pytest.raises(AssetError, match="two attached files"):
-        check_assets([tmp_path / "a" / "x.csv", tmp_path / "b" / "x.csv"])
+    a, b = tmp_path / "a" / "x.csv", tmp_path / "b" / "x.csv"
+    with pytest.raises(
+        AssetError, match=f"attached files clash: {a} and {b} would both be /app/assets/x.csv"
+    ):
+        check_assets([a, b])
+
+
+def test_a_zip_entry_and_a_file_landing_on_the_same_path_are_refused_naming_both(tmp_path):
+    archive = make_zip(tmp_path / "data.zip", {"notes.txt": b"from the zip", "other.txt": b"x"})
+    (tmp_path / "b").mkdir()
+    notes = tmp_path / "b" / "notes.txt"
+    notes.write_text("from b/")
+    both = f"data.zip (entry notes.txt) and {notes} would both be /app/assets/notes.txt"
+    with pytest.raises(AssetError, match=re.escape(both)):
+        check_assets([archive, notes])
+    second = make_zip(tmp_path / "more.zip", {"./d/../other.txt": b"y"})
+    with pytest.raises(
+        AssetError, match=re.escape("data.zip (entry other.txt) and more.zip (entry ./d/../other.txt)")
+    ):
+        check_assets([archive, second])
 
 
 def test_tar_extracts_zips_and_keeps_other_files(tmp_path):

@@ -13,7 +13,7 @@ secrets:
 primary_outputs: [./report.md, /app/results/data/x.csv]
 vars: {who: world}
 ---
-echo {{who}} {{secrets.TOKEN}} {{unknown}} > {{results_dir}}/report.md
+echo {{who}} {{secrets.TOKEN}} > {{results_dir}}/report.md
 """
 
 
@@ -22,10 +22,9 @@ def plan_of(text: str, env: dict | None = None, run: dict | None = None, **setti
     return build_plan(step, RunInputs("id1", "c", "t", env or {}), Settings(**settings))
 
 
-def test_secrets_render_from_their_env_variable_and_unknowns_warn():
+def test_secrets_render_from_their_env_variable():
     plan = plan_of(TEXT, env={"HOST_TOKEN": "tok-123"})
-    assert "echo world tok-123 {{unknown}} > /app/results/report.md" in plan.instruction
-    assert "unfilled variable {{unknown}} left as written" in plan.warnings
+    assert "echo world tok-123 > /app/results/report.md" in plan.instruction
     assert plan.secret_values == ("tok-123",)
 
 

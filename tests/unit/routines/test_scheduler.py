@@ -196,3 +196,12 @@ def test_a_routines_runs_are_the_ones_that_name_it(store, routines):
     assert [r.trajectory_id for r in store.routine_runs(other)] == ["b"]
     routines.delete(mine)
     assert store.get_run("a").triggered_by_routine_id == mine.id  # its runs stay
+
+
+def test_an_id_is_never_given_again_after_a_delete(store, routines):
+    first = routines.create("c", "t", "nightly", "* * * * *")
+    store.create_run(Trajectory.new("old-run", "c", "t", triggered_by_routine_id=first.id))
+    routines.delete(first)
+    second = routines.create("c", "t", "nightly", "* * * * *")
+    assert second.id != first.id
+    assert store.routine_runs(second) == []  # never the deleted routine's runs

@@ -58,7 +58,7 @@ def workflow_task(
     """A task from a runbook's text or a workflow JSON; 422 naming the field."""
     if isinstance(workflow, str):
         refuse_nul(workflow, field or "body")
-        return task_from_text(workflow, settings.default_snapshot, name, settings)
+        return task_from_text(workflow, settings, name)
     refuse_nul(workflow, field or "body")
     unknown = unknown_activity(workflow)
     if unknown:

@@ -69,6 +69,12 @@
     }, 3000);
   }
 
+  // A form that ends or deletes something asks first (data-confirm says what).
+  document.addEventListener("submit", (event) => {
+    const question = event.target.dataset && event.target.dataset.confirm;
+    if (question && !window.confirm(question)) event.preventDefault();
+  });
+
   document.addEventListener("DOMContentLoaded", () => {
     const live = document.getElementById("run-live");
     if (live && live.dataset.ended === "no") followRun(live);
