@@ -364,10 +364,21 @@ def logs_command(
 
 
 @app.command("sweep")
-def sweep_command() -> None:
-    """Delete sandboxes that crashed or abandoned runs left behind."""
+def sweep_command(
+    images: Annotated[
+        bool, typer.Option("--images", help="also remove agent layers no run used for --older-than")
+    ] = False,
+    older_than: Annotated[str, typer.Option(help="with --images: unused this long (30m, 12h, 7d)")] = "7d",
+) -> None:
+    """Delete sandboxes that crashed or abandoned runs left behind (--images: and old agent layers)."""
     from pier.lifecycle.service import Services
     from pier.sandbox.sweeper import sweep
+
+    if images:
+        from pier.cli_layers import parse_age
+
+        with refusals():
+            parse_age(older_than)  # bad input before anything is removed
 
     services = Services()
     end_orphans(services, remove_sandboxes=False)  # the sweep removes them: their runs have ended
@@ -378,6 +389,11 @@ def sweep_command() -> None:
     for item in removed:
         out.print(f"removed {item.id[:12]} (run {item.trajectory_id}): {item.reason}", highlight=False)
     out.print(f"{len(removed)} sandbox(es) removed")
+    if images:
+        from pier.cli_layers import prune_layers
+
+        with refusals():
+            prune_layers(services.backend, older_than)
 
 
 def run_status_lookup(services: Services):
@@ -418,6 +434,17 @@ def snapshot_list() -> None:
     for entry in entries:
         table.add_row(entry.name, entry.kind, "yes" if entry.built else "no", entry.description or "")
     out.print(table)
+
+
+@snapshot_app.command("layers")
+def snapshot_layers() -> None:
+    """Agent layers: an image plus a pinned agent CLI, built by a run once, reused by later ones."""
+    from pier.cli_layers import show_layers
+    from pier.sandbox import get_backend
+    from pier.settings import get_settings
+
+    with refusals():
+        show_layers(get_backend(get_settings()))
 
 
 @snapshot_app.command("build")

@@ -48,9 +48,13 @@ def flat(text: str) -> str:
 
 
 def test_from_a_bare_image_pier_installs_node_and_the_cli_then_the_run_completes(
-    base_image, model_server, tmp_path
+    docker_backend, base_image, model_server, tmp_path
 ):
-    """pier-base has no Node: claude-code needs Node 22, npm, and its install script."""
+    """pier-base has no Node: claude-code needs Node 22, npm, and its install script
+    (run into the agent layer, so the layer a run before built is removed first)."""
+    for layer in docker_backend.list_layers():
+        if layer.name == "claude-code" and layer.base == base_image:
+            docker_backend.remove_layer(layer.image)
     key = f"sk-ant-bare-{uuid.uuid4().hex}"
     folder = write_runbook(tmp_path, {"agent": "claude-code", "model": "claude-sonnet-4-5"})
     env = {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": model_server.url, "PIER_BASE_IMAGE": base_image}
@@ -60,7 +64,7 @@ def test_from_a_bare_image_pier_installs_node_and_the_cli_then_the_run_completes
     assert record["steps"]["run"]["outputs"]["success"] is True
     assert (run_folder(record) / "results" / "answer.md").read_text() == ANSWER_TEXT
     log = "\n".join(e.line for e in Services(get_settings()).store.events(record["trajectory_id"]))
-    assert "Node >= 22 with npm is missing" in log and "v22." in log
+    assert "Node >= 22 with npm is missing" in log and "v22." in log and "agent layer: built in " in log
     assert "claude-code 2.1.332 installed" in log
     assert "claude-code 2.1.332, provider anthropic (pier's model gateway), model claude-sonnet-4-5" in log
     assert {c.credential for c in model_server.model_calls()} == {key}

@@ -49,6 +49,7 @@ class RunContext:
     plan: RunPlan | None = None
     source: SandboxSource | None = None
     image: str | None = None
+    agent_layer: str | None = None  # the image is this agent layer: the CLI is in it already
     sandbox: Sandbox | None = None
     agent: Agent | None = None
     launch: AgentLaunch | None = None

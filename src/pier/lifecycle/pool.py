@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pier.agents import get_agent
 from pier.errors import PierError
 from pier.sandbox import resolve_source
 from pier.sandbox.base import (
@@ -137,9 +138,23 @@ class WarmPool:
             image = self.backend.ensure_image(
                 source, lambda line: log.debug("warm pool: %s", line), self.settings.create_timeout_sec
             )
+            image = self._layer(entry, image)
             key = PoolKey(image, pool_limits(entry, self.settings))
             self._wanted[key] = self._wanted.get(key, 0) + entry.size
             log.info("warm pool: keeping %d sandbox(es) of %s ready", self._wanted[key], image)
+
+    def _layer(self, entry: WarmPoolEntry, image: str) -> str:
+        """The entry's agent layer on image (as a run of that agent gets it), or image."""
+        recipe = get_agent(entry.agent).layer() if entry.agent and self.settings.agent_layers else None
+        if recipe is None:
+            return image
+        layer = self.backend.ensure_layer(
+            image,
+            recipe,
+            lambda line: log.debug("warm pool: %s", line),
+            self.settings.agent_install_timeout_sec,
+        )
+        return layer.image if layer else image
 
     def refresh(self) -> None:
         """Drop idle sandboxes that stopped running (an engine restart)."""

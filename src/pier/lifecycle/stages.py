@@ -80,6 +80,7 @@ def create(ctx: RunContext) -> None:
         ctx.record.outputs.warnings.append(note)
     deadline = time.monotonic() + settings.create_timeout_sec
     ctx.image = ctx.backend.ensure_image(source, ctx.log, timeout=settings.create_timeout_sec)
+    ctx.image = agent_layer(ctx, ctx.image)
     open_run_egress(ctx)
     spec = sandbox_spec(ctx)
     pooled = _claim(ctx, spec)
@@ -99,6 +100,22 @@ def create(ctx: RunContext) -> None:
     ctx.log(
         f"sandbox {ctx.sandbox.id[:12]} up ({cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
     )
+
+
+def agent_layer(ctx: RunContext, image: str) -> str:
+    """The image with the run's agent CLI in it (built once per image and pin, then
+    cached), or `image` itself when the agent installs nothing, layers are off
+    (PIER_AGENT_LAYERS=false) or the backend makes none: setup installs it then."""
+    recipe = ctx.agent.layer() if ctx.agent is not None and ctx.settings.agent_layers else None
+    if recipe is None:
+        return image
+    layer = ctx.backend.ensure_layer(image, recipe, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
+    if layer is None:
+        return image
+    ctx.agent_layer = layer.image
+    how = "cached" if layer.built_s is None else f"built in {layer.built_s:.1f} s"
+    ctx.log(f"agent layer: {how} ({recipe.name} {recipe.version}, {layer.image})")
+    return layer.image
 
 
 def _claim(ctx: RunContext, spec: SandboxSpec) -> Sandbox | None:
@@ -220,7 +237,7 @@ def setup(ctx: RunContext) -> None:
     it, its files (credentials are never in the sandbox while an installer runs)."""
     plan, sandbox, agent = ctx.require_plan(), ctx.require_sandbox(), ctx.agent
     assert agent is not None
-    installs = type(agent).install is not Agent.install
+    installs = type(agent).install is not Agent.install and ctx.agent_layer is None
     launch = None if installs else _launch(ctx)
     _place(ctx, SANDBOX_DIRS, plan.assets, _launch_files(launch))
     _verify_tools(ctx)
