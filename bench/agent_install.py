@@ -77,15 +77,15 @@ def drop(backend: DockerBackend, image: str) -> None:
 
 def measure(backend: DockerBackend, label: str, image: str, agents: list[str]) -> None:
     print(f"\n{label}: {image}")
-    print(f"{'agent':<12} {'version':<9} {'per run':>9} {'1st run':>9} {'2nd run':>9} {'2nd/per run':>12}")
+    print(f"{'agent':<12} {'version':<9} {'per run':>9} {'1st run':>9} {'1st/per run':>12} {'2nd run':>9}")
     for name in agents:
         spec: InstallSpec = get_agent(name).install_spec  # type: ignore[attr-defined]
         baseline = per_run_install(backend, image, spec)
         first, layer, built = layer_run(backend, image, name)
         second, again, rebuilt = layer_run(backend, image, name)
         assert built and not rebuilt and layer == again, (built, rebuilt, layer, again)
-        print(f"{name:<12} {spec.pin.version:<9} {baseline:>8.1f}s {first:>8.1f}s {second:>8.2f}s "
-              f"{second / baseline:>11.3f}x", flush=True)  # fmt: skip
+        print(f"{name:<12} {spec.pin.version:<9} {baseline:>8.1f}s {first:>8.1f}s {first / baseline:>11.2f}x "
+              f"{second * 1000:>7.0f}ms", flush=True)  # fmt: skip
 
 
 def pin_change(backend: DockerBackend, image: str, agent: str) -> None:

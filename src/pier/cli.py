@@ -29,10 +29,16 @@ if TYPE_CHECKING:
 # Start-up: this module is imported by every `pier` call, `pier --help` included,
 # so it imports only typer and pier.errors; each command imports what it needs
 # (SQLAlchemy, pydantic models, the docker SDK, rich) in its body.
-# tests/unit/cli/test_cli_imports.py keeps it that way.
+# tests/unit/cli/test_cli_imports.py keeps it that way. Help and usage errors are
+# click's plain text (rich_markup_mode=None on every command group): typer's rich
+# formatting alone costs more than the rest of `pier --help`.
 
-app = typer.Typer(help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True)
-snapshot_app = typer.Typer(help="Named, prebuilt sandbox images.", no_args_is_help=True)
+app = typer.Typer(
+    help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True, rich_markup_mode=None
+)
+snapshot_app = typer.Typer(
+    help="Named, prebuilt sandbox images.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(snapshot_app, name="snapshot")
 
 
@@ -285,7 +291,7 @@ def runs_command(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON run record per line")] = False,
 ) -> None:
     """Recent runs, newest first."""
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.services import Services
 
     services = Services()
     end_orphans(services)
@@ -337,7 +343,7 @@ def logs_command(
 ) -> None:
     """A run's log, from the start."""
     from pier.lifecycle.orphans import end_orphaned_runs, owner_gone
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.services import Services
 
     services = Services()
     end_orphans(services)
@@ -370,8 +376,10 @@ def sweep_command(
     ] = False,
     older_than: Annotated[str, typer.Option(help="with --images: unused this long (30m, 12h, 7d)")] = "7d",
 ) -> None:
-    """Delete sandboxes that crashed or abandoned runs left behind (--images: and old agent layers)."""
-    from pier.lifecycle.service import Services
+    """Delete sandboxes that crashed or abandoned runs left behind.
+
+    With --images, also the agent layers no run used for --older-than."""
+    from pier.lifecycle.services import Services
     from pier.sandbox.sweeper import sweep
 
     if images:
@@ -422,7 +430,7 @@ def snapshot_list() -> None:
     """Snapshots pier knows: built-in and from snapshots.yaml."""
     from rich.table import Table
 
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.services import Services
     from pier.sandbox.snapshots import SnapshotCatalog
 
     services = Services()
@@ -438,7 +446,7 @@ def snapshot_list() -> None:
 
 @snapshot_app.command("layers")
 def snapshot_layers() -> None:
-    """Agent layers: an image plus a pinned agent CLI, built by a run once, reused by later ones."""
+    """Agent layers: images with a pinned agent CLI, built once, reused."""
     from pier.cli_layers import show_layers
     from pier.sandbox import get_backend
     from pier.settings import get_settings
@@ -450,7 +458,7 @@ def snapshot_layers() -> None:
 @snapshot_app.command("build")
 def snapshot_build(name: Annotated[str, typer.Argument(help="snapshot name")]) -> None:
     """Build (or find cached) the snapshot's image."""
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.services import Services
     from pier.sandbox.snapshots import SnapshotCatalog
 
     services = Services()

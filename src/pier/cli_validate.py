@@ -11,8 +11,8 @@ from rich.markup import escape
 
 from pier.errors import InputError, PierError
 from pier.lifecycle.plan import RunPlan
+from pier.lifecycle.request import RunRequest, preflight
 from pier.lifecycle.sandbox_env import wanted_names
-from pier.lifecycle.service import RunRequest, preflight
 from pier.runbook import RUNBOOK_FILENAME, load
 from pier.settings import get_settings
 from pier.tasks import ResolvedStep, resolve, task_from_runbook

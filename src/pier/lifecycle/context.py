@@ -13,6 +13,7 @@ from pier.egress.run import EgressRun
 from pier.gateway.routing import ModelRoute
 from pier.lifecycle.plan import RunInputs, RunPlan
 from pier.lifecycle.pool import WarmPool
+from pier.lifecycle.scratch import scratch_dir
 from pier.record import StageRecord, Trajectory
 from pier.redact import Redactor
 from pier.sandbox.base import Sandbox, SandboxBackend, SandboxSource
@@ -22,14 +23,6 @@ from pier.tasks.model import Task
 
 # (stage, line): a human line for the run's log.
 LogSink = Callable[[str, str], None]
-
-
-def scratch_dir(settings: Settings, trajectory_id: str) -> Path:
-    """Where a run keeps its temporary files (the assets tar, check sources cloned
-    on the host): one folder per run under PIER_HOME, so that what a killed run
-    left is found and removed by whoever ends it (lifecycle/orphans.py). Its
-    `outputs/` is what collect copies out, published to storage at save."""
-    return settings.scratch_root / trajectory_id
 
 
 @dataclass
