@@ -7,10 +7,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pier.agents.base import Agent, AgentLaunch
-from pier.egress.run import EgressRun
-from pier.gateway.routing import ModelRoute
 from pier.lifecycle.plan import RunInputs, RunPlan
 from pier.lifecycle.pool import WarmPool
 from pier.lifecycle.scratch import scratch_dir
@@ -20,6 +19,10 @@ from pier.sandbox.base import Sandbox, SandboxBackend, SandboxSource
 from pier.settings import Settings
 from pier.storage.base import RunStorage
 from pier.tasks.model import Task
+
+if TYPE_CHECKING:  # loaded by the stages that need them: a run without a model or allow-list never does
+    from pier.egress.run import EgressRun
+    from pier.gateway.routing import ModelRoute
 
 # (stage, line): a human line for the run's log.
 LogSink = Callable[[str, str], None]

@@ -14,10 +14,8 @@ from typing import Any
 
 from pier.agents import Agent
 from pier.agents.base import AgentLaunch
-from pier.egress.inject import live
-from pier.egress.run import open_egress
 from pier.errors import StageError
-from pier.gateway import ModelRoute, shared_gateway, without_provider_keys
+from pier.gateway.routing import ModelRoute, without_provider_keys
 from pier.lifecycle.assets import setup_tar
 from pier.lifecycle.checking import check_stage, check_tools, record_eval, refuse_missing_check_tools
 from pier.lifecycle.context import RunContext
@@ -162,6 +160,9 @@ def open_run_egress(ctx: RunContext) -> None:
     plan, settings = ctx.require_plan(), ctx.settings
     if plan.network_allow is None or not plan.network:
         return
+    from pier.egress.inject import live  # the proxy's stack loads only for runs that use it
+    from pier.egress.run import open_egress
+
     ttl = settings.create_timeout_sec + settings.agent_install_timeout_sec + plan.timeout_sec + 3600
     injections = live(plan.injections, plan.env)
     ctx.egress = open_egress(
@@ -385,6 +386,8 @@ def model_route(ctx: RunContext) -> ModelRoute | None:
             f"the {ctx.backend.name} backend has no address where sandboxes reach pier's model gateway: "
             "set PIER_GATEWAY_HOST (or PIER_GATEWAY=false to give the agent the provider key itself)",
         )
+    from pier.gateway.server import shared_gateway  # the HTTP server loads only for runs that use it
+
     gateway = shared_gateway(host, settings.gateway_port, settings.ca_bundle)
     if ctx.egress is not None:
         ctx.egress.admit_port(gateway.port)
