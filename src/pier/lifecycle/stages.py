@@ -3,6 +3,7 @@ does its work, and raises StageError (or a PierError) when the run must stop."""
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import tempfile
 import threading
@@ -82,7 +83,11 @@ def create(ctx: RunContext) -> None:
     open_run_egress(ctx)
     spec = sandbox_spec(ctx)
     pooled = _claim(ctx, spec)
-    ctx.sandbox = pooled or create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
+    if pooled is not None:
+        ctx.sandbox = pooled
+    else:
+        with ctx.pool.run_creating() if ctx.pool else contextlib.nullcontext():  # the pool refills after
+            ctx.sandbox = create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
     report_limit_notes(ctx, tuple(ctx.sandbox.notes))
     cpus = ctx.sandbox.applied.cpus if ctx.sandbox.applied else plan.cpus
     ctx.record.outputs.sandbox = SandboxRecord(
