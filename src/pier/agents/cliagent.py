@@ -49,7 +49,8 @@ class CliAgent(Agent):
 
     def layer(self) -> LayerRecipe:
         spec = self.install_spec
-        return LayerRecipe(name=self.name, version=spec.pin.version, script=install_script(spec))
+        title = f"{self.name} {spec.pin.version} ({spec.pin.spec} from {spec.pin.registry})"
+        return LayerRecipe(name=self.name, version=spec.pin.version, script=install_script(spec), title=title)
 
     def own(self, plan: AgentPlan) -> str:
         return self.own_provider

@@ -96,6 +96,7 @@ class LayerRecipe:
     name: str  # the agent
     version: str  # its pinned version
     script: str
+    title: str = ""  # how an error names it, e.g. "codex 0.171.0 (@openai/codex@0.171.0 from npm)"
 
 
 @dataclass(frozen=True)

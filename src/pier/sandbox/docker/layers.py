@@ -118,8 +118,9 @@ def ensure_layer(
         try:
             build_with_context(api, tag, files, {}, _install_lines(log), timeout)
         except ImageError as exc:
+            what = recipe.title or f"{recipe.name} {recipe.version}"
             raise ImageError(
-                f"installing {recipe.name} {recipe.version} into an agent layer on {image} failed: {exc}\n"
+                f"installing {what} into an agent layer on {image} failed: {exc}\n"
                 "Check that the engine's builds reach the package registry, or use an image that has "
                 "the CLI at this version."
             ) from exc
