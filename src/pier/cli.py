@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 # Start-up: this module is imported by every `pier` call, `pier --help` included,
 # so it imports only typer and pier.errors; each command imports what it needs
 # (SQLAlchemy, pydantic models, the docker SDK, rich) in its body.
-# tests/unit/cli/test_cli_imports.py keeps it that way.
+# tests/unit/cli/test_cli_imports.py keeps it that way. Help and usage errors are
+# click's plain text (rich_markup_mode=None on every command group): typer's rich
+# formatting alone costs more than the rest of `pier --help`.
 
 
 def _no_type_for_flags() -> None:
@@ -47,8 +49,12 @@ def _no_type_for_flags() -> None:
 
 
 _no_type_for_flags()
-app = typer.Typer(help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True)
-snapshot_app = typer.Typer(help="Named, prebuilt sandbox images.", no_args_is_help=True)
+app = typer.Typer(
+    help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True, rich_markup_mode=None
+)
+snapshot_app = typer.Typer(
+    help="Named, prebuilt sandbox images.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(snapshot_app, name="snapshot")
 
 
@@ -336,7 +342,7 @@ def runs_command(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON run record per line")] = False,
 ) -> None:
     """Recent runs, newest first."""
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.services import Services
 
     services = Services()
     end_orphans(services)
@@ -375,7 +381,7 @@ def logs_command(
 ) -> None:
     """A run's log, from the start."""
     from pier.lifecycle.orphans import end_orphaned_runs, owner_gone
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.services import Services
 
     services = Services()
     end_orphans(services)
@@ -400,10 +406,23 @@ def logs_command(
 
 
 @app.command("sweep")
-def sweep_command() -> None:
-    """Delete sandboxes that crashed or abandoned runs left behind."""
-    from pier.lifecycle.service import Services
+def sweep_command(
+    images: Annotated[
+        bool, typer.Option("--images", help="also remove agent layers no run used for --older-than")
+    ] = False,
+    older_than: Annotated[str, typer.Option(help="with --images: unused this long (30m, 12h, 7d)")] = "7d",
+) -> None:
+    """Delete sandboxes that crashed or abandoned runs left behind.
+
+    With --images, also the agent layers no run used for --older-than."""
+    from pier.lifecycle.services import Services
     from pier.sandbox.sweeper import sweep
+
+    if images:
+        from pier.cli_layers import parse_age
+
+        with refusals():
+            parse_age(older_than)  # bad input before anything is removed
 
     services = Services()
     end_orphans(services, remove_sandboxes=False)  # the sweep removes them: their runs have ended
@@ -414,6 +433,11 @@ def sweep_command() -> None:
     for item in removed:
         out.print(f"removed {item.id[:12]} (run {item.trajectory_id}): {item.reason}", highlight=False)
     out.print(f"{len(removed)} sandbox(es) removed")
+    if images:
+        from pier.cli_layers import prune_layers
+
+        with refusals():
+            prune_layers(services.backend, older_than)
 
 
 def run_status_lookup(services: Services):
@@ -442,7 +466,9 @@ def snapshot_list(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
 ) -> None:
     """Snapshots pier knows: built-in and from snapshots.yaml."""
-    from pier.lifecycle.service import Services
+    from rich.table import Table
+
+    from pier.lifecycle.services import Services
     from pier.sandbox.snapshots import SnapshotCatalog
 
     services = Services()
@@ -457,10 +483,21 @@ def snapshot_list(
     show_list(("name", "kind", "built", "description"), rows, as_json, items)
 
 
+@snapshot_app.command("layers")
+def snapshot_layers() -> None:
+    """Agent layers: images with a pinned agent CLI, built once, reused."""
+    from pier.cli_layers import show_layers
+    from pier.sandbox import get_backend
+    from pier.settings import get_settings
+
+    with refusals():
+        show_layers(get_backend(get_settings()))
+
+
 @snapshot_app.command("build")
 def snapshot_build(name: Annotated[str, typer.Argument(help="snapshot name")]) -> None:
     """Build (or find cached) the snapshot's image."""
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.services import Services
     from pier.sandbox.snapshots import SnapshotCatalog
 
     services = Services()

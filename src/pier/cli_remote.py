@@ -147,7 +147,7 @@ def run_remote(build: Callable[[], RunRequest], files: list[Path], as_json: bool
     from pier.cli import show_summary, validation_message
     from pier.cli_progress import Progress
     from pier.lifecycle.interrupts import Interrupted, deferred_signals, stop_signals_interrupt
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.services import Services
     from pier.settings import get_settings
 
     settings = get_settings()

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from pier.routines import Routines
 
 routine_app = typer.Typer(
-    help="Routines: a task run on a cron schedule by `pier serve`.", no_args_is_help=True
+    help="Routines: a task run on a cron schedule by `pier serve`.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 Collection = Annotated[str, typer.Argument(help="the task's collection")]
@@ -28,7 +30,7 @@ Name = Annotated[str, typer.Argument(help="the routine's name (unique per task)"
 
 
 def _routines() -> Routines:
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.services import Services
     from pier.routines import Routines
 
     return Routines(Services().store)
@@ -87,7 +89,9 @@ def routine_list(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
 ) -> None:
     """Routines with their schedule, state and next run."""
-    from pier.lifecycle.service import Services
+    from rich.table import Table
+
+    from pier.lifecycle.services import Services
 
     found = Services().store.list_routines(collection, task)
     rows = [
@@ -121,7 +125,7 @@ def routine_resume(collection: Collection, task: TaskName, name: Name) -> None:
 def routine_run_now(collection: Collection, task: TaskName, name: Name) -> None:
     """Ask the server to run it once now, paused or not."""
     with refusals():
-        from pier.lifecycle.service import Services
+        from pier.lifecycle.services import Services
         from pier.routines import Routines
 
         services = Services()

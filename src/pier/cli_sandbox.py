@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-sandbox_app = typer.Typer(help="Sandbox backends.", no_args_is_help=True)
+sandbox_app = typer.Typer(help="Sandbox backends.", no_args_is_help=True, rich_markup_mode=None)
 _STYLE = {"passed": "green", "failed": "red"}
 
 

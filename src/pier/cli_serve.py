@@ -16,9 +16,13 @@ from pier.cli_routines import routine_app
 from pier.errors import InputError, PierError
 
 collection_app = typer.Typer(
-    help="Collections: namespaces of tasks, runs, secrets and tokens.", no_args_is_help=True
+    help="Collections: namespaces of tasks, runs, secrets and tokens.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
-task_app = typer.Typer(help="Tasks: named, stored workflows of a collection.", no_args_is_help=True)
+task_app = typer.Typer(
+    help="Tasks: named, stored workflows of a collection.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 def serve(
@@ -102,7 +106,7 @@ def worker(
 def collection_create(name: Annotated[str, typer.Argument(help="the collection's name")]) -> None:
     """Create a collection (or reuse it) and print a new token for it, once."""
     from pier.api.tokens import issue_token
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.services import Services
     from pier.names import check_collection_name
 
     try:
@@ -121,7 +125,7 @@ def collection_list(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
 ) -> None:
     """Every collection."""
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.services import Services
 
     found = Services().store.list_collections()
     show_list(("collection",), [[c.name] for c in found], as_json, found)
@@ -156,7 +160,7 @@ def task_push(
 ) -> None:
     """Store a runbook as a task (created or replaced), checked first."""
     from pier.lifecycle.plan import checked_task
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.services import Services
     from pier.names import check_task_name
     from pier.runbook import load
     from pier.tasks import task_from_runbook

@@ -11,7 +11,9 @@ from pier.errors import InputError, PierError
 
 # boto3, rich, the settings and the storages load when a command runs: `pier
 # --help` and every other command start without them.
-storage_app = typer.Typer(help="Run outputs and uploads: local folder or S3.", no_args_is_help=True)
+storage_app = typer.Typer(
+    help="Run outputs and uploads: local folder or S3.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 def register(app: typer.Typer) -> None:

@@ -14,8 +14,8 @@ from rich.markup import escape
 
 from pier.errors import InputError, PierError, Problems, RunbookError
 from pier.lifecycle.plan import RunPlan
+from pier.lifecycle.request import RunRequest, preflight
 from pier.lifecycle.sandbox_env import wanted_names
-from pier.lifecycle.service import RunRequest, preflight
 from pier.runbook import RUNBOOK_FILENAME, Runbook, load, parse
 from pier.runbook.parse import key_position, split
 from pier.settings import get_settings

@@ -65,6 +65,9 @@ class WarmPoolEntry(BaseModel):
 
     snapshot: str | None = Field(None, description="a snapshot name, as a runbook's `snapshot`")
     image: str | None = Field(None, description="an image ref, as a runbook's `image`")
+    agent: str | None = Field(
+        None, description="keep them of this agent's layer (its CLI installed), as runs of that agent use"
+    )
     size: int = Field(1, ge=1, le=64, description="how many ready, unused sandboxes to keep")
     cpus: float | None = Field(None, gt=0, description="default PIER_DEFAULT_CPUS")
     memory: str | None = Field(None, description="default PIER_DEFAULT_MEMORY")
@@ -135,6 +138,11 @@ class Settings(BaseSettings):
     pids_limit: int = 4096
     create_timeout_sec: int = 1200
     agent_install_timeout_sec: int = 600
+    # Agent layers (speed): an agent CLI is installed once per image and pin, in an
+    # image derived from the run's, instead of in every sandbox.
+    agent_layers: bool = Field(
+        True, description="build each agent CLI once per image into a cached layer (false: install per run)"
+    )
     cleanup_timeout_sec: int = 60
     sweep_grace_sec: int = 300
 
@@ -364,6 +372,11 @@ class Settings(BaseSettings):
     def storage_location(self) -> str:
         """PIER_STORAGE_URL, else the local folder as a file:// URL."""
         return self.storage_url or self.storage_root.expanduser().absolute().as_uri()
+
+    @property
+    def layers_dir(self) -> Path:
+        """Build locks and last-use marks of agent layers."""
+        return self.home / "layers"
 
     @property
     def scratch_root(self) -> Path:

@@ -48,9 +48,13 @@ def flat(text: str) -> str:
 
 
 def test_from_a_bare_image_pier_installs_node_and_the_cli_then_the_run_completes(
-    base_image, model_server, tmp_path
+    docker_backend, base_image, model_server, tmp_path
 ):
-    """pier-base has no Node: claude-code needs Node 22, npm, and its install script."""
+    """pier-base has no Node: claude-code needs Node 22, npm, and its install script
+    (run into the agent layer, so the layer a run before built is removed first)."""
+    for layer in docker_backend.list_layers():
+        if layer.name == "claude-code" and layer.base == base_image:
+            docker_backend.remove_layer(layer.image)
     key = f"sk-ant-bare-{uuid.uuid4().hex}"
     folder = write_runbook(tmp_path, {"agent": "claude-code", "model": "claude-sonnet-4-5"})
     env = {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": model_server.url, "PIER_BASE_IMAGE": base_image}
@@ -60,7 +64,7 @@ def test_from_a_bare_image_pier_installs_node_and_the_cli_then_the_run_completes
     assert record["steps"]["run"]["outputs"]["success"] is True
     assert (run_folder(record) / "results" / "answer.md").read_text() == ANSWER_TEXT
     log = "\n".join(e.line for e in Services(get_settings()).store.events(record["trajectory_id"]))
-    assert "Node >= 22 with npm is missing" in log and "v22." in log
+    assert "Node >= 22 with npm is missing" in log and "v22." in log and "agent layer: built in " in log
     assert "claude-code 2.1.332 installed" in log
     assert "claude-code 2.1.332, provider anthropic (pier's model gateway), model claude-sonnet-4-5" in log
     assert {c.credential for c in model_server.model_calls()} == {key}
@@ -101,11 +105,15 @@ def test_an_install_that_cannot_succeed_fails_the_run_fast_naming_agent_version_
     request = RunRequest(collection="agents", task_name="bad-install", task=task_from_runbook(parse(text)),
                          run_params={"snapshot": "", "image": agent_image}, env=env)  # fmt: skip
     record = run(Services(get_settings()), request)
-    assert record.error is not None and record.failed_stage == "setup"
+    # The install runs once per image and pin, into the agent layer the sandbox is created from.
+    assert record.error is not None and record.failed_stage == "create"
     message = record.error
-    assert "installing codex 0.0.0-pier-missing (@openai/codex@0.0.0-pier-missing from npm) failed" in message
+    assert (
+        "installing codex 0.0.0-pier-missing (@openai/codex@0.0.0-pier-missing from npm) into an agent layer"
+        in message
+    )
     assert "npm error" in message  # the installer's own last lines
-    assert record.stage("setup").duration_seconds < 120
+    assert record.stage("create").duration_seconds < 120
     assert record.stage("run_agent").status == "skipped"
     assert not model_server.model_calls()
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pier.agents.providers import ProviderChoice
-from pier.sandbox.base import LineSink, Sandbox
+from pier.sandbox.base import LayerRecipe, LineSink, Sandbox
 
 # The gateway's stand-in for a provider choice: same provider, its own key and endpoint.
 ProviderRoute = Callable[[ProviderChoice], ProviderChoice]
@@ -57,6 +57,12 @@ class Agent(ABC):
     def install(self, sandbox: Sandbox, log: LineSink, timeout: float) -> None:
         """Make the agent runnable in the sandbox (install or pin its CLI).
         Raises StageError naming the agent, the version and the installer's last lines."""
+
+    def layer(self) -> LayerRecipe | None:
+        """What install puts in a sandbox, as a script a backend can run once per
+        image into a cached layer (then install is skipped); None when there is
+        nothing to install."""
+        return None
 
     def preflight(self, plan: AgentPlan) -> None:
         """Check what can be checked before a sandbox exists (keys, provider, MCP

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pier.agents.base import AGENT_LOG_DIR, PIER_RUN_DIR, Agent, AgentLaunch, AgentPlan, ProviderRoute
-from pier.agents.install import InstallSpec, run_install
+from pier.agents.install import InstallSpec, install_script, run_install
 from pier.agents.mcp import McpServer, mcp_servers
 from pier.agents.providers import ProviderChoice, choose_provider, env_names
-from pier.sandbox.base import LineSink, Sandbox
+from pier.sandbox.base import LayerRecipe, LineSink, Sandbox
 from pier.sandbox.processes import stop_leftovers_after
 
 PROMPT_PATH = f"{PIER_RUN_DIR}/prompt.md"
@@ -46,6 +46,11 @@ class CliAgent(Agent):
 
     def install(self, sandbox: Sandbox, log: LineSink, timeout: float) -> None:
         run_install(sandbox, self.install_spec, log, timeout)
+
+    def layer(self) -> LayerRecipe:
+        spec = self.install_spec
+        title = f"{self.name} {spec.pin.version} ({spec.pin.spec} from {spec.pin.registry})"
+        return LayerRecipe(name=self.name, version=spec.pin.version, script=install_script(spec), title=title)
 
     def own(self, plan: AgentPlan) -> str:
         return self.own_provider

@@ -8,11 +8,12 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pier.gateway.usage import CallUsage
+if TYPE_CHECKING:  # a plan holds a Budget without loading the HTTP and price libraries
+    from pier.gateway.usage import CallUsage
 
 TOKEN_PREFIX = "pier-run-"
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from pier.agents.providers import BEDROCK_DEFAULT_REGION, PROVIDERS, ProviderChoice
 from pier.gateway.grants import Budget, Grant
-from pier.gateway.server import Gateway
+
+if TYPE_CHECKING:  # the server (and its HTTP stack) loads when a run needs a model
+    from pier.gateway.server import Gateway
 
 
 @dataclass

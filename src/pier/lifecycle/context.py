@@ -7,12 +7,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pier.agents.base import Agent, AgentLaunch
-from pier.egress.run import EgressRun
-from pier.gateway.routing import ModelRoute
 from pier.lifecycle.plan import RunInputs, RunPlan
 from pier.lifecycle.pool import WarmPool
+from pier.lifecycle.scratch import scratch_dir
 from pier.record import StageRecord, Trajectory
 from pier.redact import Redactor
 from pier.sandbox.base import Sandbox, SandboxBackend, SandboxSource
@@ -20,16 +20,12 @@ from pier.settings import Settings, make_private_dir
 from pier.storage.base import RunStorage
 from pier.tasks.model import Task
 
+if TYPE_CHECKING:  # loaded by the stages that need them: a run without a model or allow-list never does
+    from pier.egress.run import EgressRun
+    from pier.gateway.routing import ModelRoute
+
 # (stage, line): a human line for the run's log.
 LogSink = Callable[[str, str], None]
-
-
-def scratch_dir(settings: Settings, trajectory_id: str) -> Path:
-    """Where a run keeps its temporary files (the assets tar, check sources cloned
-    on the host): one folder per run under PIER_HOME, so that what a killed run
-    left is found and removed by whoever ends it (lifecycle/orphans.py). Its
-    `outputs/` is what collect copies out, published to storage at save."""
-    return make_private_dir(settings.scratch_root) / trajectory_id
 
 
 @dataclass
@@ -49,6 +45,7 @@ class RunContext:
     plan: RunPlan | None = None
     source: SandboxSource | None = None
     image: str | None = None
+    agent_layer: str | None = None  # the image is this agent layer: the CLI is in it already
     sandbox: Sandbox | None = None
     agent: Agent | None = None
     launch: AgentLaunch | None = None

@@ -15,8 +15,8 @@ import shutil
 from collections.abc import Callable
 
 from pier.db import Store
-from pier.lifecycle.context import scratch_dir
 from pier.lifecycle.outcomes import SERVER_STOPPED, end_record
+from pier.lifecycle.scratch import scratch_dir
 from pier.record import RunStatus, Trajectory
 from pier.sandbox.base import LABEL_RUN, SandboxBackend
 from pier.sandbox.sweeper import owner_alive

@@ -20,6 +20,9 @@ The rules:
   (PIER_MAX_CONCURRENT_RUNS), so the engine holds at most that many run
   sandboxes plus the pool's size. A claimed one is its run's sandbox and counts
   as such, in the run's slot.
+- Refills come after runs: while a run is creating its sandbox (a miss), the
+  pool makes none, so that a burst of runs has the engine to itself and the
+  pool catches up in the gaps.
 - Every PIER_WARM_POOL_CHECK_SEC the pool lists the engine's sandboxes, drops
   its idle ones that no longer run (an engine restart stops them all) and
   creates what is missing.
@@ -31,9 +34,11 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+from pier.agents import get_agent
 from pier.errors import PierError
 from pier.sandbox import resolve_source
 from pier.sandbox.base import (
@@ -84,7 +89,8 @@ class WarmPool:
         self._wanted: dict[PoolKey, int] = {}
         self._idle: dict[PoolKey, list[Sandbox]] = {}
         self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)  # a sandbox joined the pool
+        self._changed = threading.Condition(self._lock)  # a sandbox joined the pool, or a run's create ended
+        self._creating = 0  # runs creating their own sandbox right now: refills wait for them
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
@@ -100,6 +106,8 @@ class WarmPool:
         """Stop refilling and delete every idle sandbox (claimed ones are their runs')."""
         self._stopped.set()
         self._wake.set()
+        with self._changed:
+            self._changed.notify_all()  # a refill waiting for runs stops waiting
         if self._thread is not None:
             self._thread.join(timeout=60)
         with self._lock:
@@ -137,9 +145,23 @@ class WarmPool:
             image = self.backend.ensure_image(
                 source, lambda line: log.debug("warm pool: %s", line), self.settings.create_timeout_sec
             )
+            image = self._layer(entry, image)
             key = PoolKey(image, pool_limits(entry, self.settings))
             self._wanted[key] = self._wanted.get(key, 0) + entry.size
             log.info("warm pool: keeping %d sandbox(es) of %s ready", self._wanted[key], image)
+
+    def _layer(self, entry: WarmPoolEntry, image: str) -> str:
+        """The entry's agent layer on image (as a run of that agent gets it), or image."""
+        recipe = get_agent(entry.agent).layer() if entry.agent and self.settings.agent_layers else None
+        if recipe is None:
+            return image
+        layer = self.backend.ensure_layer(
+            image,
+            recipe,
+            lambda line: log.debug("warm pool: %s", line),
+            self.settings.agent_install_timeout_sec,
+        )
+        return layer.image if layer else image
 
     def refresh(self) -> None:
         """Drop idle sandboxes that stopped running (an engine restart)."""
@@ -160,10 +182,31 @@ class WarmPool:
         """Create what each key lacks, one at a time (the engine's pace is the limit)."""
         for key, want in self._wanted.items():
             while not self._stopped.is_set() and self.idle_count(key) < want:
+                if not self._after_runs():
+                    return
                 sandbox = self.backend.create(self._spec(key))
                 with self._changed:
                     self._idle.setdefault(key, []).append(sandbox)
                     self._changed.notify_all()
+
+    def _after_runs(self) -> bool:
+        """Wait until no run is creating a sandbox (runs come first); False when
+        the pool closed meanwhile."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._creating == 0 or self._stopped.is_set())
+        return not self._stopped.is_set()
+
+    @contextmanager
+    def run_creating(self) -> Iterator[None]:
+        """Held by a run while it creates its own sandbox: the pool refills after."""
+        with self._changed:
+            self._creating += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._creating -= 1
+                self._changed.notify_all()
 
     def wait_ready(self, timeout: float) -> bool:
         """Wait until every configured source has its size ready; False on timeout."""

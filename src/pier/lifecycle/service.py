@@ -3,120 +3,29 @@
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
 
-from pier.db import Store
-from pier.db.retry import RetryingStore
 from pier.errors import PierError
 from pier.lifecycle.context import LogSink, RunContext, scratch_dir
 from pier.lifecycle.interrupts import interruption_reason
 from pier.lifecycle.outcomes import end_record
-from pier.lifecycle.plan import FileResolver, RunInputs, RunPlan, plan_run
-from pier.lifecycle.pool import WarmPool
+from pier.lifecycle.request import RunRequest, preflight
 from pier.lifecycle.runner import execute
-from pier.names import check_collection_name, check_name
+from pier.lifecycle.services import Services
+from pier.names import check_name
 from pier.record import RunStatus, StageRecord, Trajectory
 from pier.redact import Redactor
-from pier.sandbox import get_backend
 from pier.sandbox.base import SandboxBackend
 from pier.sandbox.sweeper import owner_label
-from pier.settings import Settings, get_settings, make_private_dir
-from pier.storage import RunStorage, open_storage
-from pier.tasks.model import Task
-from pier.telemetry import metrics
+from pier.settings import Settings
+
+# Services and RunRequest live in light modules of their own (read-only commands
+# import them without the runner); callers keep importing them from here.
+__all__ = ["Observer", "RunRequest", "Services", "new_context", "preflight", "run"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Services:
-    settings: Settings = field(default_factory=get_settings)
-    pool: WarmPool | None = None  # set and started by a long-lived process (pier serve)
-
-    def start_pool(self) -> WarmPool | None:
-        """Start the warm pool PIER_WARM_POOL asks for (none when it is empty)."""
-        if self.settings.warm_pool and self.pool is None:
-            try:
-                self.pool = WarmPool(self.backend, self.settings).start()
-                metrics.pool_size.set_function(self.pool.idle_count)
-            except PierError as exc:  # no engine yet: runs create their sandboxes
-                log.warning("warm pool not started: %s", exc)
-        return self.pool
-
-    def say_isolation_problem(self, who: str) -> str | None:
-        """Log, once at a long-lived process's start, why its sandboxes could reach
-        this machine's services (no firewall binary, no right), if they could.
-        Asks no engine: start-up never waits on one."""
-        try:
-            problem = get_backend(self.settings).isolation_problem()
-        except PierError as exc:
-            problem = str(exc)
-        if problem:
-            log.warning("%s: %s", who, problem)
-        return problem
-
-    @cached_property
-    def store(self) -> Store:
-        make_private_dir(self.settings.home)
-        return Store.open(self.settings.db_url)
-
-    @cached_property
-    def run_store(self) -> Store:
-        """The store as a run writes to it: calls ride out a database that does
-        not answer for up to PIER_DB_RETRY_SEC (pier.db.retry)."""
-        return cast(Store, RetryingStore(self.store, self.settings.db_retry_sec))
-
-    @cached_property
-    def storage(self) -> RunStorage:
-        make_private_dir(self.settings.home)
-        if self.settings.storage_url is None:  # a local folder, pier's own
-            make_private_dir(self.settings.storage_root)
-        return open_storage(self.settings.storage_location)
-
-    @cached_property
-    def backend(self) -> SandboxBackend:
-        backend = get_backend(self.settings)
-        backend.ping()
-        return backend
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    collection: str
-    task_name: str
-    task: Task
-    run_params: Mapping[str, Any] = field(default_factory=dict)
-    env: Mapping[str, str] = field(default_factory=dict)
-    resolve_file: FileResolver | None = None
-    trajectory_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    source_dir: Path | None = None  # local check sources allowed, relative to here
-    # Variables of env that hold a key the server holds for its users (trial keys).
-    operator_keys: frozenset[str] = frozenset()
-
-    def inputs(self) -> RunInputs:
-        return RunInputs(
-            self.trajectory_id,
-            self.collection,
-            self.task_name,
-            self.env,
-            self.resolve_file,
-            source_dir=self.source_dir,
-            operator_keys=self.operator_keys,
-        )
-
-
-def preflight(request: RunRequest, settings: Settings) -> RunPlan:
-    """Everything prepare checks, without side effects: raises InputError on bad input
-    so callers can refuse a run before accepting it."""
-    check_collection_name(request.collection)
-    check_name("task", request.task_name)
-    _, plan, _ = plan_run(request.task, request.run_params, request.inputs(), settings)
-    return plan
 
 
 @dataclass(frozen=True)

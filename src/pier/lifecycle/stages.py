@@ -3,6 +3,7 @@ does its work, and raises StageError (or a PierError) when the run must stop."""
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
 import tempfile
@@ -15,10 +16,8 @@ from typing import Any
 
 from pier.agents import Agent
 from pier.agents.base import AgentLaunch
-from pier.egress.inject import live
-from pier.egress.run import open_egress
 from pier.errors import StageError
-from pier.gateway import ModelRoute, shared_gateway, without_provider_keys
+from pier.gateway.routing import ModelRoute, without_provider_keys
 from pier.lifecycle.assets import setup_tar
 from pier.lifecycle.checking import check_stage, check_tools, record_eval, refuse_missing_check_tools
 from pier.lifecycle.context import RunContext
@@ -86,10 +85,15 @@ def create(ctx: RunContext) -> None:
     # Again just before the engine connects: a name may point elsewhere since accept.
     check_registries(settings.outbound, {"image": plan.image, "base_image": plan.base_image})
     ctx.image = ctx.backend.ensure_image(source, ctx.log, timeout=settings.create_timeout_sec)
+    ctx.image = agent_layer(ctx, ctx.image)
     open_run_egress(ctx)
     spec = sandbox_spec(ctx)
     pooled = _claim(ctx, spec)
-    ctx.sandbox = pooled or _create(ctx, spec, deadline)
+    if pooled is not None:
+        ctx.sandbox = pooled
+    else:
+        with ctx.pool.run_creating() if ctx.pool else contextlib.nullcontext():  # the pool refills after
+            ctx.sandbox = _create(ctx, spec, deadline)
     metrics.sandboxes_live.inc()
     report_limit_notes(ctx, tuple(ctx.sandbox.notes))
     cpus = ctx.sandbox.applied.cpus if ctx.sandbox.applied else plan.cpus
@@ -111,6 +115,22 @@ def create(ctx: RunContext) -> None:
 def _create(ctx: RunContext, spec: SandboxSpec, deadline: float) -> Sandbox:
     with metrics.sandbox_operation.labels("create").time():
         return create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
+
+
+def agent_layer(ctx: RunContext, image: str) -> str:
+    """The image with the run's agent CLI in it (built once per image and pin, then
+    cached), or `image` itself when the agent installs nothing, layers are off
+    (PIER_AGENT_LAYERS=false) or the backend makes none: setup installs it then."""
+    recipe = ctx.agent.layer() if ctx.agent is not None and ctx.settings.agent_layers else None
+    if recipe is None:
+        return image
+    layer = ctx.backend.ensure_layer(image, recipe, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
+    if layer is None:
+        return image
+    ctx.agent_layer = layer.image
+    how = "cached" if layer.built_s is None else f"built in {layer.built_s:.1f} s"
+    ctx.log(f"agent layer: {how} ({recipe.name} {recipe.version}, {layer.image})")
+    return layer.image
 
 
 def _claim(ctx: RunContext, spec: SandboxSpec) -> Sandbox | None:
@@ -158,6 +178,9 @@ def open_run_egress(ctx: RunContext) -> None:
     plan, settings = ctx.require_plan(), ctx.settings
     if plan.network_allow is None or not plan.network:
         return
+    from pier.egress.inject import live  # the proxy's stack loads only for runs that use it
+    from pier.egress.run import open_egress
+
     ttl = settings.create_timeout_sec + settings.agent_install_timeout_sec + plan.timeout_sec + 3600
     injections = live(plan.injections, plan.env)
     ctx.egress = open_egress(
@@ -240,7 +263,7 @@ def setup(ctx: RunContext) -> None:
     it, its files (credentials are never in the sandbox while an installer runs)."""
     plan, sandbox, agent = ctx.require_plan(), ctx.require_sandbox(), ctx.agent
     assert agent is not None
-    installs = type(agent).install is not Agent.install
+    installs = type(agent).install is not Agent.install and ctx.agent_layer is None
     launch = None if installs else _launch(ctx)
     _place(ctx, SANDBOX_DIRS, plan.assets, _launch_files(launch))
     _verify_tools(ctx)
@@ -389,6 +412,8 @@ def model_route(ctx: RunContext) -> ModelRoute | None:
             f"the {ctx.backend.name} backend has no address where sandboxes reach pier's model gateway: "
             "set PIER_GATEWAY_HOST (or PIER_GATEWAY=false to give the agent the provider key itself)",
         )
+    from pier.gateway.server import shared_gateway  # the HTTP server loads only for runs that use it
+
     gateway = shared_gateway(host, settings.gateway_port, settings.ca_bundle)
     if ctx.egress is not None:
         ctx.egress.admit_port(gateway.port)

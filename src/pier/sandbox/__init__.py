@@ -6,17 +6,30 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
 
 from pier.errors import InputError
-from pier.sandbox.base import SandboxBackend
-from pier.sandbox.creation import create_with_retry
-from pier.sandbox.source import resolve_source
-from pier.settings import Settings
+
+if TYPE_CHECKING:
+    from pier.sandbox.base import SandboxBackend
+    from pier.sandbox.creation import create_with_retry
+    from pier.sandbox.source import resolve_source
+    from pier.settings import Settings
 
 __all__ = ["backend_names", "create_with_retry", "get_backend", "register_backend", "resolve_source"]
 
-BackendFactory = Callable[[Settings], SandboxBackend]
+BackendFactory = Callable[["Settings"], "SandboxBackend"]
+# Loaded on first use (PEP 562): the contract (pier.sandbox.base) is imported by
+# commands that only read, without the snapshot catalogue's YAML and models.
+_WHERE = {"create_with_retry": "creation", "resolve_source": "source"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+
+
 ENTRY_POINT_GROUP = "pier.sandbox_backends"
 
 # Built-in backends by name, as "module:factory": a backend's module (and its
@@ -37,6 +50,8 @@ def register_backend(name: str, factory: BackendFactory) -> None:
 
 def backend_names() -> list[str]:
     """Every backend name PIER_SANDBOX_BACKEND accepts here (besides module:factory)."""
+    from importlib.metadata import entry_points
+
     plugins = {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
     return sorted({*_BUILTIN, *_registered, *plugins})
 
@@ -53,6 +68,8 @@ def _factory(name: str) -> BackendFactory:
         return _registered[name]
     target = _BUILTIN.get(name)
     if target is None:
+        from importlib.metadata import entry_points
+
         target = next((ep.value for ep in entry_points(group=ENTRY_POINT_GROUP, name=name)), None)
     if target is None and ":" in name:
         target = name

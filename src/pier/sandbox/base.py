@@ -22,6 +22,9 @@ LABEL_CREATED = "pier.created"
 LABEL_DEADLINE = "pier.deadline"
 LABEL_OWNER = "pier.owner"
 LABEL_RECIPE = "pier.recipe"
+LABEL_LAYER = "pier.layer"  # an agent layer: the agent it holds
+LABEL_LAYER_VERSION = "pier.layer.version"
+LABEL_LAYER_BASE = "pier.layer.base"  # the image it was built from
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,38 @@ class SandboxSpec:
     # and the resolvers the sandbox uses; with limits.network False, no network wins.
     network_name: str | None = None
     dns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LayerRecipe:
+    """What an agent layer adds to an image: a shell script run once as root in a
+    build FROM the image (never in a run's sandbox), e.g. Node and a pinned CLI.
+    A layer is named by (image digest, name, version, script): a changed pin or
+    script makes a new one."""
+
+    name: str  # the agent
+    version: str  # its pinned version
+    script: str
+    title: str = ""  # how an error names it, e.g. "codex 0.171.0 (@openai/codex@0.171.0 from npm)"
+
+
+@dataclass(frozen=True)
+class Layer:
+    image: str  # the derived image's ref
+    built_s: float | None = None  # how long the build took; None: it was there already
+
+
+@dataclass(frozen=True)
+class LayerInfo:
+    """An agent layer on the engine, as `pier snapshot layers` lists it."""
+
+    image: str
+    name: str
+    version: str
+    base: str
+    size: int
+    created: float  # epoch seconds
+    last_used: float | None  # epoch seconds, when this machine last ran a sandbox of it
 
 
 @dataclass(frozen=True)
@@ -224,6 +259,21 @@ class SandboxBackend(ABC):
     def ping(self, timeout: float | None = None) -> None:
         """Raise SandboxError saying how to start the engine if it does not answer
         (within `timeout` seconds when given: a health check must answer quickly)."""
+
+    def ensure_layer(self, image: str, recipe: LayerRecipe, log: LineSink, timeout: float) -> Layer | None:
+        """An image made once from `image` plus what recipe installs, reused while
+        image, recipe and its script stay the same; concurrent callers build it
+        once. None when this backend makes no layers (the agent installs in each
+        sandbox then). Raises ImageError when the build fails."""
+        return None
+
+    def list_layers(self) -> list[LayerInfo]:
+        """Every agent layer on the engine (none for a backend without layers)."""
+        return []
+
+    def remove_layer(self, image: str) -> bool:
+        """Remove an agent layer; False when a sandbox still uses it (kept)."""
+        return False
 
     def tls_env(self) -> Mapping[str, str]:
         """The environment that points TLS clients at the CA bundle this backend

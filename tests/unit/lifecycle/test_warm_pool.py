@@ -233,3 +233,39 @@ def test_a_spec_on_an_egress_network_never_claims(pool, settings):
     wanted = replace(spec(settings), network_name="pier-egress", dns=("10.0.0.1",))
     assert pool.claim(wanted) is None
     assert pool.idle_count(key(settings)) == 2
+
+
+def test_the_pool_refills_only_once_no_run_is_creating_a_sandbox(pool, settings, backend):
+    """Runs come first: a refill asked for while a run creates its own sandbox (a
+    miss) waits until that create is over, so a burst has the engine to itself."""
+    taken = pool.claim(spec(settings))
+    assert taken is not None and pool.idle_count(key(settings)) == 1
+    creates: list[str] = []
+    entered, release = threading.Event(), threading.Event()
+    create = backend.create
+
+    def watched_create(wanted: SandboxSpec):
+        if LABEL_POOL in wanted.labels:
+            creates.append("pool")
+            return create(wanted)
+        creates.append("run")
+        entered.set()
+        release.wait(READY_S)
+        made = create(wanted)
+        creates.append("run created")
+        return made
+
+    backend.create = watched_create  # type: ignore[method-assign]
+    runner = threading.Thread(target=start_run, args=(settings, backend, pool), kwargs={"cpus": 1.5})
+    runner.start()
+    try:
+        assert entered.wait(READY_S), "the run never created its sandbox"
+        pool.refill()
+        release_after = threading.Timer(0.5, release.set)  # the keeper had time to jump the queue
+        release_after.start()
+        assert pool.wait_ready(READY_S), "the pool never refilled"
+        assert creates == ["run", "run created", "pool"], creates
+    finally:
+        release.set()
+        runner.join(READY_S)
+        taken.delete()

@@ -15,6 +15,9 @@ from pier.errors import SandboxError
 from pier.sandbox.base import (
     Capabilities,
     InternalNetwork,
+    Layer,
+    LayerInfo,
+    LayerRecipe,
     Limits,
     LineSink,
     SandboxBackend,
@@ -23,7 +26,7 @@ from pier.sandbox.base import (
     SandboxSpec,
 )
 from pier.sandbox.capabilities import refuse_unsupported
-from pier.sandbox.docker import images
+from pier.sandbox.docker import images, layers
 from pier.sandbox.docker.client import (
     EngineFacts,
     connect,
@@ -69,6 +72,8 @@ class DockerBackend(SandboxBackend):
         self._ready: dict[tuple[object, ...], tuple[str, float]] = {}
         self._sources: dict[str, SandboxSource] = {}  # image ref -> the source it was prepared from
         self._networks: dict[str, InternalNetwork] = {}  # the networks sandboxes joined, by name
+        self._layers: dict[str, tuple[str, LayerRecipe]] = {}  # layer ref -> (its image, its recipe)
+        self._layer_ready: dict[tuple[str, LayerRecipe], tuple[str, float]] = {}
 
     @cached_property
     def api(self) -> docker.APIClient:
@@ -136,11 +141,48 @@ class DockerBackend(SandboxBackend):
         self._sources[ref] = source
         return ref
 
+    def ensure_layer(self, image: str, recipe: LayerRecipe, log: LineSink, timeout: float) -> Layer:
+        """As the contract says; a layer found in the last IMAGE_CACHE_SEC is not
+        looked up again. Marks the layer used (for `pier sweep --images`)."""
+        key = (image, recipe)
+        known = self._layer_ready.get(key)
+        if known is not None and time.monotonic() - known[1] < IMAGE_CACHE_SEC:
+            layer = Layer(known[0])
+        else:
+            with docker_errors(f"preparing the {recipe.name} layer on {image}", self._url):
+                layer = layers.ensure_layer(
+                    self.api, image, recipe, self._ca_bytes, self._settings.layers_dir, log, timeout
+                )
+            self._layer_ready[key] = (layer.image, time.monotonic())
+            self._layers[layer.image] = (image, recipe)
+        layers.mark_used(self._settings.layers_dir, layer.image)
+        return layer
+
+    def list_layers(self) -> list[LayerInfo]:
+        with docker_errors("listing agent layers", self._url):
+            return layers.list_layers(self.api, self._settings.layers_dir)
+
+    def remove_layer(self, image: str) -> bool:
+        with docker_errors(f"removing agent layer {image}", self._url):
+            removed = layers.remove_layer(self.api, self._settings.layers_dir, image)
+        self._layer_ready = {k: v for k, v in self._layer_ready.items() if v[0] != image}
+        return removed
+
     def _prepare_again(self, ref: str) -> bool:
         """The image `ref` is gone from the engine though a lookup said it was
         there (removed since): forget that lookup and prepare it again from its
         source. False when pier never prepared it (nothing to prepare from)."""
         self._ready = {key: known for key, known in self._ready.items() if known[0] != ref}
+        self._layer_ready = {key: known for key, known in self._layer_ready.items() if known[0] != ref}
+        if ref in self._layers:  # an agent layer pruned meanwhile: build it again
+            image, recipe = self._layers[ref]
+            log.info(
+                "agent layer %s was removed from the engine after it was looked up: building it again", ref
+            )
+            self.ensure_layer(
+                image, recipe, lambda line: log.debug("%s", line), self._settings.agent_install_timeout_sec
+            )
+            return True
         source = self._sources.get(ref)
         if source is None:
             return False

@@ -135,17 +135,6 @@ def _reason(exc: Exception) -> str:
     return str(getattr(exc, "explanation", None) or exc).strip()
 
 
-def build_context(
-    dockerfile: str, ca_bytes: bytes | None, extra: tuple[tuple[str, bytes], ...] = ()
-) -> bytes:
-    """A tar of the Dockerfile, the CA bundle when there is one (as pier-ca.crt)
-    and the recipe's own files (its package lists)."""
-    files = {**dict(extra), "Dockerfile": dockerfile.encode()}
-    if ca_bytes:
-        files[CA_CONTEXT_NAME] = ca_bytes
-    return tar_of_files(files)
-
-
 def build_image(
     api: docker.APIClient,
     tag: str,
@@ -162,7 +151,23 @@ def build_image(
         LABEL_RECIPE: recipe_hash(dockerfile, ca_bytes, files),
         LABEL_CREATED: str(int(time.time())),
     }
-    context = build_context(dockerfile, ca_bytes, files)
+    context_files = {**dict(files), "Dockerfile": dockerfile.encode()}  # the recipe's own files too
+    if ca_bytes:
+        context_files[CA_CONTEXT_NAME] = ca_bytes
+    build_with_context(api, tag, context_files, labels, log, timeout)
+
+
+def build_with_context(
+    api: docker.APIClient,
+    tag: str,
+    files: dict[str, bytes],
+    labels: dict[str, str],
+    log: LineSink,
+    timeout: float,
+) -> None:
+    """Build the context `files` (its Dockerfile among them) as tag. Raises
+    ImageError with the build's last lines when it fails or runs past timeout."""
+    context = tar_of_files(files)
     tail: deque[str] = deque(maxlen=ERROR_TAIL_LINES)
 
     def open_build() -> Iterable[dict]:
