@@ -466,7 +466,6 @@ def snapshot_list(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
 ) -> None:
     """Snapshots pier knows: built-in and from snapshots.yaml."""
-    from rich.table import Table
 
     from pier.lifecycle.services import Services
     from pier.sandbox.snapshots import SnapshotCatalog

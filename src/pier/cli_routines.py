@@ -89,7 +89,6 @@ def routine_list(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
 ) -> None:
     """Routines with their schedule, state and next run."""
-    from rich.table import Table
 
     from pier.lifecycle.services import Services
 

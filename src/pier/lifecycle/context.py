@@ -16,7 +16,7 @@ from pier.lifecycle.scratch import scratch_dir
 from pier.record import StageRecord, Trajectory
 from pier.redact import Redactor
 from pier.sandbox.base import Sandbox, SandboxBackend, SandboxSource
-from pier.settings import Settings, make_private_dir
+from pier.settings import Settings
 from pier.storage.base import RunStorage
 from pier.tasks.model import Task
 

@@ -1,7 +1,7 @@
 """routines: ids never reused after a delete (SQLite AUTOINCREMENT).
 
 Revision ID: newcomer
-Revises: 0004_routines
+Revises: faults
 Create Date: 2026-12-01
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "newcomer"
-down_revision: str | None = "0004_routines"
+down_revision: str | None = "faults"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
