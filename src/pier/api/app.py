@@ -13,14 +13,17 @@ from fastapi import FastAPI
 from pier.api import errors
 from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
+from pier.api.experiments import experiments
 from pier.api.limits import BodyLimit, NoNul, NoTrailingSlash
 from pier.api.pgbus import PgBus, is_postgres
 from pier.api.recovery import recover
 from pier.api.routes import catalog, collections, events, files, health, routines, runs, tasks, trajectories
+from pier.api.routes import experiments as experiment_routes
 from pier.api.routines import fire
 from pier.api.state import ApiState
 from pier.executors import make_executor
 from pier.executors.ports import LifecycleHooks, RunPorts
+from pier.experiments.scheduler import ExperimentScheduler
 from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.service import Services
 from pier.lifecycle.webhooks import WebhookSender
@@ -47,7 +50,9 @@ def build_state(settings: Settings) -> ApiState:
     vault = load_vault(settings)
     webhooks = WebhookSender(settings.webhook_attempts, settings.webhook_backoff_sec)
     hooks = LifecycleHooks(RunPorts(services, vault, bus.publish, webhooks))
-    return ApiState(services, vault, bus, Dispatcher(hooks, make_executor(hooks)))
+    dispatcher = Dispatcher(hooks, make_executor(hooks))
+    scheduler = ExperimentScheduler(experiments(dispatcher, settings), settings.experiment_poll_sec)
+    return ApiState(services, vault, bus, dispatcher, experiment_scheduler=scheduler)
 
 
 def create_app(
@@ -72,12 +77,16 @@ def create_app(
         state.dispatcher.executor.start()
         sweeper.start()
         scheduler.start()
+        if state.experiment_scheduler is not None:
+            state.experiment_scheduler.start()
         services.start_pool()  # PIER_WARM_POOL: ready sandboxes, filled in the background
         log.info("pier serve: %d run slot(s)", settings.max_concurrent_runs)
         try:
             yield
         finally:
             scheduler.stop()
+            if state.experiment_scheduler is not None:
+                state.experiment_scheduler.stop()
             sweeper.stop()
             state.dispatcher.stop()
             if services.pool is not None:
@@ -97,7 +106,8 @@ def create_app(
     app.add_middleware(NoNul)  # inside BodyLimit: it reads JSON bodies whole
     app.add_middleware(BodyLimit, limit=settings.max_upload_bytes)
     app.add_middleware(NoTrailingSlash)
-    for module in (health, collections, tasks, runs, trajectories, files, events, catalog, routines):
+    for module in (health, collections, tasks, runs, trajectories, files, events, catalog, routines,
+                   experiment_routes):  # fmt: skip
         app.include_router(module.router)
     if pages is not None:
         pages(app)

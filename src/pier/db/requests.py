@@ -10,7 +10,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
 from pier.db.base import StoreBase
-from pier.db.models import RunRequestRow, RunRow
+from pier.db.models import RunLabelRow, RunRequestRow, RunRow
 from pier.db.runs import run_columns
 from pier.errors import InputError
 from pier.record import Trajectory
@@ -18,8 +18,8 @@ from pier.record import Trajectory
 
 class RequestStore(StoreBase):
     def enqueue_run(self, record: Trajectory, request: dict[str, Any]) -> None:
-        """Store a new pending run and its request in one transaction, so neither
-        exists without the other."""
+        """Store a new pending run, its labels and its request in one transaction,
+        so none exists without the others."""
         try:
             with self._write() as session:
                 session.execute(self._insert(RunRow).values(**run_columns(record)))
@@ -28,6 +28,11 @@ class RequestStore(StoreBase):
                         trajectory_id=record.trajectory_id, created_at=record.created, request=request
                     )
                 )
+                session.add_all(
+                    RunLabelRow(trajectory_id=record.trajectory_id, key=label.key, value=label.value,
+                                author=label.author, created=label.created)
+                    for label in record.labels
+                )  # fmt: skip
         except IntegrityError:
             raise InputError(
                 f"run {record.trajectory_id!r} already exists: use a new trajectory id"
