@@ -171,11 +171,14 @@ def claude_code_steps(stream: str, instruction: str | None) -> list[dict[str, An
     if instruction:
         steps.add("user", instruction)
     last: dict[str, Any] | None = None
+    last_id: object = None
     for data in _events(stream):
         message = data.get("message") or {}
         blocks = message.get("content") if isinstance(message.get("content"), list) else []
-        if data.get("type") == "assistant":
-            last = _claude_turn(steps, message, blocks)
+        if data.get("type") == "assistant" and last is not None and message.get("id") == last_id:
+            _claude_more(last, blocks)  # one message streamed as several events: one step
+        elif data.get("type") == "assistant":
+            last, last_id = _claude_turn(steps, message, blocks), message.get("id")
         elif data.get("type") == "user" and last is not None:
             results = [
                 {"source_call_id": b.get("tool_use_id"), "content": _text(b.get("content"))}
@@ -188,7 +191,8 @@ def claude_code_steps(stream: str, instruction: str | None) -> list[dict[str, An
     return steps.steps
 
 
-def _claude_turn(steps: _Steps, message: dict[str, Any], blocks: list[Any]) -> dict[str, Any]:
+def _claude_blocks(blocks: list[Any]) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    """(text, thinking, tool calls) of an assistant message's content blocks."""
     text = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
     thinking = [b.get("thinking", "") for b in blocks if isinstance(b, dict) and b.get("type") == "thinking"]
     calls = [
@@ -196,6 +200,21 @@ def _claude_turn(steps: _Steps, message: dict[str, Any], blocks: list[Any]) -> d
          "arguments": b.get("input") if isinstance(b.get("input"), dict) else {"input": b.get("input")}}
         for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"
     ]  # fmt: skip
+    return text, thinking, calls
+
+
+def _claude_more(step: dict[str, Any], blocks: list[Any]) -> None:
+    text, thinking, calls = _claude_blocks(blocks)
+    if text:
+        step["message"] = "\n".join([step["message"], *text]).strip("\n")
+    if thinking:
+        step["reasoning_content"] = "\n".join([step.get("reasoning_content") or "", *thinking]).strip("\n")
+    if calls:
+        step.setdefault("tool_calls", []).extend(calls)
+
+
+def _claude_turn(steps: _Steps, message: dict[str, Any], blocks: list[Any]) -> dict[str, Any]:
+    text, thinking, calls = _claude_blocks(blocks)
     usage = message.get("usage") or {}
     cached = int(usage.get("cache_read_input_tokens") or 0)
     prompt = int(usage.get("input_tokens") or 0) + cached + int(usage.get("cache_creation_input_tokens") or 0)

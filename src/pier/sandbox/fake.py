@@ -114,10 +114,12 @@ class RatedAgent:
         found = RATE.search(path.read_text(errors="replace")) if path.is_file() else None
         rate = float(found.group(1)) if found else 1.0
         draw = random.Random(f"{self.seed}:{sandbox.labels.get(LABEL_RUN, sandbox.id)}").random()
-        if draw < rate:
+        succeeded = draw < rate
+        output = f"pier-fake: {'succeeded' if succeeded else 'failed as scripted'} (rate {rate:g})\n"
+        sandbox.put_files("/logs/agent", {"agent.log": output.encode()})  # as the agent's tee writes it
+        if succeeded:
             sandbox.put_files("/app/results", {"out.txt": b"done\n"})
-            return replied("pier-fake: succeeded\n")
-        return replied("pier-fake: failed as scripted\n", exit_code=1)
+        return replied(output, exit_code=0 if succeeded else 1)
 
 
 def rated_backend(settings: Settings | None = None) -> FakeBackend:
