@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from pier.db import Store, StoredAttempt, StoredExperiment
-from pier.errors import InputError
+from pier.errors import InputError, NotFoundError
 from pier.experiments.check import check
 from pier.experiments.results import INFRA, outcome, results, tokens
 from pier.experiments.results import cost as run_cost
@@ -26,6 +26,8 @@ from pier.experiments.spec import Cell, ExperimentError, ExperimentSpec, run_cou
 from pier.lifecycle.outcomes import failed_to_start
 from pier.names import check_name
 from pier.record import Label, Trajectory, utcnow
+from pier.runbook.parse import parse
+from pier.tasks.build import task_from_runbook
 from pier.tasks.model import Task
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,27 @@ class Experiment:
             [Cell.model_validate(c) for c in stored.cells["cells"]],
             Task.model_validate(stored.task_definition),
         )
+
+
+def task_of(
+    store: Store, collection: str, spec: ExperimentSpec, default_snapshot: str | None
+) -> tuple[Task, str]:
+    """The task an experiment runs and its name: a stored task's, or its runbook's
+    (whose runs take the experiment's name as their task's)."""
+    if (spec.task is None) == (spec.runbook is None):
+        raise ExperimentError("task", "give either task (a stored task's name) or runbook (its text)")
+    if spec.task is not None:
+        try:
+            return Task.model_validate(store.get_task(collection, spec.task).definition), spec.task
+        except NotFoundError:
+            raise ExperimentError(
+                "task", f"{spec.task!r} is not a task of collection {collection!r}: push it first"
+            ) from None
+    try:
+        runbook = parse(spec.runbook or "", path="runbook")
+    except InputError as exc:
+        raise ExperimentError("runbook", str(exc)) from None
+    return task_from_runbook(runbook, default_snapshot), spec.name
 
 
 class Experiments:

@@ -19,11 +19,8 @@ from pier.api.schemas.experiments import ExperimentPublic, ExperimentRun
 from pier.api.state import ApiState, StateDep
 from pier.errors import InputError, NotFoundError
 from pier.experiments import export
-from pier.experiments.service import Experiment, Experiments
+from pier.experiments.service import Experiment, Experiments, task_of
 from pier.experiments.spec import ExperimentError, ExperimentSpec
-from pier.runbook.parse import parse
-from pier.tasks.build import task_from_runbook
-from pier.tasks.model import Task
 
 router = APIRouter(prefix="/api/v1/experiments", tags=["experiments"], responses=ERROR_RESPONSES)
 ONE = "/{collection}/{experiment_id}"
@@ -63,27 +60,10 @@ def create_experiment(collection: CollectionDep, body: ExperimentSpec, state: St
     cells interleaved. Give `task` (a stored task) or `runbook` (a RUNBOOK.md's text)."""
     refuse_nul(body.model_dump())
     with _checked():
-        task, task_name = _task(state, collection, body)
+        task, task_name = task_of(state.store, collection, body, state.settings.default_snapshot)
         experiment = _service(state).create(collection, body, task, task_name)
     state.wake_experiments()
     return ExperimentPublic.of(experiment)
-
-
-def _task(state: ApiState, collection: str, spec: ExperimentSpec) -> tuple[Task, str]:
-    if (spec.task is None) == (spec.runbook is None):
-        raise ExperimentError("task", "give either task (a stored task's name) or runbook (its text)")
-    if spec.task is not None:
-        try:
-            return Task.model_validate(state.store.get_task(collection, spec.task).definition), spec.task
-        except NotFoundError:
-            raise ExperimentError(
-                "task", f"{spec.task!r} is not a task of {collection!r}: push it first"
-            ) from None
-    try:
-        runbook = parse(spec.runbook or "", path="runbook")
-    except InputError as exc:
-        raise ExperimentError("runbook", str(exc)) from None
-    return task_from_runbook(runbook, state.settings.default_snapshot), spec.name
 
 
 @router.get("/{collection}", summary="The collection's experiments, newest first")
