@@ -7,6 +7,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from pier.web.experiments import router as experiment_router
 from pier.web.pages import router
 from pier.web.render import HERE, html_errors, page
 from pier.web.session import CsrfRejected, SignInRequired
@@ -29,3 +30,4 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(CsrfRejected, _csrf)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.include_router(router)
+    app.include_router(experiment_router)
