@@ -13,6 +13,16 @@ from pier.experiments.service import Experiments
 log = logging.getLogger(__name__)
 
 
+def warm_statistics() -> None:
+    """Load the statistics libraries now, in the background: statsmodels (with
+    scipy and pandas) takes seconds to import, which the first results read
+    would otherwise wait for."""
+    try:
+        import statsmodels.stats.proportion  # noqa: F401
+    except Exception:  # the read that needs it will say what is wrong
+        log.exception("could not load the statistics libraries")
+
+
 class ExperimentScheduler:
     def __init__(self, experiments: Experiments, poll_sec: float):
         self.experiments = experiments
@@ -35,6 +45,7 @@ class ExperimentScheduler:
             self._thread.join(timeout=10)
 
     def _loop(self) -> None:
+        warm_statistics()
         while not self._stop.is_set():
             try:
                 self.experiments.poll()

@@ -45,6 +45,7 @@ def test_the_matrix_fills_live_and_drills_down_to_a_run(
         experiment_id = created.json()["id"]
 
     page = sign_in(chromium, rated_server, token)
+    page.set_default_timeout(90_000)  # a loaded machine: the server's first results read loads statsmodels
     page.click("nav >> text=Experiments")
     page.click(f"a[href='/experiments/{experiment_id}']")
     assert page.locator("#matrix td.cell").count() == 2
