@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from pier.cli_console import err, fail, out, refusals, show_list
+from pier.cli_experiments import experiment_app
 from pier.cli_routines import routine_app
 from pier.errors import InputError, PierError
 
@@ -181,3 +182,4 @@ def register(app: typer.Typer) -> None:
     app.add_typer(collection_app, name="collection")
     app.add_typer(task_app, name="task")
     app.add_typer(routine_app, name="routine")
+    app.add_typer(experiment_app, name="experiment")

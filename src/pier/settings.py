@@ -233,6 +233,14 @@ class Settings(BaseSettings):
     routine_poll_sec: float = Field(
         10, gt=0, description="how often the server looks for due routines (a tick fires at most this late)"
     )
+    # Experiments (pier.experiments): a task over a matrix, scheduled by the server.
+    experiment_poll_sec: float = Field(
+        1.0, gt=0, description="how often the server starts an experiment's next runs and notes ended ones"
+    )
+    experiment_lease_sec: float = Field(
+        30, gt=0, description="a server that stopped hands its experiments on after this long"
+    )
+    experiment_max_runs: int = Field(100_000, ge=1, description="runs one experiment may start, at most")
     upload_ttl_sec: float = Field(
         24 * 3600,
         gt=0,

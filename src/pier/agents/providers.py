@@ -98,6 +98,27 @@ def model_for(provider: str, model: str | None) -> str | None:
     return model
 
 
+# Which vendors' models a provider's own API serves; OpenRouter serves every vendor's.
+SERVES = {
+    "anthropic": ("anthropic",),
+    "bedrock": ("anthropic",),
+    "openai": ("openai",),
+    "google": ("google",),
+}
+
+
+def serves(provider: str, model: str) -> bool:
+    """Whether `provider` can serve `model`, as far as the name tells: a model of a
+    known vendor (claude-*, gpt-*, gemini-*, vendor/...) only from that vendor's
+    API (or OpenRouter); a name pier does not recognise is left to the provider."""
+    vendors = SERVES.get(provider)
+    if vendors is None:
+        return provider in PROVIDERS
+    vendor, slash, _ = model.partition("/")
+    vendor = vendor.lower() if slash else _vendor_of(model)
+    return not vendor or vendor in vendors
+
+
 def _vendor_of(model: str) -> str:
     name = model.lower()
     if name.startswith("claude-"):

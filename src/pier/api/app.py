@@ -14,16 +14,19 @@ from pier.api import docs as api_docs
 from pier.api import errors
 from pier.api.bus import RunBus
 from pier.api.dispatcher import Dispatcher
+from pier.api.experiments import experiments
 from pier.api.limits import Gate, NoTrailingSlash
 from pier.api.observe import Observe
 from pier.api.observe import router as observe_router
 from pier.api.pgbus import PgBus, is_postgres
 from pier.api.recovery import Recovery
 from pier.api.routes import catalog, collections, events, files, health, routines, runs, tasks, trajectories
+from pier.api.routes import experiments as experiment_routes
 from pier.api.routines import fire
 from pier.api.state import ApiState
 from pier.executors import make_executor
 from pier.executors.ports import LifecycleHooks, RunPorts
+from pier.experiments.scheduler import ExperimentScheduler
 from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.service import Services
 from pier.lifecycle.webhooks import SenderConfig, WebhookSender
@@ -52,7 +55,9 @@ def build_state(settings: Settings) -> ApiState:
     vault = load_vault(settings)
     webhooks = WebhookSender(services.store, vault, SenderConfig.of(settings), settings.outbound)
     hooks = LifecycleHooks(RunPorts(services, vault, bus.publish, webhooks))
-    return ApiState(services, vault, bus, Dispatcher(hooks, make_executor(hooks)))
+    dispatcher = Dispatcher(hooks, make_executor(hooks))
+    scheduler = ExperimentScheduler(experiments(dispatcher, settings), settings.experiment_poll_sec)
+    return ApiState(services, vault, bus, dispatcher, experiment_scheduler=scheduler)
 
 
 def create_app(
@@ -88,6 +93,8 @@ def create_app(
         scheduler.start()
         if state.dispatcher.webhooks is not None:
             state.dispatcher.webhooks.start()  # deliveries kept from before a restart go out too
+        if state.experiment_scheduler is not None:
+            state.experiment_scheduler.start()
         services.start_pool()  # PIER_WARM_POOL: ready sandboxes, filled in the background
         services.say_isolation_problem("pier serve")
         log.info("pier serve: %d run slot(s)", settings.max_concurrent_runs)
@@ -96,6 +103,8 @@ def create_app(
         finally:
             scheduler.stop()
             recovery.stop()
+            if state.experiment_scheduler is not None:
+                state.experiment_scheduler.stop()
             sweeper.stop()
             state.dispatcher.stop()
             if services.pool is not None:
@@ -124,7 +133,8 @@ def create_app(
     )
     app.add_middleware(Observe)  # outside the limits: refused requests are counted (and audited) too
     app.add_middleware(NoTrailingSlash)
-    for module in (health, collections, tasks, runs, trajectories, files, events, catalog, routines):
+    for module in (health, collections, tasks, runs, trajectories, files, events, catalog, routines,
+                   experiment_routes):  # fmt: skip
         app.include_router(module.router)
     app.include_router(observe_router)
     if pages is not None:

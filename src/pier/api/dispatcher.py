@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import shutil
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,7 +25,7 @@ from pier.lifecycle.outcomes import SERVER_STOPPED, cancelled, interrupted
 from pier.lifecycle.runner import cancel as cancel_run
 from pier.lifecycle.service import RunRequest, preflight
 from pier.lifecycle.webhooks import check_url
-from pier.record import RunStatus, Trajectory
+from pier.record import Label, RunStatus, Trajectory
 from pier.redact import Redactor
 from pier.tasks.model import Task
 from pier.telemetry import metrics, tracing
@@ -106,12 +107,21 @@ class Dispatcher:
         return self.accept_task(collection, task_name, task, params, routine_id)
 
     def accept_task(
-        self, collection: str, task_name: str, task: Task, params: RunParams, routine_id: int | None = None
+        self,
+        collection: str,
+        task_name: str,
+        task: Task,
+        params: RunParams,
+        routine_id: int | None = None,
+        *,
+        trajectory_id: str | None = None,
+        labels: Sequence[Label] = (),
     ) -> Trajectory:
-        """accept, for a task given whole rather than stored (`pier run --remote`).
-        Atomic: the run is stored and submitted, or refused with nothing left
-        (ServiceUnavailable, a 503, when the executor does not take it). With an
-        idempotency key already used in the collection, the run it named."""
+        """accept, for a task given whole rather than stored (`pier run --remote`,
+        an experiment's runs, which choose their trajectory id and carry labels
+        from the start). Atomic: the run is stored and submitted, or refused with
+        nothing left (ServiceUnavailable, a 503, when the executor does not take
+        it). With an idempotency key already used in the collection, the run it named."""
         if params.idempotency_key is not None:
             earlier = self.keyed_run(collection, params.idempotency_key)
             if earlier is not None:
@@ -124,7 +134,7 @@ class Dispatcher:
             collection, task_name, task, params.init_params, params.secret_params,
             params.webhook_url, params.webhook_secret, params.use_trial_keys,
         )  # fmt: skip
-        trajectory_id = uuid.uuid4().hex
+        trajectory_id = trajectory_id or uuid.uuid4().hex
         payload, env = self._checked(payload, trajectory_id)
         record = Trajectory.new(
             trajectory_id,
@@ -134,6 +144,7 @@ class Dispatcher:
             triggered_by_routine_id=routine_id,
             step_config=task.run_step().model_dump(mode="json"),
             webhook_url=payload.webhook_url,
+            labels=list(labels),
         )
         record.trace_id = tracing.trace_id(trajectory_id)
         stored = self.store.enqueue_run(record, payload.stored(self.vault), params.idempotency_key)
@@ -160,6 +171,14 @@ class Dispatcher:
             return self.store.get_run(tid)
         except NotFoundError:
             return None
+
+    def check_task(self, collection: str, task_name: str, task: Task, params: RunParams) -> None:
+        """InputError when accept_task would refuse this run; nothing is stored
+        or counted (an experiment checks each of its cells so before it starts)."""
+        params = with_subscription(split_webhook(params))
+        payload = Payload(collection, task_name, task, params.init_params, params.secret_params,
+                          params.webhook_url, params.webhook_secret, params.use_trial_keys)  # fmt: skip
+        self._preflight(payload, uuid.uuid4().hex)
 
     def _checked(self, payload: Payload, trajectory_id: str) -> tuple[Payload, dict[str, str]]:
         """The payload (with trial keys when it asked, or when its collection

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
@@ -17,6 +17,10 @@ from pier.settings import Settings
 from pier.storage.base import RunStorage
 from pier.vault import Vault
 
+if TYPE_CHECKING:
+    from pier.experiments.scheduler import ExperimentScheduler
+    from pier.experiments.service import Experiments
+
 
 @dataclass
 class ApiState:
@@ -26,6 +30,17 @@ class ApiState:
     dispatcher: Dispatcher
     tokens: KnownTokens = field(default_factory=KnownTokens)
     streams: StreamSlots = field(default_factory=StreamSlots)  # live log streams open per token
+    # Experiments: the service the routes use and the poller that schedules their runs.
+    experiment_scheduler: ExperimentScheduler | None = None
+
+    @property
+    def experiments(self) -> Experiments:
+        assert self.experiment_scheduler is not None, "build_state makes it"
+        return self.experiment_scheduler.experiments
+
+    def wake_experiments(self) -> None:
+        if self.experiment_scheduler is not None:
+            self.experiment_scheduler.wake()
 
     @property
     def settings(self) -> Settings:

@@ -1,5 +1,5 @@
 """pier's database: runs, their log events, collections, tokens, tasks,
-collection environment and routines. SQLite by default, PostgreSQL for shared deployments.
+collection environment, routines and experiments. SQLite by default, PostgreSQL for shared deployments.
 
     store = Store.open(settings.db_url)   # migrates to head
     store.create_run(record); store.append_event(record.trajectory_id, "started")
@@ -14,14 +14,25 @@ from pier.db.collections import CollectionStore
 from pier.db.deliveries import DeliveryStore
 from pier.db.engine import create_store_engine, upgrade_to_head
 from pier.db.events import EventStore
+from pier.db.experiments import ExperimentStore
 from pier.db.quotas import QuotaStore
 from pier.db.requests import RequestStore
 from pier.db.routines import RoutineStore
 from pier.db.runs import RunStore
-from pier.db.schemas import AuditEntry, Collection, Event, StoredRoutine, StoredTask
+from pier.db.schemas import (
+    AuditEntry,
+    Collection,
+    Event,
+    StoredAttempt,
+    StoredExperiment,
+    StoredRoutine,
+    StoredTask,
+)
 from pier.db.trials import TrialStore
 
-__all__ = ["AuditEntry", "Collection", "Event", "Store", "StoredRoutine", "StoredTask"]
+__all__ = [
+    "AuditEntry", "Collection", "Event", "Store", "StoredAttempt", "StoredExperiment", "StoredRoutine", "StoredTask",
+]  # fmt: skip
 
 
 class Store(
@@ -34,6 +45,7 @@ class Store(
     QuotaStore,
     DeliveryStore,
     AuditStore,
+    ExperimentStore,
 ):
     """Thread-safe: share one instance; each call uses its own session."""
 

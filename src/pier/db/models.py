@@ -241,3 +241,60 @@ class WebhookDeliveryRow(Base):
     next_attempt_at: Mapped[datetime]
     deadline_at: Mapped[datetime]
     leased_until: Mapped[datetime | None]
+
+
+class ExperimentRow(Base):
+    """A task over a matrix (pier.experiments). `definition` is the matrix as
+    given, `cells` what it expands to (fixed at creation, so attempts name cells
+    by index), `task_definition` the task as it was then. A server works an
+    experiment while it holds its lease (`lease_owner` until `lease_until`), so
+    two servers on one store never schedule the same experiment at once and a
+    server that died hands it on when its lease runs out."""
+
+    __tablename__ = "experiments"
+    __table_args__ = (
+        Index("ix_experiments_collection_created_at", "collection", "created_at"),
+        Index("ix_experiments_status", "status"),
+    )
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    collection: Mapped[str] = mapped_column(String(NAME))
+    name: Mapped[str] = mapped_column(String(NAME))
+    task: Mapped[str] = mapped_column(String(NAME))
+    definition: Mapped[dict[str, Any]]
+    task_definition: Mapped[dict[str, Any]]
+    cells: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(32))
+    reason: Mapped[str | None] = mapped_column(Text)
+    lease_owner: Mapped[str | None] = mapped_column(String(NAME))
+    lease_until: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    started_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]
+
+
+class ExperimentAttemptRow(Base):
+    """One try of one attempt of one cell: its run's trajectory id is chosen and
+    stored before the run is accepted, so a server that dies in between starts
+    that same run (or finds it started), never a second one. `seq` orders the
+    attempts (attempt-major, so every cell fills at the same pace); a try that
+    failed for an infrastructure reason is followed by one with `retry` + 1."""
+
+    __tablename__ = "experiment_attempts"
+    __table_args__ = (
+        UniqueConstraint("experiment_id", "seq", "retry"),
+        UniqueConstraint("trajectory_id"),
+        Index("ix_experiment_attempts_experiment_id_state", "experiment_id", "state"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    experiment_id: Mapped[str] = mapped_column(String(64))
+    seq: Mapped[int]
+    cell: Mapped[int]
+    attempt: Mapped[int]
+    retry: Mapped[int]
+    trajectory_id: Mapped[str] = mapped_column(String(NAME))
+    state: Mapped[str] = mapped_column(String(16))  # claimed | started | done
+    outcome: Mapped[str | None] = mapped_column(String(16))  # success | failure | infra | cancelled
+    created_at: Mapped[datetime]

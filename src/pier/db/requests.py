@@ -18,8 +18,8 @@ from pier.record import Trajectory
 
 class RequestStore(StoreBase):
     def enqueue_run(self, record: Trajectory, request: dict[str, Any], key: str | None = None) -> str:
-        """Store a new pending run and its request in one transaction, so neither
-        exists without the other; with a client's idempotency `key`, the run's
+        """Store a new pending run, its labels and its request in one transaction,
+        so none exists without the others; with a client's idempotency `key`, the run's
         id under it too. The id of the run stored: another's when `key` already
         names one in the run's collection (nothing is stored then)."""
         try:
@@ -33,6 +33,11 @@ class RequestStore(StoreBase):
                 if key is not None:
                     session.add(RunKeyRow(collection=record.collection, key=key,
                                           trajectory_id=record.trajectory_id, created_at=record.created))  # fmt: skip
+                session.add_all(
+                    RunLabelRow(trajectory_id=record.trajectory_id, key=label.key, value=label.value,
+                                author=label.author, created=label.created)
+                    for label in record.labels
+                )  # fmt: skip
         except IntegrityError:
             taken = None if key is None else self.run_for_key(record.collection, key)
             if taken is not None:  # a retry of the same request raced this one

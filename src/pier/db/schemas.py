@@ -87,3 +87,40 @@ class AuditEntry(BaseModel):
     status: int
     client: str | None = None
     user_agent: str | None = None
+
+
+class StoredExperiment(BaseModel):
+    """An experiment as stored (pier.experiments checks it before it gets here)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    collection: str
+    name: str
+    task: str
+    definition: dict[str, Any]
+    task_definition: dict[str, Any]
+    cells: dict[str, Any]
+    status: str
+    reason: str | None
+    lease_owner: str | None
+    lease_until: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime
+    ended_at: datetime | None
+
+
+class StoredAttempt(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    experiment_id: str
+    seq: int
+    cell: int
+    attempt: int
+    retry: int
+    trajectory_id: str
+    state: str
+    outcome: str | None
+    created_at: datetime

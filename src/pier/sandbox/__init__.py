@@ -37,6 +37,7 @@ ENTRY_POINT_GROUP = "pier.sandbox_backends"
 _BUILTIN = {
     "docker": "pier.sandbox.docker.backend:DockerBackend",
     "fake": "pier.sandbox.fake:FakeBackend",
+    "fake-rated": "pier.sandbox.fake:rated_backend",
 }
 _registered: dict[str, BackendFactory] = {}
 

@@ -8,6 +8,11 @@ things, chosen when the backend is made:
 - scripted (the default, and what PIER_SANDBOX_BACKEND=fake gives): a Script
   answers it. Nothing runs on the host, so the lifecycle's own commands (which
   name absolute paths and stop processes) are safe to send here.
+- rated (`RatedAgent`, PIER_SANDBOX_BACKEND=fake-rated): the script agent's
+  command succeeds with the probability its rendered script names
+  (`pier-fake-success-rate=0.7`, e.g. from a runbook variable), so an
+  experiment's cells can each be given a success rate and its figures checked
+  against them, with no Docker and nothing run.
 - process mode (processes=True): it runs as a real host process in the
   sandbox's folder (pier.sandbox.fakeproc). That is what the conformance suite
   checks; it is not isolation, so only commands written for it belong there.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import io
+import random
 import re
 import shutil
 import tarfile
@@ -32,6 +38,7 @@ from pier.errors import SandboxError
 from pier.sandbox.base import (
     LABEL_CREATED,
     LABEL_OWNER,
+    LABEL_RUN,
     Capabilities,
     ExecResult,
     LineSink,
@@ -83,6 +90,41 @@ class Script:
         if callable(reply):
             reply = reply(sandbox, call)
         return reply if isinstance(reply, ExecResult) else ExecResult(0, "", 0.0)
+
+
+RATE = re.compile(r"pier-fake-success-rate=([0-9]*\.?[0-9]+)")
+# Where the script agent's launch writes its script (pier.agents.script.SCRIPT_PATH).
+AGENT_SCRIPT = "/run/pier/script.sh"
+
+
+@dataclass
+class RatedAgent:
+    """A Program for the script agent: its command exits 0 (writing
+    results/out.txt) with the probability `pier-fake-success-rate=R` in its
+    script names, else 1; the draw is seeded by the run's id, so a run always
+    ends the same way. Other commands answer as `otherwise` does."""
+
+    otherwise: Program = field(default_factory=Script)
+    seed: str = ""
+
+    def __call__(self, sandbox: FakeSandbox, call: ExecCall) -> ExecResult | None:
+        if "script.sh" not in call.text:
+            return self.otherwise(sandbox, call)
+        path = sandbox.host_path(AGENT_SCRIPT)
+        found = RATE.search(path.read_text(errors="replace")) if path.is_file() else None
+        rate = float(found.group(1)) if found else 1.0
+        draw = random.Random(f"{self.seed}:{sandbox.labels.get(LABEL_RUN, sandbox.id)}").random()
+        succeeded = draw < rate
+        output = f"pier-fake: {'succeeded' if succeeded else 'failed as scripted'} (rate {rate:g})\n"
+        sandbox.put_files("/logs/agent", {"agent.log": output.encode()})  # as the agent's tee writes it
+        if succeeded:
+            sandbox.put_files("/app/results", {"out.txt": b"done\n"})
+        return replied(output, exit_code=0 if succeeded else 1)
+
+
+def rated_backend(settings: Settings | None = None) -> FakeBackend:
+    """PIER_SANDBOX_BACKEND=fake-rated: the scripted fake with a RatedAgent."""
+    return FakeBackend(settings, program=RatedAgent())
 
 
 def replied(output: str = "", exit_code: int = 0) -> ExecResult:

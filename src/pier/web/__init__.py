@@ -7,6 +7,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from pier.web.experiments import router as experiment_router
 from pier.web.pages import router
 from pier.web.render import HERE, html_errors, page
 from pier.web.session import CsrfRejected, SignInRequired
@@ -34,3 +35,4 @@ def install(app: FastAPI) -> None:
     def favicon() -> Response:
         # Browsers ask for it whatever the page says: the same icon as the pages' link.
         return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
+    app.include_router(experiment_router)

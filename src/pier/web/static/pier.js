@@ -75,7 +75,25 @@
     if (question && !window.confirm(question)) event.preventDefault();
   });
 
+  function followExperiment(live) {
+    // the matrix and figures, re-rendered by the server every 2 s until the experiment ends
+    const timer = setInterval(async () => {
+      if (document.hidden || live.contains(document.activeElement)) return;
+      try {
+        const html = await fragment("matrix");
+        live.innerHTML = html;
+        const status = live.querySelector("#experiment-status");
+        if (status && status.dataset.status !== "running") {
+          live.dataset.running = "no";
+          clearInterval(timer);
+        }
+      } catch (e) { /* the next tick tries again */ }
+    }, 2000);
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
+    const experiment = document.getElementById("experiment-live");
+    if (experiment && experiment.dataset.running === "yes") followExperiment(experiment);
     const live = document.getElementById("run-live");
     if (live && live.dataset.ended === "no") followRun(live);
     const rows = document.getElementById("runs-rows");

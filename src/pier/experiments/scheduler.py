@@ -1,0 +1,55 @@
+"""The poller inside `pier serve` (and `pier experiment run`) that works the
+running experiments: every `poll_sec`, one `Experiments.step` each. State is
+the database's, so a server that restarts goes on where it was; the lease keeps
+two pollers from working one experiment at once."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from pier.experiments.service import Experiments
+
+log = logging.getLogger(__name__)
+
+
+def warm_statistics() -> None:
+    """Load the statistics libraries now, in the background: statsmodels (with
+    scipy and pandas) takes seconds to import, which the first results read
+    would otherwise wait for."""
+    try:
+        import statsmodels.stats.proportion  # noqa: F401
+    except Exception:  # the read that needs it will say what is wrong
+        log.exception("could not load the statistics libraries")
+
+
+class ExperimentScheduler:
+    def __init__(self, experiments: Experiments, poll_sec: float):
+        self.experiments = experiments
+        self.poll_sec = poll_sec
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="pier-experiments", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Poll now (an experiment was created or resumed)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        warm_statistics()
+        while not self._stop.is_set():
+            try:
+                self.experiments.poll()
+            except Exception:  # a store hiccup: the next poll may do better; the thread lives on
+                log.exception("experiment poll failed")
+            self._wake.wait(self.poll_sec)
+            self._wake.clear()

@@ -1,0 +1,92 @@
+"""The experiment pages: the list, one experiment's matrix (cells coloured by
+pass rate, with cost per success), its per-axis summaries and comparisons, a
+cell's runs, and the export links. The figures are the API's (the same
+results the GET route answers), refreshed live while the experiment runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from pier.api.auth import Caller
+from pier.api.state import ApiState, StateDep
+from pier.errors import NotFoundError
+from pier.experiments.service import Experiment
+from pier.web.render import page
+from pier.web.session import PageCaller
+
+router = APIRouter(include_in_schema=False)
+PART_HEADER = "x-pier-part"
+AGENT_AXES = ("agent", "model", "provider")
+
+
+def _visible(state: ApiState, caller: Caller, experiment_id: str) -> Experiment:
+    """The experiment, if this caller may see it; another collection's is 'not found'."""
+    try:
+        experiment = state.experiments.get(experiment_id)
+    except NotFoundError:
+        experiment = None
+    if experiment is None or not caller.may_use(experiment.stored.collection):
+        raise NotFoundError(f"experiment {experiment_id!r} not found: see the experiments list")
+    return experiment
+
+
+def shade(rate: float | None) -> str:
+    """The CSS class of a pass rate: pass-0 (0-9%) ... pass-10 (100%), or pass-none."""
+    return "pass-none" if rate is None else f"pass-{int(rate * 10 + 1e-9)}"
+
+
+def matrix(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """Cells laid out as a grid: a row per agent/model/provider, a column per
+    vars row and other params (one column when there are none)."""
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    columns: list[str] = []
+    for cell in cells:
+        axes = cell["axes"]
+        row = " / ".join(axes[a] for a in AGENT_AXES if a in axes) or "all"
+        column = ", ".join(f"{k} {v}" for k, v in axes.items() if k not in AGENT_AXES) or "all"
+        if column not in columns:
+            columns.append(column)
+        rows.setdefault(row, {})[column] = cell
+    return {"rows": rows, "columns": columns}
+
+
+@router.get("/experiments")
+def experiments_page(request: Request, state: StateDep, caller: PageCaller) -> HTMLResponse:
+    found = [e for e in state.store.list_experiments() if caller.may_use(e.collection)]
+    return page(request, "experiments.html", {"experiments": [Experiment.of(e) for e in found]})
+
+
+@router.get("/experiments/{experiment_id}")
+def experiment_page(
+    request: Request, state: StateDep, caller: PageCaller, experiment_id: str
+) -> HTMLResponse:
+    experiment = _visible(state, caller, experiment_id)
+    results = state.experiments.results(experiment)
+    context = {
+        "experiment": experiment,
+        "results": results,
+        "grid": matrix(results["cells"]),
+        "shade": shade,
+        "k": experiment.spec.attempts,
+        "api": f"/api/v1/experiments/{experiment.stored.collection}/{experiment.id}",
+    }
+    if request.headers.get(PART_HEADER) == "matrix":
+        return page(request, "_experiment_live.html", context)
+    return page(request, "experiment.html", context)
+
+
+@router.get("/experiments/{experiment_id}/cells/{cell}")
+def cell_page(
+    request: Request, state: StateDep, caller: PageCaller, experiment_id: str, cell: int
+) -> HTMLResponse:
+    experiment = _visible(state, caller, experiment_id)
+    if not 0 <= cell < len(experiment.cells):
+        raise NotFoundError(f"experiment {experiment_id} has no cell {cell}: it has {len(experiment.cells)}")
+    tries = [(a, r) for a, r in state.experiments.runs(experiment) if a.cell == cell]
+    summary = next(c for c in state.experiments.results(experiment)["cells"] if c["cell"] == cell)
+    context = {"experiment": experiment, "cell": experiment.cells[cell], "tries": tries, "summary": summary,
+               "shade": shade}  # fmt: skip
+    return page(request, "experiment_cell.html", context)
