@@ -21,6 +21,7 @@ from pier.lifecycle.service import RunRequest, Services, run
 from pier.record import CheckResult, Trajectory
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_RUN, Limits, SandboxSpec
+from pier.sandbox.fence import withdraw
 from pier.settings import get_settings
 from pier.tasks import step_override, task_from_runbook
 
@@ -492,6 +493,7 @@ def git_http(
     try:
         yield f"http://{address}/checks.git", clients
     finally:
+        withdraw(address.split(":")[0], server.server_address[1])  # named for this test only
         server.shutdown()
         server.server_close()
 

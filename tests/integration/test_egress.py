@@ -16,6 +16,7 @@ from tests.support.runs import run_folder
 from pier.lifecycle.service import RunRequest, Services, run
 from pier.record import Trajectory
 from pier.runbook import parse
+from pier.sandbox.fence import withdraw
 from pier.settings import get_settings
 from pier.tasks import task_from_runbook
 
@@ -124,6 +125,8 @@ def test_without_an_allow_list_egress_is_as_before(base_image, model_server, mon
     body = "```bash\ncurl -sS -m 10 http://BRIDGE/v1/models > {{results_dir}}/bridge.txt\nenv > {{results_dir}}/env.txt\n```\n"
     record = start({"agent": "script"}, body.replace("BRIDGE", bridge), base_image)
     assert record.status.value == "completed", record.error
+    host, port = bridge.split(":")
+    withdraw(host, int(port))  # the service was named for this test only
     assert '"object": "list"' in outputs(record)["bridge"]
     assert "HTTPS_PROXY" not in outputs(record)["env"]
 

@@ -61,6 +61,19 @@ def admit(address: str, port: int) -> str | None:
     return _ensure_all([_accept(address, port)])
 
 
+def withdraw(address: str, port: int) -> None:
+    """Take back an admit() (for a service that stopped for good). Idempotent;
+    never raises: a rule left behind only accepts a port nothing listens on."""
+    rule = _accept(address, port)
+    _done.discard(rule)
+    try:
+        with _locked():
+            while _run("iptables", ["-D", *rule[1:]]).returncode == 0:
+                pass
+    except (OSError, subprocess.SubprocessError):
+        return
+
+
 def fence_problem() -> str | None:
     """Why sandboxes could not be fenced off this machine's services, or None
     (the binary is there and pier may read the filter table)."""

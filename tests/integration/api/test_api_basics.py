@@ -408,3 +408,17 @@ def test_nul_characters_and_overlong_names_are_refused(collection: Collection):
     assert r.status_code == 422 and "255" in r.json()["detail"]
     r = c.get("/api/v1/runs/x/events", headers={"Last-Event-ID": str(2**70)})
     assert r.status_code == 404  # no such run; the huge id itself is no error
+
+
+def test_a_value_that_would_steer_a_generated_dockerfile_is_422(collection: Collection):
+    """The build grammar, at the API: a stored task and a run's init_params."""
+    c = collection.client()
+    md = {"Content-Type": "text/markdown"}
+    r = c.put(f"/api/v1/tasks/{collection.name}/steer", headers=md,
+              content=runbook("echo", pip_packages=["six>=\nRUN\t,>=1"]))  # fmt: skip
+    assert r.status_code == 422 and "pip_packages" in r.json()["detail"], r.text
+    collection.put_task("fine", "echo hi > {{results_dir}}/x")
+    for params, field in (({"apt_packages": ["jq\u2028RUN id"]}, "apt_packages"),
+                          ({"base_image": "debian:bookworm\nRUN id"}, "base_image")):  # fmt: skip
+        r = c.post(f"/api/v1/run/{collection.name}/fine", json={"init_params": params})
+        assert r.status_code == 422 and field in r.json()["detail"], r.text

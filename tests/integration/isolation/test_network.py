@@ -26,6 +26,7 @@ from pier.lifecycle.service import RunRequest, Services, run
 from pier.record import Trajectory
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_COLLECTION
+from pier.sandbox.fence import withdraw
 from pier.settings import get_settings
 from pier.tasks import task_from_runbook
 
@@ -61,8 +62,10 @@ print(json.dumps(out))
 PY
 python3 /tmp/probe.py 'TARGETS' > {{results_dir}}/probes.json
 if [ -n "${HTTPS_PROXY:-}" ]; then
-  curl -sS -m 10 -p -x "$HTTPS_PROXY" http://A_ADDRESS:PORT/ > {{results_dir}}/proxy.txt 2>&1 \
-    && echo "exit=0" >> {{results_dir}}/proxy.txt || echo "exit=$?" >> {{results_dir}}/proxy.txt
+  for target in A_ADDRESS A_NAME; do
+    curl -sS -m 10 -p -x "$HTTPS_PROXY" http://$target:PORT/ > {{results_dir}}/proxy-$target.txt 2>&1 \
+      && echo "exit=0" >> {{results_dir}}/proxy-$target.txt || echo "exit=$?" >> {{results_dir}}/proxy-$target.txt
+  done
 fi
 true
 ```
@@ -137,11 +140,7 @@ def listeners(docker_backend, monkeypatch, request) -> Iterator[dict[str, Listen
     yield found
     for listener in found.values():
         listener.close()
-    # the opted-in port's rule was for this test only
-    subprocess.run(
-        ["iptables", "-w", "5", "-D", "PIER-EGRESS", "-d", gateway, "-p", "tcp", "--dport",
-         str(opted_in), "-j", "ACCEPT"], capture_output=True, check=False,
-    )  # fmt: skip
+    withdraw(gateway, opted_in)  # the opted-in port's rule was for this test only
 
 
 def runbook(front: dict, body: str) -> str:
@@ -205,8 +204,9 @@ def test_no_sandbox_reaches_another_or_the_host(mode, runtime, base_image, docke
             **{f"host_{name}": (item.reach, item.port) for name, item in listeners.items()},
             **{f"any_at_{ip}": (ip, listeners["any"].port) for ip in host_addresses()},
         }
+        name = a["Name"].lstrip("/")
         body = (PROBE.replace("TARGETS", json.dumps(targets)).replace("A_ADDRESS", address)
-                .replace("PORT", str(PORT_IN_A)))  # fmt: skip
+                .replace("A_NAME", name).replace("PORT", str(PORT_IN_A)))  # fmt: skip
         b = start(collection_b, MODES[mode], body, base_image)
     finally:
         for found in api.containers(filters={"label": f"{LABEL_COLLECTION}={collection_a}"}):
@@ -226,8 +226,10 @@ def test_no_sandbox_reaches_another_or_the_host(mode, runtime, base_image, docke
     accepted = {name: item.accepted for name, item in listeners.items() if name != "opted_in"}
     assert not any(accepted.values()), accepted
     if mode == "allow":
-        proxied = (run_folder(b) / "results" / "proxy.txt").read_text()
-        assert "Directory listing" not in proxied and not proxied.endswith("exit=0\n"), proxied
+        for proxied in (run_folder(b) / "results").glob("proxy-*.txt"):
+            text = proxied.read_text()
+            assert "Directory listing" not in text and not text.endswith("exit=0\n"), (proxied.name, text)
+        assert len(list((run_folder(b) / "results").glob("proxy-*.txt"))) == 2
     assert not [w for w in b.outputs.warnings if "services on this machine" in w], b.outputs.warnings
 
 

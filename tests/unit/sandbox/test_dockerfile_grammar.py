@@ -147,3 +147,17 @@ def test_one_rule_refuses_a_stored_task_and_a_run_plan(field, value):
 
 def _build_fields(step):  # type: ignore[no-untyped-def]
     return step.base_image, step.apt_packages, step.pip_packages
+
+
+def test_the_cli_refuses_it_before_any_sandbox(tmp_path):
+    from typer.testing import CliRunner
+
+    from pier.cli import app
+
+    path = tmp_path / "RUNBOOK.md"
+    path.write_text(FRONT.format(field="pip_packages", value='["six>=\\nRUN\\t,>=1"]'))
+    runner = CliRunner()
+    ran = runner.invoke(app, ["run", str(path)])
+    assert ran.exit_code == 2 and "pip_packages" in ran.output, ran.output
+    checked = runner.invoke(app, ["validate", str(path)])
+    assert checked.exit_code == 1 and "pip_packages" in checked.output, checked.output

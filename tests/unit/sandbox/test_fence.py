@@ -18,7 +18,7 @@ import pytest
 from pier.sandbox import fence
 
 FAKE = r'''#!PYTHON
-"""iptables/ip6tables stand-in: -w N, then -nL, -N, -C, -I chain 1, -A."""
+"""iptables/ip6tables stand-in: -w N, then -nL, -N, -C, -I chain 1, -A, -D."""
 import fcntl, json, os, sys
 state = os.environ["FAKE_IPTABLES_STATE"]
 args = sys.argv[1:]
@@ -43,6 +43,10 @@ with open(state + ".lock", "a") as lock:
         chains[chain].insert(int(rest[0]) - 1, rest[1:])
     elif verb == "-A":
         chains[chain].append(rest)
+    elif verb == "-D":
+        code = 0 if rest in chains.get(chain, []) else 1
+        if code == 0:
+            chains[chain].remove(rest)
     json.dump(data, open(state, "w"))
 sys.exit(code)
 '''
@@ -146,3 +150,16 @@ def test_the_docker_backend_says_it_as_a_sandbox_note_and_at_start(tmp_path, mon
     problem = Services(settings).say_isolation_problem("pier serve")
     assert problem and "iptables is not installed" in problem
     assert "pier serve: sandboxes may reach services on this machine" in caplog.text
+
+
+def test_withdraw_takes_back_an_admitted_port_only(fake_iptables: Path):
+    assert fence.admit("172.30.0.1", 41234) is None
+    assert fence.admit("172.30.0.1", 41235) is None
+    fence.withdraw("172.30.0.1", 41234)
+    fence.withdraw("172.30.0.1", 41234)  # idempotent
+    chain = tables(fake_iptables)["iptables"][fence.CHAIN]
+    assert [rule for rule in chain if "--dport" in rule] == [
+        ["-d", "172.30.0.1", "-p", "tcp", "--dport", "41235", "-j", "ACCEPT"]
+    ]
+    assert fence.admit("172.30.0.1", 41234) is None, "admitted again after a withdraw"
+    assert len([rule for rule in tables(fake_iptables)["iptables"][fence.CHAIN] if "--dport" in rule]) == 2
