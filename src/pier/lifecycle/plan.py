@@ -173,6 +173,8 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     limits = run_limits(step.cpus, step.memory, step.timeout_sec, settings, step.asked_limits)
     checks = load_checks(step.checks, inputs.source_dir)
     check_destinations(step.image, step.base_image, checks, network, settings.outbound)
+    # A secret's `inject.hosts` join the allow-list: judged like its entries.
+    refuse_disallowed([h for i in injections for h in i.hosts], settings.outbound, "secrets.inject.hosts")
     warnings = list(step.warnings)
     warnings += [f"unfilled variable {{{{{name}}}}} left as written" for name in rendered.unfilled]
     return RunPlan(
