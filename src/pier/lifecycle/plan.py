@@ -230,6 +230,11 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
                                           AssetLimits.of(settings)), ())  # fmt: skip
     checks = checked(lambda: load_checks(step.checks, inputs.source_dir), (), "checks")
     checked(lambda: check_destinations(step.image, step.base_image, checks, network, settings.outbound), None)
+    # A secret's `inject.hosts` join the allow-list: judged like its entries.
+    checked(
+        lambda: refuse_disallowed([h for i in injections for h in i.hosts], settings.outbound, "secrets.inject.hosts"),
+        None,
+    )
     isolation = checked(lambda: check_isolation(step.checks_isolation), "same", "checks_isolation")
     primary = checked(lambda: tuple(_primary(step.primary_outputs)), (), "primary_outputs")
     budget = checked(lambda: model_budget(step.model_budget, settings), Budget(), "model_budget")

@@ -125,3 +125,12 @@ def test_without_an_injection_for_the_host_nothing_changes():
     assert live_injection().applies_to("api.github.com", 443)
     assert not live_injection().applies_to("evil.example", 443)
     assert not live_injection().applies_to("api.github.com", 8443)
+
+
+def test_a_secrets_hosts_on_this_machine_are_refused_like_allow_list_entries():
+    """inject.hosts join the allow-list, so a loopback host there is refused where given."""
+    from pier.outbound import OutboundRefused
+
+    front = 'secrets: {T: {env: T, inject: header, hosts: ["127.0.0.1:8080"]}}\nnetwork: {allow: []}'
+    with pytest.raises(OutboundRefused, match=r"secrets.inject.hosts: '127.0.0.1:8080' is not an allowed"):
+        plan_of(front, {"T": "v" * 12})
