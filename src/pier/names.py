@@ -47,10 +47,14 @@ def trajectory_id_of(workflow_id: str) -> str:
 
 
 MAX_TASK_NAME = 128
+MAX_NAME_BYTES = 255
 
 
 def check_task_name(name: str) -> str:
     """`name` when it can name a stored task, else InputError saying why."""
     if len(name) > MAX_TASK_NAME:
         raise InputError(f"task name is {len(name)} characters long: use at most {MAX_TASK_NAME}")
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:  # it names a folder: a file system takes no longer name
+        raise InputError(f"task name is {size} bytes long in UTF-8: use at most {MAX_NAME_BYTES}")
     return check_name("task", name)

@@ -66,6 +66,9 @@ class CountingReceiver:
     server: ThreadingHTTPServer | None = None
 
     def start(self) -> CountingReceiver:
+        return self.start_on(0)
+
+    def start_on(self, port: int) -> CountingReceiver:
         got = self.got
 
         class Handler(BaseHTTPRequestHandler):
@@ -79,7 +82,7 @@ class CountingReceiver:
             def log_message(self, *_args: object) -> None:
                 return
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
 

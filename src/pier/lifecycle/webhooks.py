@@ -17,7 +17,10 @@ sender on every `pier serve` makes the attempts, with a doubling wait (from
 PIER_WEBHOOK_BACKOFF_SEC up to MAX_DELAY_SEC) until the receiver answers 2xx
 or PIER_WEBHOOK_WINDOW_SEC has passed since the run ended, across restarts.
 An attempt holds a lease on its delivery, so no second attempt overlaps an
-open one. Each collection has its own lane of PIER_WEBHOOK_LANE attempts at
+open one; its timeout (PIER_WEBHOOK_ATTEMPT_TIMEOUT_SEC) doubles after each
+failed attempt, and after one that got no answer in time the next waits at
+least that long, so a receiver slower than the timeout gets one more POST
+that it has time to answer, not a POST after POST. Each collection has its own lane of PIER_WEBHOOK_LANE attempts at
 once: a receiver that hangs delays only its own collection's deliveries.
 A fleet's workflow stores its runs' deliveries the same way (`enqueue`), so
 there is one delivery mechanism.

@@ -62,7 +62,11 @@ def test_an_abusive_collection_slows_no_other(server: Server):
         accepted = [r for r in answers if r.status_code == 200]
         refused = [r for r in answers if r.status_code == 429]
         assert len(accepted) + len(refused) == 200, {r.status_code for r in answers}
-        assert QUEUED <= len(accepted) <= QUEUED + 4, len(accepted)  # + the ones started meanwhile
+        # the queue holds QUEUED; what started during the flood made room for as many more
+        waiting = [
+            r for r in accepted if abuser.record("t", r.json()["trajectory_id"])["status"] == "pending"
+        ]
+        assert len(waiting) <= QUEUED and QUEUED <= len(accepted) < 100, (len(waiting), len(accepted))
         assert all(int(r.headers["Retry-After"]) > 0 and "queued_runs" in r.text for r in refused)
 
         # 400 live log streams from one token, on its last (long-waiting) run

@@ -29,7 +29,7 @@ from pier.api.state import StateDep
 from pier.api.stats import task_stats
 from pier.db.runs import LabelFilter
 from pier.errors import NotFoundError
-from pier.names import trajectory_id_of
+from pier.names import check_task_name, trajectory_id_of
 from pier.record import Label, RunStatus, Trajectory, storage_key
 from pier.storage.archive import zip_stream
 
@@ -169,7 +169,7 @@ def ingest_trajectory(
     collection: CollectionDep, task: str, body: IngestRequest, state: StateDep
 ) -> IngestResult:
     """Idempotent on `trajectory_id`: a second push replaces the first."""
-    record = ingest(state.store, state.storage, collection, task, body)
+    record = ingest(state.store, state.storage, collection, check_task_name(task), body)
     return IngestResult(
         trajectory_id=record.trajectory_id,
         name=record.name,
