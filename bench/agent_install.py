@@ -52,10 +52,13 @@ def per_run_install(backend: DockerBackend, image: str, spec: InstallSpec) -> fl
 
 
 def layer_run(backend: DockerBackend, image: str, agent: str) -> tuple[float, str, bool]:
-    """A run's set-up with layers: (seconds, the layer, whether it was built)."""
+    """A run's set-up with layers: (seconds, the layer, whether it was built). A
+    backend of its own, as a new `pier run` process has (nothing known yet)."""
     recipe = get_agent(agent).layer()
+    fresh = DockerBackend(Settings())
+    fresh.ping()  # connected, as a run's backend is before create
     began = time.perf_counter()
-    layer = backend.ensure_layer(image, recipe, lambda line: None, 900)
+    layer = fresh.ensure_layer(image, recipe, lambda line: None, 900)
     return time.perf_counter() - began, layer.image, layer.built_s is not None
 
 

@@ -164,9 +164,11 @@ def build_with_context(
     labels: dict[str, str],
     log: LineSink,
     timeout: float,
+    nocache: bool = False,
 ) -> None:
-    """Build the context `files` (its Dockerfile among them) as tag. Raises
-    ImageError with the build's last lines when it fails or runs past timeout."""
+    """Build the context `files` (its Dockerfile among them) as tag (nocache: every
+    step runs again). Raises ImageError with the build's last lines when it fails
+    or runs past timeout."""
     context = tar_of_files(files)
     tail: deque[str] = deque(maxlen=ERROR_TAIL_LINES)
 
@@ -178,6 +180,7 @@ def build_with_context(
             labels=labels,
             rm=True,
             forcerm=True,
+            nocache=nocache,
             decode=True,
         )
 

@@ -116,7 +116,9 @@ def ensure_layer(
         if ca_bytes:
             files[CA_CONTEXT_NAME] = ca_bytes
         try:
-            build_with_context(api, tag, files, {}, _install_lines(log), timeout)
+            # No build cache: a layer built again (pruned, or its tag removed) really
+            # installs, rather than re-tagging the steps of the build it replaces.
+            build_with_context(api, tag, files, {}, _install_lines(log), timeout, nocache=True)
         except ImageError as exc:
             what = recipe.title or f"{recipe.name} {recipe.version}"
             raise ImageError(
