@@ -44,5 +44,7 @@ def test_serve_on_a_port_in_use_fails_before_its_start_up_with_a_hint(pier_home)
 def test_help_shows_no_type_after_a_flag():
     shown = runner.invoke(app, ["run", "--help"], env={"COLUMNS": "160"}).output
     assert "<bool>" not in shown, shown
-    lines = {line.split()[1]: line for line in shown.splitlines() if line.startswith("│ --")}
+    # plain help (`  --var NAME=VALUE ...`) or rich panels (`│ --var ...`)
+    options = (line.strip().lstrip("│").strip() for line in shown.splitlines())
+    lines = {line.split()[0]: line for line in options if line.startswith("--")}
     assert "NAME=VALUE" in lines["--var"] and "<int>" in lines["--timeout"], lines
