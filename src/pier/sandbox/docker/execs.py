@@ -201,7 +201,13 @@ class ExitWatch:
 
 
 def exec_exited(api: docker.APIClient, exec_id: str) -> bool:
-    return not api.exec_inspect(exec_id).get("Running")
+    """Whether the exec's main process is gone, or its whole sandbox stopped: the
+    engine may then keep the exec's stream open, and report it running, for ever."""
+    state = api.exec_inspect(exec_id)
+    if not state.get("Running"):
+        return True
+    container = api.inspect_container(state["ContainerID"])
+    return not (container.get("State") or {}).get("Running")
 
 
 def kill_marked(api: docker.APIClient, container_id: str, marker: str) -> None:
