@@ -99,6 +99,16 @@ def trivial_run(settings: Settings) -> float:
     return timed(once)
 
 
+def measure(settings: Settings, image: str, runs: int) -> dict[str, float]:
+    backend = DockerBackend(settings)
+    return {
+        "create -> first command": median(lambda: first_command(backend, image), runs),
+        "trivial run": median(lambda: trivial_run(settings), runs),
+        "CPU-bound job": job(backend, image, CPU_JOB, runs),
+        "file-heavy job": job(backend, image, FILE_JOB, runs),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
