@@ -122,13 +122,7 @@ def main() -> None:
         settings = Settings(
             home=home, sandbox_runtime=None if name == "runc" else name, base_image=args.image
         )
-        backend = DockerBackend(settings)
-        figures[name] = {
-            "create -> first command": median(lambda: first_command(backend, args.image), args.runs),
-            "trivial run": median(lambda: trivial_run(settings), args.runs),
-            "CPU-bound job": job(backend, args.image, CPU_JOB, args.runs),
-            "file-heavy job": job(backend, args.image, FILE_JOB, args.runs),
-        }
+        figures[name] = measure(settings, args.image, args.runs)
     print(f"load average {os.getloadavg()[0]:.1f}, {args.runs} runs each, median seconds")
     print(f"{'':26}{'runc':>8}{'runsc':>8}{'runsc/runc':>12}")
     for what, runc in figures["runc"].items():
