@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import tarfile
 import time
 from dataclasses import replace
@@ -48,6 +49,7 @@ from pier.sandbox.docker.containers import (
 from pier.sandbox.docker.diskguard import DiskWatch, LoopDisk
 from pier.sandbox.docker.hardening import Hardening, hardening
 from pier.sandbox.docker.networks import ensure_internal_network
+from pier.sandbox.docker.oomwatch import OomWatch, can_watch
 from pier.sandbox.docker.sandbox import DockerSandbox
 from pier.sandbox.dockerfile import CA_PATH, ca_env, read_ca_bundle
 from pier.sandbox.sweeper import owner_label
@@ -181,6 +183,8 @@ class DockerBackend(SandboxBackend):
         plan = plan_container(
             spec, self.facts, owner=owner_label(), extra_env=extra_env, hardening=self.hardening
         )
+        if self._pier_kills_for_memory:
+            plan.host["oom_kill_disable"] = True  # pier's OOM watch kills instead (see oomwatch)
         with docker_errors(f"creating a sandbox from {spec.image}", self._url):
             try:
                 container_id, plan = self._create(plan)
@@ -195,6 +199,8 @@ class DockerBackend(SandboxBackend):
             self._before_start(container_id)
             with docker_errors(f"starting sandbox {container_id[:12]}", self._url):
                 start_container(self.api, container_id)
+                if self._pier_kills_for_memory:
+                    self._oom.add(container_id, parse_size(spec.limits.memory))
             sandbox.defer_files({**self._ca_files(), **spec.files})
         except BaseException:
             sandbox.delete()
@@ -223,6 +229,18 @@ class DockerBackend(SandboxBackend):
             with docker_errors(f"preparing sandbox {container_id[:12]}", self._url):
                 self.api.put_archive(container_id, "/", tar_members({RUNSC_TMP_KEEP: b""}) + TAR_END)
 
+    @cached_property
+    def _pier_kills_for_memory(self) -> bool:
+        """Whether pier's OOM watch, not the host kernel, kills for memory: on gVisor,
+        where the kernel would kill the whole sandbox, and where pier can (root on
+        the engine's host, cgroup v1)."""
+        local = engine_is_local(self._url) and os.geteuid() == 0
+        return self.hardening.runtime == "runsc" and local and can_watch()
+
+    @cached_property
+    def _oom(self) -> OomWatch:
+        return OomWatch(self.api)
+
     def _sandbox(self, container_id: str) -> DockerSandbox:
         return DockerSandbox(
             self.api,
@@ -231,6 +249,7 @@ class DockerBackend(SandboxBackend):
             self._disks,
             self._settings.disk_guard_root,
             files_by_exec=self.hardening.runtime == "runsc",
+            oom=self._oom if self._pier_kills_for_memory else None,
         )
 
     def _stop_for_disk(self, container_id: str) -> None:
@@ -278,6 +297,8 @@ class DockerBackend(SandboxBackend):
             log.warning("could not remove sandbox %s: %s", sandbox_id[:12], exc)
             return
         remove_container(api, sandbox_id)
+        if self._pier_kills_for_memory:
+            self._oom.discard(sandbox_id)
         disk = self._disks.discard(sandbox_id)
         diskguard.release(self._settings.disk_guard_root, sandbox_id, disk.mountpoint if disk else None)
 

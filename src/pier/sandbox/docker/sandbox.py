@@ -20,6 +20,7 @@ from pier.sandbox.docker.client import docker_errors
 from pier.sandbox.docker.containers import container_state, remove_container
 from pier.sandbox.docker.diskguard import DiskWatch
 from pier.sandbox.docker.execs import exec_untar, run_exec
+from pier.sandbox.docker.oomwatch import OomWatch
 from pier.sandbox.tarutil import tar_members
 
 # cgroup v1 memory.oom_control and v2 memory.events both count "oom_kill N".
@@ -43,6 +44,7 @@ class DockerSandbox(Sandbox):
         disk_root: Path | None = None,
         *,
         files_by_exec: bool = False,
+        oom: OomWatch | None = None,
     ):
         self.id = container_id
         self._api = api
@@ -52,6 +54,7 @@ class DockerSandbox(Sandbox):
         # gVisor caches the root filesystem as if nothing outside changed it (a
         # name looked up once and missing stays missing): files go in from inside.
         self._files_by_exec = files_by_exec
+        self._oom = oom  # pier's OOM killer, where it kills instead of the kernel (gVisor)
         self._pending = b""  # tar members not yet sent
         self._pending_lock = threading.Lock()
 
@@ -175,6 +178,8 @@ class DockerSandbox(Sandbox):
         return iter(stream)
 
     def oom_killed(self) -> bool:
+        if self._oom is not None and self._oom.kills(self.id):
+            return True
         with self._errors("reading its memory state"):
             if container_state(self._api, self.id).get("OOMKilled"):
                 return True
@@ -183,6 +188,8 @@ class DockerSandbox(Sandbox):
 
     def delete(self) -> None:
         remove_container(self._api, self.id)
+        if self._oom is not None:
+            self._oom.discard(self.id)
         disk = self._disks.discard(self.id) if self._disks else None
         if self._disk_root is not None:
             diskguard.release(self._disk_root, self.id, disk.mountpoint if disk else None)
