@@ -26,7 +26,7 @@ from pier.sandbox.base import (
     SandboxSource,
     SandboxSpec,
 )
-from pier.sandbox.capabilities import refuse_unsupported
+from pier.sandbox.capabilities import refuse_unsupported, unenforced_notes
 from pier.sandbox.docker import diskguard, images
 from pier.sandbox.docker.client import (
     EngineFacts,
@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 IMAGE_CACHE_SEC = 60.0
 RUNSC_TMP_KEEP = "tmp/.pier-tmp-on-disk"
 TAR_END = b"\0" * (2 * tarfile.BLOCKSIZE)
+GVISOR_PIDS_FACTOR, GVISOR_PIDS_BASE = 8, 256
 
 
 class DockerBackend(SandboxBackend):
@@ -97,9 +98,13 @@ class DockerBackend(SandboxBackend):
             network_off=True,
             memory_limit=True,
             cpu_limit=True,
-            pids_limit=True,
+            pids_limit=not self._on_gvisor,
             disk_quota=self.facts.disk_quota or self.disk_guard_missing is None,
         )
+
+    @property
+    def _on_gvisor(self) -> bool:
+        return self.hardening.runtime == "runsc"
 
     @cached_property
     def disk_guard_missing(self) -> str | None:
@@ -185,6 +190,11 @@ class DockerBackend(SandboxBackend):
         )
         if self._pier_kills_for_memory:
             plan.host["oom_kill_disable"] = True  # pier's OOM watch kills instead (see oomwatch)
+        if self._on_gvisor:
+            # The host counts gVisor's own threads and stubs (about 40 at rest, several
+            # per sandbox process), and gVisor dies rather than refuse a fork at the
+            # host's limit: a ceiling far above the asked one only stops a fork bomb.
+            plan.host["pids_limit"] = spec.limits.pids * GVISOR_PIDS_FACTOR + GVISOR_PIDS_BASE
         with docker_errors(f"creating a sandbox from {spec.image}", self._url):
             try:
                 container_id, plan = self._create(plan)
@@ -196,6 +206,7 @@ class DockerBackend(SandboxBackend):
         try:
             disk = self._guard_disk(spec, plan, container_id)
             sandbox.applied, sandbox.notes = applied_limits(spec, plan, self.facts, guarded=disk is not None)
+            sandbox.notes += unenforced_notes(spec, self.capabilities, self.name)
             self._before_start(container_id)
             with docker_errors(f"starting sandbox {container_id[:12]}", self._url):
                 start_container(self.api, container_id)
