@@ -449,3 +449,43 @@ def test_docker_owns_the_ca_environment_of_its_sandboxes(tmp_path):
     assert set(with_ca.tls_env().values()) == {"/etc/pier/ca-bundle.crt"}
     assert "SSL_CERT_FILE" in with_ca.tls_env()
     assert DockerBackend(Settings(ca_bundle=None), api=NoCallsEngine()).tls_env() == {}  # type: ignore[arg-type]
+
+
+class StoppedUnderAnExec:
+    """An engine whose container stopped while an exec still says it runs (the
+    engine then keeps the exec's stream open for ever)."""
+
+    def exec_inspect(self, exec_id):
+        return {"Running": True, "ContainerID": "c1"}
+
+    def inspect_container(self, container_id):
+        return {"State": {"Running": False, "Status": "exited"}}
+
+
+def test_an_exec_whose_sandbox_stopped_counts_as_ended():
+    assert execs.exec_exited(StoppedUnderAnExec(), "e1")  # type: ignore[arg-type]
+
+
+def test_the_disk_guard_says_why_it_cannot_be_installed(tmp_path, monkeypatch):
+    from pier.sandbox.docker.diskguard import guard_available
+
+    assert (
+        guard_available("/var/lib/docker", engine_is_local=False)
+        == "the Docker engine is not on this machine"
+    )
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    assert guard_available("/var/lib/docker", engine_is_local=True) == "pier does not run as root"
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    assert "is not visible from here" in str(guard_available(str(tmp_path), engine_is_local=True))
+    (tmp_path / "overlay2").mkdir()
+    monkeypatch.setattr("shutil.which", lambda tool: f"/sbin/{tool}")
+    assert guard_available(str(tmp_path), engine_is_local=True) is None
+
+
+def test_gvisor_gets_a_process_ceiling_far_above_the_asked_one_and_a_note():
+    backend = backend_on(
+        EngineFacts(ncpu=2, storage_driver="overlay2", backing_fs="extfs", runtimes=("runsc",))
+    )
+    backend._settings = Settings(ca_bundle=None, sandbox_runtime="runsc")
+    backend.__dict__.pop("hardening", None)
+    assert not backend.capabilities.pids_limit
