@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -117,20 +118,25 @@ def main() -> None:
     parser.add_argument("--image", default=os.environ.get("PIER_BASE_IMAGE", "pier-base:bookworm"))
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="pier-bench-runtime-"))
+    try:
+        report(home, args.image, args.runs)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def report(home: Path, image: str, runs: int) -> None:
     figures: dict[str, dict[str, float]] = {}
     for name in RUNTIMES:
-        settings = Settings(
-            home=home, sandbox_runtime=None if name == "runc" else name, base_image=args.image
-        )
-        figures[name] = measure(settings, args.image, args.runs)
-    print(f"load average {os.getloadavg()[0]:.1f}, {args.runs} runs each, median seconds")
+        settings = Settings(home=home, sandbox_runtime=None if name == "runc" else name, base_image=image)
+        figures[name] = measure(settings, image, runs)
+    print(f"load average {os.getloadavg()[0]:.1f}, {runs} runs each, median seconds")
     print(f"{'':26}{'runc':>8}{'runsc':>8}{'runsc/runc':>12}")
     for what, runc in figures["runc"].items():
         runsc = figures["runsc"][what]
         print(f"{what:26}{runc:8.2f}{runsc:8.2f}{runsc / runc:11.2f}x")
     runc = DockerBackend(Settings(home=home))
-    guarded = median(lambda: with_delete(runc, args.image, "10G"), args.runs)
-    bare = median(lambda: with_delete(runc, args.image, None), args.runs)
+    guarded = median(lambda: with_delete(runc, image, "10G"), runs)
+    bare = median(lambda: with_delete(runc, image, None), runs)
     print(
         f"disk guard (10G, runc): create+exec+delete {guarded:.2f}s with vs {bare:.2f}s without: "
         f"+{guarded - bare:.2f}s per sandbox ({guarded / bare:.2f}x)"
