@@ -119,7 +119,10 @@ class Settings(BaseSettings):
     max_timeout_sec: int = Field(1800, ge=1, description="the longest time limit a run may ask for")
     max_cpus: float = Field(64.0, gt=0, description="the most CPUs a run may ask for")
     max_memory: str = Field("64G", description="the most memory a run may ask for")
-    disk_limit: str = "10G"
+    disk_limit: str = Field("10G", description="each sandbox's disk (all it writes); empty: no limit")
+    # The disk limit where the engine's storage driver has no quotas: each sandbox's
+    # writable layer on a loop-mounted file of the limit's size, kept here.
+    disk_guard_dir: Path | None = Field(None, description="sandbox disk files; default <home>/sandbox-disks")
     # What the attached files of one run may become in /app/assets (zips expanded).
     max_assets_bytes: int = Field(1 << 30, ge=1, description="all attached files, zips expanded")
     max_assets_files: int = Field(10_000, ge=1, description="files in /app/assets, zip entries counted")
@@ -385,6 +388,10 @@ class Settings(BaseSettings):
     def layers_dir(self) -> Path:
         """Build locks and last-use marks of agent layers."""
         return self.home / "layers"
+
+    @property
+    def disk_guard_root(self) -> Path:
+        return self.disk_guard_dir or self.home / "sandbox-disks"
 
     @property
     def scratch_root(self) -> Path:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from tests.support.model_server import ModelServer, bridge_gateway
+from tests.support.runtimes import SANDBOX_RUNTIMES
 from tests.support.services import require_service
 
 from pier.errors import SandboxError
@@ -73,3 +74,28 @@ def model_server(model_server_session: ModelServer) -> ModelServer:
     """The scripted model server, its request log emptied for this test."""
     model_server_session.clear()
     return model_server_session
+
+
+@pytest.fixture(scope="session", params=SANDBOX_RUNTIMES)
+def sandbox_runtime(request: pytest.FixtureRequest, docker_backend: DockerBackend) -> str:
+    """Each runtime of SANDBOX_RUNTIMES the engine has, by name."""
+    name = str(request.param)
+    if name not in docker_backend.facts.runtimes:
+        require_service(
+            f"the {name} runtime",
+            "install runsc and register it in /etc/docker/daemon.json (docs/runtime.md)",
+        )
+    return name
+
+
+@pytest.fixture
+def on_runtime(sandbox_runtime: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """pier's settings (get_settings, and so every run) use sandbox_runtime."""
+    from pier.settings import get_settings
+
+    if sandbox_runtime == "runc":
+        monkeypatch.delenv("PIER_SANDBOX_RUNTIME", raising=False)
+    else:
+        monkeypatch.setenv("PIER_SANDBOX_RUNTIME", sandbox_runtime)
+    get_settings.cache_clear()
+    return sandbox_runtime

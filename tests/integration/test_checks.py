@@ -196,7 +196,7 @@ def test_each_builtin_check_passes_and_fails(base_image, docker_backend):
     assert not sandboxes_of(docker_backend, record.trajectory_id)
 
 
-def test_passing_checks_make_a_successful_run(base_image):
+def test_passing_checks_make_a_successful_run(base_image, on_runtime):
     checks = [
         {"name": "report", "type": "file_exists", "path": "report.md"},
         {"name": "score", "type": "json_field", "path": "v.json", "field": "score", "max": 1},

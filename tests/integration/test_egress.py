@@ -87,7 +87,7 @@ def outputs(record: Trajectory) -> dict[str, str]:
     return {f.stem: f.read_text() for f in results.glob("*.txt")}
 
 
-def test_only_listed_hosts_get_out(base_image, host_service, model_server):
+def test_only_listed_hosts_get_out(base_image, host_service, model_server, on_runtime):
     public_ip = socket.getaddrinfo(LISTED, 443, type=socket.SOCK_STREAM)[0][4][0]
     bridge = model_server.url.removeprefix("http://")
     body = (PROBES.replace("LISTED", LISTED).replace("PUBLIC_IP", public_ip)

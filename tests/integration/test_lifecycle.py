@@ -53,7 +53,7 @@ def events(trajectory_id: str) -> list[str]:
     return [e.line for e in Services(get_settings()).store.events(trajectory_id)]
 
 
-def test_hello_example_end_to_end_through_the_cli(base_image, docker_backend):
+def test_hello_example_end_to_end_through_the_cli(base_image, docker_backend, on_runtime):
     proc = subprocess.run(
         [sys.executable, "-m", "pier.cli", "run", str(REPO / "examples" / "hello"), "--json"],
         capture_output=True, text=True, timeout=600, env={**os.environ, "PIER_BASE_IMAGE": base_image},

@@ -365,6 +365,9 @@ def run_agent(ctx: RunContext) -> None:
         result = sandbox.exec(launch.command, env=env, timeout=plan.timeout_sec, on_line=on_line)
     finally:
         close_model_route(ctx)  # the token dies with the agent
+    reached = sandbox.limit_reached()  # the agent may have ended before the sandbox was stopped
+    if reached:
+        raise StageError("run_agent", reached)
     ctx.agent_output = result.output
     usage = ctx.redactor.data(agent.usage(result.output))
     if grant is not None:

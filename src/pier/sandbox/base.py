@@ -63,7 +63,7 @@ class Capabilities:
     memory_limit: bool = False  # Limits.memory, and oom_killed() tells when it bit
     cpu_limit: bool = False  # Limits.cpus
     pids_limit: bool = False  # Limits.pids
-    disk_quota: bool = False  # Limits.disk
+    disk_quota: bool = False  # Limits.disk: writes past it refused, limit_reached() says so
     gpus: bool = False  # Limits.gpus
 
     def declared(self) -> tuple[str, ...]:
@@ -214,6 +214,13 @@ class Sandbox(ABC):
     @abstractmethod
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process in this sandbox for memory."""
+
+    def limit_reached(self) -> str | None:
+        """A limit this sandbox reached that the backend enforces by stopping it
+        (the disk limit: writes past it are refused and the sandbox is stopped
+        within seconds), as the sentence a run fails with, naming the limit;
+        None while none was. After it, exec raises SandboxError with it."""
+        return None
 
     @abstractmethod
     def delete(self) -> None:

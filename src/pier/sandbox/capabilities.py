@@ -3,11 +3,11 @@ before it creates anything.
 
 Two kinds. A *hard* capability changes what the work can reach or whether it can
 run at all: network off, an egress allow-list, a memory ceiling (which is also
-how out-of-memory kills are reported), GPUs. A spec that asks for one the backend
-lacks is refused with a CapabilityError naming both. A *soft* capability is a
-ceiling that only protects neighbours (CPUs, process count, disk): a backend
-without it still creates the sandbox and says so in the sandbox's notes, the way a
-Docker engine whose storage driver has no quotas runs without a disk limit."""
+how out-of-memory kills are reported), a disk limit (one run filling the host's
+disk stops every other run and the database), GPUs. A spec that asks for one the
+backend lacks is refused with a CapabilityError naming both. A *soft* capability
+is a ceiling that only slows neighbours (CPUs, process count): a backend without
+it still creates the sandbox and says so in the sandbox's notes."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pier.sandbox.base import Capabilities, Limits, SandboxSpec
 
 __all__ = ["HARD", "SOFT", "Capabilities", "asked", "refuse_unsupported", "unenforced_notes"]
 
-HARD = ("network_off", "egress_allowlist", "memory_limit", "gpus")
-SOFT = ("cpu_limit", "pids_limit", "disk_quota")
+HARD = ("network_off", "egress_allowlist", "memory_limit", "disk_quota", "gpus")
+SOFT = ("cpu_limit", "pids_limit")
 
 
 _WHAT = {
@@ -33,6 +33,8 @@ _FIX = {
     "network_off": "turn the network on for this step, or use a backend that can turn it off",
     "egress_allowlist": "drop the allow-list, or use a backend that enforces one",
     "memory_limit": "use a backend that enforces memory limits",
+    "disk_quota": "use a backend that enforces disk limits, or set PIER_DISK_LIMIT= (empty) to run "
+    "without one",
     "gpus": "ask for no GPUs, or use a backend with GPUs",
 }
 
@@ -68,7 +70,6 @@ def unenforced_notes(spec: SandboxSpec, capabilities: Capabilities, backend: str
     """One note per soft ceiling spec asks for that the backend does not enforce."""
     limits = spec.limits
     value = {"cpu_limit": f"{limits.cpus:g} CPUs", "pids_limit": f"{limits.pids} processes"}
-    value["disk_quota"] = f"disk {limits.disk}"
     return tuple(
         f"{value[name]} not enforced: the {backend!r} sandbox backend cannot set {_WHAT[name]} ({name})"
         for name in asked(limits)

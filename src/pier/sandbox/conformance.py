@@ -357,7 +357,7 @@ def _refused(h: Harness, capability: str, **fields: Any) -> None:
 
 
 # A note on a soft capability names the capability or, in words, the limit.
-_NOTE_WORDS = {"disk_quota": "disk", "cpu_limit": "cpu", "pids_limit": "process"}
+_NOTE_WORDS = {"cpu_limit": "cpu", "pids_limit": "process"}
 
 
 def _noted(h: Harness, capability: str, **fields: Any) -> Sandbox:
@@ -423,17 +423,43 @@ def capability_gpus(h: Harness) -> None:
     return None
 
 
+DISK_STOP_S = 10.0  # a sandbox past its disk limit is stopped within this
+
+
 @check
 def capability_disk_quota(h: Harness) -> None:
-    """A disk limit stops writes past it; without quotas the sandbox says so."""
+    """A disk limit holds wherever the sandbox writes: past it, writes are refused
+    or the sandbox is stopped, within DISK_STOP_S limit_reached() names the limit,
+    and exec then raises SandboxError. Undeclared, a spec with a disk limit is
+    refused: a backend that only warns fails."""
     if not h.backend.capabilities.disk_quota:
-        sandbox = _noted(h, "disk_quota", disk="64M")
-        expect(sandbox.applied is None or sandbox.applied.disk is None, "applied.disk set but not enforced")
-        return None
+        return _refused(h, "disk_quota", disk="64M")
     sandbox = h.make(disk="64M")
-    result = sandbox.exec("head -c 134217728 /dev/zero > big", timeout=120)
-    expect(not result.ok, "writing 128 MB under a 64 MB disk limit succeeded")
-    return None
+    expect(
+        sandbox.limit_reached() is None, f"a fresh sandbox reports a limit reached: {sandbox.limit_reached()}"
+    )
+    wrote = []
+    for folder in ("/tmp", "/app", "/var"):  # 150 MB in all, 50 MB in each, under a 64 MB limit
+        try:
+            result = sandbox.exec("head -c 50000000 /dev/zero > pier-fill", workdir=folder, timeout=120)
+        except SandboxError:
+            break  # stopped already
+        wrote.append(result.ok)
+    expect(not all(wrote) or len(wrote) < 3, "150 MB written under a 64 MB disk limit all succeeded")
+    waited = time.monotonic()
+    while sandbox.limit_reached() is None and time.monotonic() - waited < DISK_STOP_S:
+        time.sleep(0.2)
+    reason = sandbox.limit_reached()
+    expect(
+        reason is not None, f"limit_reached() still None {DISK_STOP_S:g} s after the disk limit was passed"
+    )
+    expect("64M" in str(reason), f"limit_reached() does not name the limit 64M: {reason}")
+    try:
+        sandbox.exec("true", timeout=30)
+    except SandboxError as exc:
+        expect("64M" in str(exc), f"exec after the disk limit raised without naming it: {exc}")
+        return None
+    raise ConformanceFailure("exec still runs in a sandbox stopped for its disk limit")
 
 
 @check

@@ -21,8 +21,10 @@ things, chosen when the backend is made:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import random
+import os
 import re
 import shutil
 import tarfile
@@ -31,10 +33,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from pier.errors import SandboxError
+from pier.limits import parse_size
 from pier.sandbox.base import (
     LABEL_CREATED,
     LABEL_OWNER,
@@ -153,6 +156,16 @@ class FakeEngine:
 _default_engine = FakeEngine()
 
 
+def _size_of(folder: Path) -> int:
+    """Bytes in the files under folder (links not followed)."""
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
 class FakeSandbox(Sandbox):
     # How a command that ran past its limit is stopped; a test can swap in a
     # weaker one to see the conformance suite catch it.
@@ -165,6 +178,7 @@ class FakeSandbox(Sandbox):
         self.folder = backend.engine.root / self.id
         self.oom = False
         self.deleted = False
+        self.reached: str | None = None  # the disk limit, once it was reached
         self._backend = backend
         self._markers: set[str] = set()
         self._reading: str | None = None
@@ -182,6 +196,18 @@ class FakeSandbox(Sandbox):
     def _alive(self) -> None:
         if self.deleted:
             raise SandboxError(f"sandbox {self.id[:12]} is gone (deleted)")
+        if self.limit_reached():
+            raise SandboxError(str(self.reached))
+
+    def limit_reached(self) -> str | None:
+        """The disk limit, sampled: the folder's size measured when asked (a test
+        double; nothing stops a write past it on the way)."""
+        limit = self.spec.limits.disk
+        if self.reached is None and limit and not self.deleted and _size_of(self.folder) > parse_size(limit):
+            self.reached = f"the sandbox filled its disk limit of {limit} and was stopped"
+            for marker in list(self._markers):
+                kill_marked(marker)
+        return self.reached
 
     def exec(
         self,
@@ -221,6 +247,7 @@ class FakeSandbox(Sandbox):
         finally:
             self._markers.discard(marker)
         self.oom = self.oom or outcome.oom
+        self._alive()
         return outcome.result
 
     def put_archive(self, dest_dir: str, tar_bytes: bytes | Iterator[bytes]) -> None:
@@ -294,7 +321,7 @@ class FakeBackend(SandboxBackend):
         self.engine = engine or _default_engine
         self.program: Program = program or Script()
         self.processes = processes
-        self.capabilities = capabilities or Capabilities(memory_limit=True)
+        self.capabilities = capabilities or Capabilities(memory_limit=True, disk_quota=True)
 
     def ping(self, timeout: float | None = None) -> None:
         return None
@@ -318,9 +345,7 @@ class FakeBackend(SandboxBackend):
         labels = {LABEL_OWNER: owner_label(), LABEL_CREATED: str(int(time.time())), **spec.labels}
         sandbox = self.sandbox_class(self, spec, labels)
         notes = unenforced_notes(spec, self.capabilities, self.name)
-        sandbox.applied = replace(
-            spec.limits, disk=spec.limits.disk if self.capabilities.disk_quota else None
-        )
+        sandbox.applied = spec.limits
         sandbox.notes = notes
         for name in BASE_DIRS:
             sandbox.host_path(name).mkdir(parents=True, exist_ok=True)

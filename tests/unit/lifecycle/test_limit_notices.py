@@ -1,5 +1,4 @@
-"""The engine lowering the default CPUs, or not enforcing the default disk limit,
-is said once per machine, not on every run; a value the run asked for is always
+"""The engine lowering the default CPUs is said once per machine, not on every run; a value the run asked for is always
 warned about."""
 
 from __future__ import annotations
@@ -24,22 +23,22 @@ ENGINE_CPUS = 2
 
 
 class SmallEngine(FakeBackend):
-    """The shared fake backend answering as a 2-CPU Docker engine without disk
-    quotas does: CPUs lowered to what it has, the disk limit not enforced."""
+    """The shared fake backend answering as a 2-CPU Docker engine does: CPUs
+    lowered to what it has."""
 
     def __init__(self) -> None:
-        caps = Capabilities(network_off=True, memory_limit=True, cpu_limit=True, pids_limit=True)
+        caps = Capabilities(
+            network_off=True, memory_limit=True, cpu_limit=True, pids_limit=True, disk_quota=True
+        )
         super().__init__(engine=FakeEngine(), capabilities=caps)
 
     def create(self, spec: SandboxSpec) -> FakeSandbox:
         sandbox = super().create(spec)
         wanted = spec.limits
-        sandbox.applied = replace(wanted, cpus=min(wanted.cpus, ENGINE_CPUS), disk=None)
+        sandbox.applied = replace(wanted, cpus=min(wanted.cpus, ENGINE_CPUS))
         notes = []
         if wanted.cpus > ENGINE_CPUS:
             notes.append(f"cpus {wanted.cpus:g} lowered to {ENGINE_CPUS}: the Docker engine has 2 CPU(s)")
-        if wanted.disk:
-            notes.append(f"disk limit {wanted.disk} not enforced: this engine's storage driver has no quotas")
         sandbox.notes = tuple(notes)
         return sandbox
 
@@ -69,7 +68,7 @@ def engine_warnings(record: Trajectory) -> list[str]:
 
 def test_default_limits_the_engine_changes_are_warned_about_once_per_machine(tmp_path):
     first, _ = create_a_run(tmp_path)
-    assert len(engine_warnings(first)) == 2
+    assert len(engine_warnings(first)) == 1
     for _ in range(2):
         again, lines = create_a_run(tmp_path)
         assert engine_warnings(again) == []
@@ -81,10 +80,8 @@ def test_limits_the_run_asked_for_are_warned_about_every_time(tmp_path):
     create_a_run(tmp_path)
     asked, _ = create_a_run(tmp_path, front="cpus: 8\n")
     assert engine_warnings(asked) == ["cpus 8 lowered to 2: the Docker engine has 2 CPU(s)"]
-    operator, _ = create_a_run(tmp_path, disk_limit="20G")
-    assert [w for w in engine_warnings(operator) if "disk" in w] == [
-        "disk limit 20G not enforced: this engine's storage driver has no quotas"
-    ]
+    again, _ = create_a_run(tmp_path, front="cpus: 3\n")
+    assert engine_warnings(again) == ["cpus 3 lowered to 2: the Docker engine has 2 CPU(s)"]
 
 
 @pytest.mark.parametrize("cpus", [1, 2])

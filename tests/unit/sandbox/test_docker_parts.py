@@ -339,10 +339,9 @@ def test_applied_limits_say_what_the_engine_changed():
     wanted = spec(cpus=4, memory="1g", pids=10)
     applied, notes = applied_limits(wanted, plan_container(wanted, EXT4, owner="o"), EXT4)
     assert applied.cpus == 2 and applied.disk is None
-    assert notes == (
-        "cpus 4 lowered to 2: the Docker engine has 2 CPU(s)",
-        f"disk limit {wanted.limits.disk} not enforced: this engine's storage driver has no quotas",
-    )
+    assert notes == ("cpus 4 lowered to 2: the Docker engine has 2 CPU(s)",)
+    guarded, _ = applied_limits(wanted, plan_container(wanted, EXT4, owner="o"), EXT4, guarded=True)
+    assert guarded.disk == wanted.limits.disk
     small = spec(cpus=1, memory="1g", pids=10)
     applied, notes = applied_limits(small, plan_container(small, XFS, owner="o"), XFS)
     assert applied.cpus == 1 and notes == ()
@@ -369,10 +368,18 @@ def backend_on(facts: EngineFacts) -> DockerBackend:
 )
 def test_docker_refuses_what_it_cannot_do_before_touching_the_engine(limits, capability):
     with pytest.raises(CapabilityError, match=rf"capability {capability}.*'docker'"):
-        backend_on(EXT4).create(spec(**limits))
+        backend_on(EXT4).create(spec(disk=None, **limits))
 
 
-def test_docker_declares_disk_quota_only_where_the_driver_has_quotas():
+def test_a_disk_limit_nothing_here_can_enforce_is_refused_saying_why():
+    """Only noting it let one run fill the host's disk."""
+    with pytest.raises(
+        CapabilityError, match=r"disk limit of 10G \(capability disk_quota\).*'docker'.*not visible"
+    ):
+        backend_on(EXT4).create(spec(disk="10G"))
+
+
+def test_docker_declares_disk_quota_by_the_drivers_quota_or_the_disk_guard():
     assert not backend_on(EXT4).capabilities.disk_quota and backend_on(XFS).capabilities.disk_quota
     assert backend_on(EXT4).capabilities.declared() == (
         "network_off",
@@ -380,6 +387,9 @@ def test_docker_declares_disk_quota_only_where_the_driver_has_quotas():
         "cpu_limit",
         "pids_limit",
     )
+    guarded = backend_on(EXT4)
+    guarded.__dict__["disk_guard_missing"] = None
+    assert guarded.capabilities.disk_quota
 
 
 class RecordingApi:
@@ -439,3 +449,43 @@ def test_docker_owns_the_ca_environment_of_its_sandboxes(tmp_path):
     assert set(with_ca.tls_env().values()) == {"/etc/pier/ca-bundle.crt"}
     assert "SSL_CERT_FILE" in with_ca.tls_env()
     assert DockerBackend(Settings(ca_bundle=None), api=NoCallsEngine()).tls_env() == {}  # type: ignore[arg-type]
+
+
+class StoppedUnderAnExec:
+    """An engine whose container stopped while an exec still says it runs (the
+    engine then keeps the exec's stream open for ever)."""
+
+    def exec_inspect(self, exec_id):
+        return {"Running": True, "ContainerID": "c1"}
+
+    def inspect_container(self, container_id):
+        return {"State": {"Running": False, "Status": "exited"}}
+
+
+def test_an_exec_whose_sandbox_stopped_counts_as_ended():
+    assert execs.exec_exited(StoppedUnderAnExec(), "e1")  # type: ignore[arg-type]
+
+
+def test_the_disk_guard_says_why_it_cannot_be_installed(tmp_path, monkeypatch):
+    from pier.sandbox.docker.diskguard import guard_available
+
+    assert (
+        guard_available("/var/lib/docker", engine_is_local=False)
+        == "the Docker engine is not on this machine"
+    )
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    assert guard_available("/var/lib/docker", engine_is_local=True) == "pier does not run as root"
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    assert "is not visible from here" in str(guard_available(str(tmp_path), engine_is_local=True))
+    (tmp_path / "overlay2").mkdir()
+    monkeypatch.setattr("shutil.which", lambda tool: f"/sbin/{tool}")
+    assert guard_available(str(tmp_path), engine_is_local=True) is None
+
+
+def test_gvisor_gets_a_process_ceiling_far_above_the_asked_one_and_a_note():
+    backend = backend_on(
+        EngineFacts(ncpu=2, storage_driver="overlay2", backing_fs="extfs", runtimes=("runsc",))
+    )
+    backend._settings = Settings(ca_bundle=None, sandbox_runtime="runsc")
+    backend.__dict__.pop("hardening", None)
+    assert not backend.capabilities.pids_limit

@@ -66,7 +66,7 @@ class OverclaimingBackend(FakeBackend):
 
     def create(self, spec):
         self.capabilities, saved = (
-            type(self.capabilities)(memory_limit=True, network_off=True),
+            type(self.capabilities)(memory_limit=True, network_off=True, disk_quota=True),
             self.capabilities,
         )
         try:
@@ -103,6 +103,39 @@ def test_a_delete_that_is_not_idempotent_is_caught():
     found = failures(fake(DeleteOnceBackend))
     assert list(found) == ["delete_is_idempotent_and_bounded"]
     assert "KeyError" in found["delete_is_idempotent_and_bounded"]
+
+
+class WarnOnlyDiskBackend(FakeBackend):
+    """Creates a sandbox with a disk limit it does not enforce, and only says so."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.capabilities = type(self.capabilities)(memory_limit=True)
+
+    def create(self, spec):
+        from dataclasses import replace
+
+        sandbox = super().create(replace(spec, limits=replace(spec.limits, disk=None)))
+        sandbox.notes = (*sandbox.notes, f"disk limit {spec.limits.disk} not enforced")
+        return sandbox
+
+
+def test_a_backend_that_only_warns_about_the_disk_limit_is_caught():
+    found = failures(fake(WarnOnlyDiskBackend))
+    assert list(found) == ["capability_disk_quota"]
+    assert "not refused" in found["capability_disk_quota"]
+
+
+class OverflowingSandbox(FakeSandbox):
+    """A disk limit that is never reported reached (writes past it go on)."""
+
+    def limit_reached(self):
+        return None
+
+
+def test_a_disk_limit_that_does_not_hold_is_caught():
+    found = failures(backend_with(OverflowingSandbox))
+    assert list(found) == ["capability_disk_quota"]
 
 
 def test_a_backend_that_ignores_an_unsupported_capability_is_caught():

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import logging
+import os
+import tarfile
 import time
 from dataclasses import replace
 from functools import cached_property
+from pathlib import Path
 
 import docker
 import docker.errors
 import requests
 
-from pier.errors import SandboxError
+from pier.errors import CapabilityError, SandboxError
+from pier.limits import parse_size
 from pier.sandbox.base import (
     Capabilities,
     InternalNetwork,
@@ -25,13 +29,14 @@ from pier.sandbox.base import (
     SandboxSource,
     SandboxSpec,
 )
-from pier.sandbox.capabilities import refuse_unsupported
-from pier.sandbox.docker import images, layers
+from pier.sandbox.capabilities import refuse_unsupported, unenforced_notes
+from pier.sandbox.docker import diskguard, images, layers
 from pier.sandbox.docker.client import (
     EngineFacts,
     connect,
     docker_errors,
     engine_facts,
+    engine_is_local,
     engine_url,
     no_engine_error,
 )
@@ -43,12 +48,15 @@ from pier.sandbox.docker.containers import (
     remove_container,
     start_container,
 )
+from pier.sandbox.docker.diskguard import DiskWatch, LoopDisk
 from pier.sandbox.docker.hardening import Hardening, hardening
 from pier.sandbox.docker.networks import ensure_internal_network, ensure_sandbox_network
+from pier.sandbox.docker.oomwatch import OomWatch, can_watch
 from pier.sandbox.docker.sandbox import DockerSandbox
 from pier.sandbox.dockerfile import CA_PATH, ca_env, read_ca_bundle
 from pier.sandbox.fence import admit, fence_bridge, fence_problem
 from pier.sandbox.sweeper import owner_label
+from pier.sandbox.tarutil import tar_members
 from pier.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -57,6 +65,9 @@ log = logging.getLogger(__name__)
 # of one source in a row skip the lookup. An image removed meanwhile is prepared
 # again when create meets the engine's "no such image" (see DockerBackend.create).
 IMAGE_CACHE_SEC = 60.0
+RUNSC_TMP_KEEP = "tmp/.pier-tmp-on-disk"
+TAR_END = b"\0" * (2 * tarfile.BLOCKSIZE)
+GVISOR_PIDS_FACTOR, GVISOR_PIDS_BASE = 8, 256
 
 
 class DockerBackend(SandboxBackend):
@@ -74,6 +85,7 @@ class DockerBackend(SandboxBackend):
         self._networks: dict[str, InternalNetwork] = {}  # the networks sandboxes joined, by name
         self._layers: dict[str, tuple[str, LayerRecipe]] = {}  # layer ref -> (its image, its recipe)
         self._layer_ready: dict[tuple[str, LayerRecipe], tuple[str, float]] = {}
+        self._disks = DiskWatch(stop=self._stop_for_disk)
 
     @cached_property
     def api(self) -> docker.APIClient:
@@ -86,15 +98,26 @@ class DockerBackend(SandboxBackend):
 
     @property
     def capabilities(self) -> Capabilities:  # type: ignore[override]
-        """No egress allow-list or GPUs yet; a disk limit only where the storage
-        driver has quotas (elsewhere the sandbox runs without one, with a note)."""
+        """No egress allow-list or GPUs yet; a disk limit by the storage driver's
+        quota where it has one, else by the disk guard where it can be installed."""
         return Capabilities(
             network_off=True,
             memory_limit=True,
             cpu_limit=True,
-            pids_limit=True,
-            disk_quota=self.facts.disk_quota,
+            pids_limit=not self._on_gvisor,
+            disk_quota=self.facts.disk_quota or self.disk_guard_missing is None,
         )
+
+    @property
+    def _on_gvisor(self) -> bool:
+        return self.hardening.runtime == "runsc"
+
+    @cached_property
+    def disk_guard_missing(self) -> str | None:
+        """Why the disk guard cannot be installed on this engine, or None when it can."""
+        if self.facts.storage_driver != "overlay2":
+            return f"the engine's storage driver {self.facts.storage_driver!r} is not overlay2"
+        return diskguard.guard_available(self.facts.root_dir, engine_is_local(self._url))
 
     @cached_property
     def hardening(self) -> Hardening:
@@ -195,12 +218,27 @@ class DockerBackend(SandboxBackend):
         return True
 
     def create(self, spec: SandboxSpec) -> DockerSandbox:
+        if spec.limits.disk and not self.capabilities.disk_quota:
+            raise CapabilityError(
+                f"this sandbox asks for a disk limit of {spec.limits.disk} (capability disk_quota), which "
+                f"the {self.name!r} sandbox backend cannot enforce here: {self.disk_guard_missing}. Use a "
+                "storage driver with quotas (overlay2 on xfs mounted with pquota, btrfs, zfs), run pier as "
+                "root on the engine's host (the disk guard needs mkfs.ext4 and mount), or set "
+                "PIER_DISK_LIMIT= (empty) to run without a disk limit"
+            )
         refuse_unsupported(spec, self.capabilities, self.name)
         spec, fence_note = self._on_fenced_network(spec)
         extra_env = self.tls_env() or None
         plan = plan_container(
             spec, self.facts, owner=owner_label(), extra_env=extra_env, hardening=self.hardening
         )
+        if self._pier_kills_for_memory:
+            plan.host["oom_kill_disable"] = True  # pier's OOM watch kills instead (see oomwatch)
+        if self._on_gvisor:
+            # The host counts gVisor's own threads and stubs (about 40 at rest, several
+            # per sandbox process), and gVisor dies rather than refuse a fork at the
+            # host's limit: a ceiling far above the asked one only stops a fork bomb.
+            plan.host["pids_limit"] = spec.limits.pids * GVISOR_PIDS_FACTOR + GVISOR_PIDS_BASE
         with docker_errors(f"creating a sandbox from {spec.image}", self._url):
             try:
                 container_id, plan = self._create(plan)
@@ -208,17 +246,73 @@ class DockerBackend(SandboxBackend):
                 if not self._prepare_again(spec.image):
                     raise
                 container_id, plan = self._create(plan)
-        sandbox = DockerSandbox(self.api, container_id, self._url)
-        sandbox.applied, sandbox.notes = applied_limits(spec, plan, self.facts)
-        sandbox.notes += (fence_note,) if fence_note else ()
+        sandbox = self._sandbox(container_id)
         try:
+            disk = self._guard_disk(spec, plan, container_id)
+            sandbox.applied, sandbox.notes = applied_limits(spec, plan, self.facts, guarded=disk is not None)
+            sandbox.notes += unenforced_notes(spec, self.capabilities, self.name)
+            sandbox.notes += (fence_note,) if fence_note else ()
+            self._before_start(container_id)
             with docker_errors(f"starting sandbox {container_id[:12]}", self._url):
                 start_container(self.api, container_id)
+                if self._pier_kills_for_memory:
+                    self._oom.add(container_id, parse_size(spec.limits.memory))
             sandbox.defer_files({**self._ca_files(), **spec.files})
         except BaseException:
             sandbox.delete()
             raise
         return sandbox
+
+    def _guard_disk(self, spec: SandboxSpec, plan: ContainerPlan, container_id: str) -> LoopDisk | None:
+        """Put the created container's writable layer on a filesystem of the disk
+        limit's size, where the engine did not take the limit itself."""
+        if not spec.limits.disk or "storage_opt" in plan.host:
+            return None
+        if self.disk_guard_missing is not None:  # refuse_unsupported let it through: a quota driver
+            raise SandboxError(f"the disk limit cannot be enforced: {self.disk_guard_missing}")
+        with docker_errors(f"inspecting sandbox {container_id[:12]}", self._url):
+            upper = self.api.inspect_container(container_id)["GraphDriver"]["Data"]["UpperDir"]
+        size = parse_size(spec.limits.disk)
+        disk = diskguard.install(container_id, upper, spec.limits.disk, size, self._settings.disk_guard_root)
+        self._disks.add(disk)
+        return disk
+
+    def _before_start(self, container_id: str) -> None:
+        """What a runtime needs in the root filesystem before the sandbox starts."""
+        if self.hardening.runtime == "runsc":
+            # gVisor mounts a tmpfs of its own (in memory, unseen from the host) over
+            # an empty /tmp; a file in it keeps /tmp on the sandbox's disk.
+            with docker_errors(f"preparing sandbox {container_id[:12]}", self._url):
+                self.api.put_archive(container_id, "/", tar_members({RUNSC_TMP_KEEP: b""}) + TAR_END)
+
+    @cached_property
+    def _pier_kills_for_memory(self) -> bool:
+        """Whether pier's OOM watch, not the host kernel, kills for memory: on gVisor,
+        where the kernel would kill the whole sandbox, and where pier can (root on
+        the engine's host, cgroup v1)."""
+        local = engine_is_local(self._url) and os.geteuid() == 0
+        return self.hardening.runtime == "runsc" and local and can_watch()
+
+    @cached_property
+    def _oom(self) -> OomWatch:
+        return OomWatch(self.api)
+
+    def _sandbox(self, container_id: str) -> DockerSandbox:
+        return DockerSandbox(
+            self.api,
+            container_id,
+            self._url,
+            self._disks,
+            self._settings.disk_guard_root,
+            files_by_exec=self.hardening.runtime == "runsc",
+            oom=self._oom if self._pier_kills_for_memory else None,
+        )
+
+    def _stop_for_disk(self, container_id: str) -> None:
+        try:
+            self.api.kill(container_id)
+        except Exception as exc:  # gone already: stopped either way
+            log.debug("could not stop sandbox %s: %s", container_id[:12], exc)
 
     def _create(self, plan: ContainerPlan) -> tuple[str, ContainerPlan]:
         """The new container's id, and the plan it was created with."""
@@ -316,6 +410,10 @@ class DockerBackend(SandboxBackend):
             log.warning("could not remove sandbox %s: %s", sandbox_id[:12], exc)
             return
         remove_container(api, sandbox_id)
+        if self._pier_kills_for_memory:
+            self._oom.discard(sandbox_id)
+        disk = self._disks.discard(sandbox_id)
+        diskguard.release(self._settings.disk_guard_root, sandbox_id, disk.mountpoint if disk else None)
 
     def attach(self, sandbox_id: str) -> DockerSandbox:
         """The running container with this id. Raises SandboxError."""
@@ -323,11 +421,23 @@ class DockerBackend(SandboxBackend):
             found = self.api.inspect_container(sandbox_id)
         if not found.get("State", {}).get("Running"):
             raise SandboxError(f"sandbox {sandbox_id[:12]} is not running")
-        return DockerSandbox(self.api, found["Id"], self._url)
+        self._rewatch(found)
+        return self._sandbox(found["Id"])
+
+    def _rewatch(self, found: dict) -> None:
+        """A guarded sandbox made by another process is watched here too."""
+        container_id = found["Id"]
+        image = diskguard.image_path(self._settings.disk_guard_root, container_id)
+        if self._disks.get(container_id) is not None or not image.exists():
+            return
+        upper = found.get("GraphDriver", {}).get("Data", {}).get("UpperDir")
+        if upper:
+            limit = f"{image.stat().st_size >> 20}M"
+            self._disks.add(LoopDisk(container_id, limit, image.stat().st_size, image, Path(upper).parent))
 
 
 def applied_limits(
-    spec: SandboxSpec, plan: ContainerPlan, facts: EngineFacts
+    spec: SandboxSpec, plan: ContainerPlan, facts: EngineFacts, *, guarded: bool = False
 ) -> tuple[Limits, tuple[str, ...]]:
     """The limits the container really has, and a note for each that differs."""
     limits = spec.limits
@@ -335,7 +445,5 @@ def applied_limits(
     notes = []
     if cpus < limits.cpus:
         notes.append(f"cpus {limits.cpus:g} lowered to {cpus:g}: the Docker engine has {facts.ncpu} CPU(s)")
-    disk = limits.disk if "storage_opt" in plan.host else None
-    if limits.disk and not disk:
-        notes.append(f"disk limit {limits.disk} not enforced: this engine's storage driver has no quotas")
+    disk = limits.disk if "storage_opt" in plan.host or guarded else None
     return replace(limits, cpus=cpus, disk=disk), tuple(notes)

@@ -28,6 +28,11 @@ def engine_url(settings: Settings) -> str:
     return settings.docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_URL
 
 
+def engine_is_local(url: str) -> bool:
+    """Whether the engine runs on this machine (its socket is a local file)."""
+    return url.startswith(("unix://", "npipe://"))
+
+
 def no_engine_error(url: str, cause: object = None) -> SandboxError:
     detail = f" ({cause})" if cause else ""
     return SandboxError(
@@ -73,6 +78,7 @@ class EngineFacts:
     storage_driver: str
     backing_fs: str | None
     runtimes: tuple[str, ...] = ()  # OCI runtimes the engine has registered (runc, runsc...)
+    root_dir: str | None = None  # the engine's data root (/var/lib/docker)
 
     @property
     def disk_quota(self) -> bool:
@@ -89,6 +95,7 @@ def engine_facts(info: dict[str, Any]) -> EngineFacts:
         storage_driver=str(info.get("Driver") or ""),
         backing_fs=status.get("Backing Filesystem"),
         runtimes=tuple(info.get("Runtimes") or {}),
+        root_dir=info.get("DockerRootDir"),
     )
 
 

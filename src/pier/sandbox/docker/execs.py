@@ -19,14 +19,16 @@ from __future__ import annotations
 import codecs
 import contextlib
 import logging
+import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
 import docker
+from docker.utils.socket import frames_iter
 
 from pier.sandbox.base import ExecResult, LineSink
 
@@ -199,7 +201,13 @@ class ExitWatch:
 
 
 def exec_exited(api: docker.APIClient, exec_id: str) -> bool:
-    return not api.exec_inspect(exec_id).get("Running")
+    """Whether the exec's main process is gone, or its whole sandbox stopped: the
+    engine may then keep the exec's stream open, and report it running, for ever."""
+    state = api.exec_inspect(exec_id)
+    if not state.get("Running"):
+        return True
+    container = api.inspect_container(state["ContainerID"])
+    return not (container.get("State") or {}).get("Running")
 
 
 def kill_marked(api: docker.APIClient, container_id: str, marker: str) -> None:
@@ -276,3 +284,30 @@ def run_exec(
     if code is None:
         code = 137 if timed_out else -1
     return ExecResult(exit_code=code, output=output, duration_s=duration, timed_out=timed_out)
+
+
+# Extracts a tar from stdin into $1, made first when missing, as the sandbox sees
+# its own files (root keeps owners and modes, as the engine's archive call does).
+UNTAR = 'mkdir -p -- "$1" && exec tar -x -p -f - -C "$1"'
+
+
+def exec_untar(api: docker.APIClient, container_id: str, dest_dir: str, chunks: Iterable[bytes]) -> None:
+    """Extract a tar stream into dest_dir from inside the sandbox: an exec whose
+    stdin is the tar. For runtimes whose file cache does not see what the engine's
+    archive call writes from outside (gVisor). Raises RuntimeError when tar fails."""
+    exec_id = api.exec_create(
+        container_id, ["sh", "-c", UNTAR, "pier-untar", dest_dir], stdin=True, stdout=True, stderr=True
+    )["Id"]
+    sock = api.exec_start(exec_id, socket=True)
+    raw = getattr(sock, "_sock", sock)  # the SDK wraps the hijacked socket in a SocketIO
+    try:
+        for chunk in chunks:
+            raw.sendall(chunk)
+        raw.shutdown(socket.SHUT_WR)  # end of the tar: the engine closes tar's stdin
+        output = b"".join(data for _stream, data in frames_iter(sock, tty=False))
+    finally:
+        _close_quietly(sock)
+    code = wait_exit_code(api, exec_id, wait_s=30.0)
+    if code != 0:
+        text = output.decode(errors="replace").strip()[-500:]
+        raise RuntimeError(f"tar -x into {dest_dir} exited {code}: {text}")

@@ -6,17 +6,21 @@ import itertools
 import re
 import tarfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 
 import docker
 import docker.errors
 
 from pier.errors import SandboxError
 from pier.sandbox.base import ExecResult, LineSink, Sandbox
+from pier.sandbox.docker import diskguard
 from pier.sandbox.docker.client import docker_errors
 from pier.sandbox.docker.containers import container_state, remove_container
-from pier.sandbox.docker.execs import run_exec
+from pier.sandbox.docker.diskguard import DiskWatch
+from pier.sandbox.docker.execs import exec_untar, run_exec
+from pier.sandbox.docker.oomwatch import OomWatch
 from pier.sandbox.tarutil import tar_members
 
 # cgroup v1 memory.oom_control and v2 memory.events both count "oom_kill N".
@@ -31,10 +35,26 @@ class DockerSandbox(Sandbox):
     archive round trip per run instead of two; nothing in the sandbox runs or is
     read before they are in place."""
 
-    def __init__(self, api: docker.APIClient, container_id: str, engine_url: str):
+    def __init__(
+        self,
+        api: docker.APIClient,
+        container_id: str,
+        engine_url: str,
+        disks: DiskWatch | None = None,
+        disk_root: Path | None = None,
+        *,
+        files_by_exec: bool = False,
+        oom: OomWatch | None = None,
+    ):
         self.id = container_id
         self._api = api
         self._url = engine_url
+        self._disks = disks
+        self._disk_root = disk_root
+        # gVisor caches the root filesystem as if nothing outside changed it (a
+        # name looked up once and missing stays missing): files go in from inside.
+        self._files_by_exec = files_by_exec
+        self._oom = oom  # pier's OOM killer, where it kills instead of the kernel (gVisor)
         self._pending = b""  # tar members not yet sent
         self._pending_lock = threading.Lock()
 
@@ -52,8 +72,19 @@ class DockerSandbox(Sandbox):
     def _flush(self) -> None:
         pending = self._take_pending()
         if pending:
-            with self._errors("copying files into /"):
-                self._api.put_archive(self.id, "/", pending + b"\0" * (2 * tarfile.BLOCKSIZE))
+            self._send("/", pending + b"\0" * (2 * tarfile.BLOCKSIZE))
+
+    def _send(self, dest_dir: str, tar_bytes: bytes | Iterator[bytes] | Iterable[bytes]) -> None:
+        """One archive into dest_dir (which exists, or is made when going in from inside)."""
+        with self._errors(f"copying files into {dest_dir}"):
+            if not self._files_by_exec:
+                self._api.put_archive(self.id, dest_dir, tar_bytes)
+                return
+            chunks = [tar_bytes] if isinstance(tar_bytes, bytes) else tar_bytes
+            try:
+                exec_untar(self._api, self.id, dest_dir, chunks)
+            except RuntimeError as exc:
+                raise SandboxError(f"sandbox {self.id[:12]}: {exc}") from exc
 
     def __repr__(self) -> str:
         return f"DockerSandbox({self.id[:12]})"
@@ -71,18 +102,34 @@ class DockerSandbox(Sandbox):
         on_line: LineSink | None = None,
         clean_env: bool = False,
     ) -> ExecResult:
+        self._refuse_if_stopped()
         self._flush()
-        with self._errors("running a command"):
-            return run_exec(
-                self._api,
-                self.id,
-                command,
-                env=env,
-                workdir=workdir,
-                timeout=timeout,
-                on_line=on_line,
-                clean_env=clean_env,
-            )
+        try:
+            with self._errors("running a command"):
+                result = run_exec(
+                    self._api,
+                    self.id,
+                    command,
+                    env=env,
+                    workdir=workdir,
+                    timeout=timeout,
+                    on_line=on_line,
+                    clean_env=clean_env,
+                )
+        except SandboxError:
+            self._refuse_if_stopped()  # stopped under the command: say why
+            raise
+        self._refuse_if_stopped()
+        return result
+
+    def limit_reached(self) -> str | None:
+        disk = self._disks.get(self.id) if self._disks else None
+        return self._disks.check(disk) if self._disks and disk else None
+
+    def _refuse_if_stopped(self) -> None:
+        reason = self.limit_reached()
+        if reason:
+            raise SandboxError(reason)
 
     def put_archive(self, dest_dir: str, tar_bytes: bytes | Iterator[bytes]) -> None:
         root = dest_dir.rstrip("/") == ""  # always exists: one round trip, bytes or stream
@@ -91,10 +138,12 @@ class DockerSandbox(Sandbox):
             if pending:  # create's files go in front, in the same archive
                 tail = [tar_bytes] if isinstance(tar_bytes, bytes) else tar_bytes
                 tar_bytes = itertools.chain([pending], tail)
-            with self._errors("copying files into /"):
-                self._api.put_archive(self.id, "/", tar_bytes)
+            self._send("/", tar_bytes)
             return
         self._flush()
+        if self._files_by_exec:  # tar makes the folder first
+            self._send(dest_dir, tar_bytes)
+            return
         if isinstance(tar_bytes, bytes) and self._put_if_folder_exists(dest_dir, tar_bytes):
             return
         # The folder is missing, or the tar is a stream, which cannot be sent twice.
@@ -129,6 +178,8 @@ class DockerSandbox(Sandbox):
         return iter(stream)
 
     def oom_killed(self) -> bool:
+        if self._oom is not None and self._oom.kills(self.id):
+            return True
         with self._errors("reading its memory state"):
             if container_state(self._api, self.id).get("OOMKilled"):
                 return True
@@ -137,6 +188,11 @@ class DockerSandbox(Sandbox):
 
     def delete(self) -> None:
         remove_container(self._api, self.id)
+        if self._oom is not None:
+            self._oom.discard(self.id)
+        disk = self._disks.discard(self.id) if self._disks else None
+        if self._disk_root is not None:
+            diskguard.release(self._disk_root, self.id, disk.mountpoint if disk else None)
 
 
 def _container_missing(exc: docker.errors.NotFound) -> bool:

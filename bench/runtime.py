@@ -1,0 +1,147 @@
+"""What gVisor (runsc) costs against the engine's default runtime (runc), and what
+the disk guard costs per sandbox, all measured in the same run on the same image.
+
+Per runtime, the median of --runs of: create -> first command (a sandbox made,
+`true` run in it), a trivial run (the whole lifecycle of a script runbook that
+writes one result), a CPU-bound job (Python arithmetic) and a file-heavy job
+(2,000 small files written, read and removed); then runsc / runc for each. Then,
+on runc, create -> first command -> delete with the disk guard (the sandbox's
+writable layer on a loop-mounted file of the limit's size) against without (no
+disk limit), and their difference: the guard's cost per run. Needs a Docker
+engine with runsc registered (docs/runtime.md), root, and the image.
+
+    uv run python bench/runtime.py [--runs 5] [--image pier-base:bookworm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pier.lifecycle.service import RunRequest, Services, run
+from pier.record import RunStatus
+from pier.runbook import parse
+from pier.sandbox.base import LABEL_RUN, Limits, Sandbox, SandboxSpec
+from pier.sandbox.docker.backend import DockerBackend
+from pier.settings import Settings
+from pier.tasks import task_from_runbook
+
+RUNBOOK = '---\nagent: script\nsnapshot: ""\n---\n```bash\necho hello > {{results_dir}}/out.txt\n```\n'
+CPU_JOB = "python3 -c 'sum(i * i for i in range(3_000_000))'"
+FILE_JOB = "mkdir -p f && for i in $(seq 2000); do echo $i > f/$i; done && cat f/* > /dev/null && rm -r f"
+RUNTIMES = ("runc", "runsc")
+
+
+def median(fn: Callable[[], float], runs: int) -> float:
+    return statistics.median(fn() for _ in range(runs))
+
+
+def timed(fn: Callable[[], object]) -> float:
+    began = time.perf_counter()
+    fn()
+    return time.perf_counter() - began
+
+
+def spec(image: str, disk: str | None) -> SandboxSpec:
+    limits = Limits(cpus=1.0, memory="1G", disk=disk)
+    return SandboxSpec(image=image, limits=limits, labels={LABEL_RUN: f"bench-runtime-{time.time_ns()}"})
+
+
+def first_command(backend: DockerBackend, image: str, disk: str | None = None) -> float:
+    """create -> `true` answered -> delete, timed to the answer (delete after)."""
+    sandbox: Sandbox | None = None
+    began = time.perf_counter()
+    try:
+        sandbox = backend.create(spec(image, disk))
+        assert sandbox.exec("true", timeout=60).ok
+        return time.perf_counter() - began
+    finally:
+        if sandbox is not None:
+            sandbox.delete()
+
+
+def with_delete(backend: DockerBackend, image: str, disk: str | None) -> float:
+    """create -> `true` -> delete, all of it (the guard also costs at delete)."""
+    began = time.perf_counter()
+    sandbox = backend.create(spec(image, disk))
+    try:
+        assert sandbox.exec("true", timeout=60).ok
+    finally:
+        sandbox.delete()
+    return time.perf_counter() - began
+
+
+def job(backend: DockerBackend, image: str, command: str, runs: int) -> float:
+    sandbox = backend.create(spec(image, None))
+    try:
+        return median(lambda: timed(lambda: _ok(sandbox.exec(command, timeout=300))), runs)
+    finally:
+        sandbox.delete()
+
+
+def _ok(result: object) -> None:
+    assert getattr(result, "ok", False), result
+
+
+def trivial_run(settings: Settings) -> float:
+    services = Services(settings)
+    task = task_from_runbook(parse(RUNBOOK))
+
+    def once() -> None:
+        record = run(services, RunRequest(collection="bench", task_name="runtime", task=task))
+        assert record.status == RunStatus.completed, record.error
+
+    return timed(once)
+
+
+def measure(settings: Settings, image: str, runs: int) -> dict[str, float]:
+    backend = DockerBackend(settings)
+    return {
+        "create -> first command": median(lambda: first_command(backend, image), runs),
+        "trivial run": median(lambda: trivial_run(settings), runs),
+        "CPU-bound job": job(backend, image, CPU_JOB, runs),
+        "file-heavy job": job(backend, image, FILE_JOB, runs),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--image", default=os.environ.get("PIER_BASE_IMAGE", "pier-base:bookworm"))
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="pier-bench-runtime-"))
+    try:
+        report(home, args.image, args.runs)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def report(home: Path, image: str, runs: int) -> None:
+    figures: dict[str, dict[str, float]] = {}
+    for name in RUNTIMES:
+        settings = Settings(home=home, sandbox_runtime=None if name == "runc" else name, base_image=image)
+        figures[name] = measure(settings, image, runs)
+    print(f"load average {os.getloadavg()[0]:.1f}, {runs} runs each, median seconds")
+    print(f"{'':26}{'runc':>8}{'runsc':>8}{'runsc/runc':>12}")
+    for what, runc in figures["runc"].items():
+        runsc = figures["runsc"][what]
+        print(f"{what:26}{runc:8.2f}{runsc:8.2f}{runsc / runc:11.2f}x")
+    runc = DockerBackend(Settings(home=home))
+    guarded = median(lambda: with_delete(runc, image, "10G"), runs)
+    bare = median(lambda: with_delete(runc, image, None), runs)
+    print(
+        f"disk guard (10G, runc): create+exec+delete {guarded:.2f}s with vs {bare:.2f}s without: "
+        f"+{guarded - bare:.2f}s per sandbox ({guarded / bare:.2f}x)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,12 @@
+"""The OCI runtimes the isolation-relevant integration tests run on: the engine's
+default (runc) and gVisor (runsc). A runtime the engine has not registered skips
+them, and fails them under CI (which registers runsc, see .ci/run)."""
+
+from __future__ import annotations
+
+SANDBOX_RUNTIMES = ("runc", "runsc")
+
+
+def runtime_setting(name: str) -> str | None:
+    """PIER_SANDBOX_RUNTIME for a runtime's name (runc: unset, the engine's default)."""
+    return None if name == "runc" else name
