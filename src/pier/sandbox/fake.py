@@ -23,8 +23,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import io
-import random
 import os
+import random
 import re
 import shutil
 import tarfile

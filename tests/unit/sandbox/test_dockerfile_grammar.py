@@ -23,6 +23,7 @@ from pier.sandbox.dockerfile import (
     generate_recipe,
 )
 from pier.sandbox.snapshots import render_recipe
+from pier.settings import Settings
 from pier.tasks import resolve, task_from_runbook
 
 # Every character Python's str.splitlines() breaks at, and what shells and the
@@ -136,7 +137,7 @@ def test_one_rule_refuses_a_stored_task_and_a_run_plan(field, value):
     and the CLI's preflight) both refuse through check_sandbox_inputs."""
     task = task_from_runbook(parse(FRONT.format(field=field, value=value)))
     with pytest.raises(InputError, match=field):
-        checked_task(task)
+        checked_task(task, Settings())
     with pytest.raises(InputError, match=field):
         check_sandbox_inputs(resolve(task, {}))
     with pytest.raises(InputError, match=field):
