@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from pier.errors import AssetError, InputError, NotFoundError, PierError, SandboxError
+from pier.errors import AssetError, InputError, NotFoundError, PierError, Problems, SandboxError
 from pier.limits import LimitError
 
 log = logging.getLogger(__name__)
@@ -98,6 +98,10 @@ async def _pier(_request: Request, exc: PierError) -> JSONResponse:
         return validation_response([{"field": exc.field, "message": exc.message}])
     if isinstance(exc, AssetError):
         return validation_response([{"field": exc.field, "message": str(exc)}])
+    if isinstance(exc, Problems):  # every problem of a run at once, each naming its key when known
+        return validation_response(
+            [{"field": p.key or "init_params", "message": str(p)} for p in exc.problems]
+        )
     if isinstance(exc, NotFoundError):
         status = 404
     elif isinstance(exc, InputError):
