@@ -12,7 +12,15 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from pier.errors import AssetError, InputError, NotFoundError, PierError, SandboxError, ServiceUnavailable
+from pier.errors import (
+    AssetError,
+    InputError,
+    NotFoundError,
+    PierError,
+    Problems,
+    SandboxError,
+    ServiceUnavailable,
+)
 from pier.lifecycle.quotas import QuotaExceeded
 from pier.limits import LimitError
 
@@ -105,6 +113,10 @@ async def _pier(_request: Request, exc: PierError) -> JSONResponse:
         return validation_response([{"field": exc.field, "message": exc.message}])
     if isinstance(exc, AssetError):
         return validation_response([{"field": exc.field, "message": str(exc)}])
+    if isinstance(exc, Problems):  # every problem of a run at once, each naming its key when known
+        return validation_response(
+            [{"field": p.key or "init_params", "message": str(p)} for p in exc.problems]
+        )
     if isinstance(exc, NotFoundError):
         status = 404
     elif isinstance(exc, InputError):

@@ -72,7 +72,13 @@ def test_a_workflow_with_an_activity_pier_has_not_got_is_refused(collection: Col
 def test_task_create_update_delete_and_the_runs_stay(collection: Collection, base_image):
     c = collection.client()
     base = f"/api/v1/tasks/{collection.name}"
-    workflow = {"init_params": {"instruction": "---\nagent: script\n---\n# t\n", "image": base_image}}
+    # A task is stored only when a run of it could start: the script agent needs a bash block.
+    workflow = {
+        "init_params": {
+            "instruction": "---\nagent: script\n---\n# t\n\n```bash\ntrue\n```\n",
+            "image": base_image,
+        }
+    }
     made = c.post(base, json={"name": "crud", "description": "first", "workflow": workflow})
     assert made.status_code == 201, made.text
     assert made.json()["description"] == "first" and made.json()["workflow"]["steps"] == ["run"]

@@ -90,7 +90,7 @@ def test_every_routine_route(collection: Collection):
         ({"name": "../x"}, "name"),
         ({"init_params": {"webhook_secret": "s"}}, "init_params.webhook_secret"),
         ({"init_params": {"vars": "x"}}, "init_params"),
-        ({"schedule": "@daily"}, "schedule"),  # unknown fields are refused, named
+        ({"cronexpr": "@daily"}, "cronexpr"),  # unknown fields are refused, named
         ({"cron_expression": None}, "cron_expression"),
         ({"cron_expression": "0 0 1 1 " + "1," * 200 + "1"}, "cron_expression"),
         ({"timezone": "A/" * 40}, "timezone"),

@@ -49,9 +49,14 @@ def test_a_running_runs_log_is_on_screen_and_follows_then_cancel_asks_and_reads_
 def test_the_tasks_page_shows_what_each_task_is_and_starts_it(
     chromium, web_server: Server, web_collection: Collection, screenshots
 ):
-    text = runbook("echo hi > {{results_dir}}/hi.txt", snapshot="", image=web_collection.image, model="none/none")
+    text = runbook(
+        "echo hi > {{results_dir}}/hi.txt", snapshot="", image=web_collection.image, model="none/none"
+    )
     with web_collection.client() as c:
-        put = c.put(f"/api/v1/tasks/{web_collection.name}/greeter", json={"workflow": text, "description": "Says hi, for the tasks page"})
+        put = c.put(
+            f"/api/v1/tasks/{web_collection.name}/greeter",
+            json={"workflow": text, "description": "Says hi, for the tasks page"},
+        )
     assert put.status_code == 200, put.text
     tid = web_collection.run("greeter")
     web_collection.wait("greeter", tid)

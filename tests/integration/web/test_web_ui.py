@@ -378,6 +378,7 @@ def test_settings_environment_and_tokens(chromium, web_server: Server, base_imag
             "API_KEY"
         ]
     assert "managed with the admin token" in page.locator("#tokens").inner_text()
+    page.once("dialog", lambda dialog: dialog.accept())  # "Delete API_KEY from the collection's environment?"
     page.get_by_label("Delete API_KEY").click()
     page.locator("#environment .empty").wait_for()
     # the admin creates a token (shown once) and revokes it
@@ -390,6 +391,7 @@ def test_settings_environment_and_tokens(chromium, web_server: Server, base_imag
     assert web_server.client(token).get(f"/api/v1/tasks/{coll.name}").status_code == 200
     shoot(admin, screenshots, "settings-admin")
     token_id = web_server.client().get(f"/api/v1/collections/{coll.name}/tokens").json()[-1]["id"]
+    admin.once("dialog", lambda dialog: dialog.accept())  # "Revoke token N?"
     admin.get_by_label(f"Revoke token {token_id}").click()
     admin.wait_for_url("**/settings#tokens")
     assert web_server.client(token).get(f"/api/v1/tasks/{coll.name}").status_code == 401

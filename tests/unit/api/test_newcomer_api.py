@@ -94,3 +94,12 @@ def test_the_docs_pages_load_nothing_from_another_host(client, page):
         served = client.get(url)
         assert served.status_code == 200 and len(served.content) > 1000, url
     assert "cdn" not in html.text.lower() and "googleapis" not in html.text
+
+
+def test_a_run_with_several_problems_is_refused_naming_each(client):
+    sent = client.post(
+        "/api/v1/run/team/hello", json={"init_params": {"vars": {"nme": "x"}, "primary_outputs": ["../x"]}}
+    )
+    assert sent.status_code == 422, sent.text
+    fields = {e["field"] for e in sent.json()["errors"]}
+    assert {"vars", "primary_outputs"} <= fields, sent.json()
