@@ -60,10 +60,6 @@ HEARTBEAT_EVERY_SEC = 1.0
 # database models) is passed through rather than re-imported in the sandbox.
 RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("pier"))
 WORKER_LOST = "PierWorkerLost"  # an activity's error type: its worker is going away
-# Claims a worker takes beyond its run slots: the next run's claim and the
-# workflow's round trips to its `begin` overlap the runs in progress, so a
-# slot that frees takes the next run at once (the run waits in `begin`).
-PREFETCH = 1
 
 
 def lost_message(worker: str, heartbeat_sec: float, stored: list[str] | None = None) -> str:
@@ -111,8 +107,7 @@ class FleetActivities:
         self.settings = settings
         self.stopping = False
         self._slots = settings.worker_slots
-        self._held: dict[str, asyncio.TimerHandle | None] = {}  # claimed, up to slots + PREFETCH
-        self._active: set[str] = set()  # begun: at most slots
+        self._held: dict[str, asyncio.TimerHandle | None] = {}
         self._changed = asyncio.Event()
         self._runs: dict[str, tuple[Job, RunContext]] = {}
         self._pool = ThreadPoolExecutor(max_workers=2 * self._slots + 4, thread_name_prefix="pier-worker")
@@ -124,12 +119,13 @@ class FleetActivities:
 
     @activity.defn(name="pier.claim")
     async def claim(self, trajectory_id: str) -> dict[str, str]:
-        """Take the run once this worker holds fewer than slots + PREFETCH
-        claims; answer with this worker's queue. The claim is kept for
-        `begin` (which waits for a run slot), and freed if it never comes."""
-        await self._wait_until(
-            lambda: trajectory_id in self._held or len(self._held) < self._slots + PREFETCH
-        )
+        """Take the run once a slot is free; answer with this worker's queue.
+        The slot is kept for `begin`, and freed if it never comes."""
+        while trajectory_id not in self._held and len(self._held) >= self._slots:
+            activity.heartbeat()
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), HEARTBEAT_EVERY_SEC)
         expiry = 2 * self.settings.schedule_to_start_sec + 5
         self._held[trajectory_id] = asyncio.get_running_loop().call_later(expiry, self._free, trajectory_id)
         return {"queue": self.queue, "worker": self.identity}
@@ -141,9 +137,6 @@ class FleetActivities:
         spec = RunSpec.model_validate(raw)
         tid = spec.trajectory_id
         self._keep(tid)
-        # a prefetched claim's run waits here, already on this worker, for a run slot
-        await self._wait_until(lambda: tid in self._active or len(self._active) < self._slots)
-        self._active.add(tid)
         job = Job(tid, spec.open(self.hooks.vault))
         record = await self._thread(lambda: self.store.get_run(tid))
         if record.status.terminal:  # ended elsewhere meanwhile (cancelled from the API)
@@ -252,16 +245,7 @@ class FleetActivities:
             timer.cancel()
         self._held[trajectory_id] = None
 
-    async def _wait_until(self, ready: Callable[[], bool]) -> None:
-        """Heartbeating until `ready()` (a slot or a claim came free)."""
-        while not ready():
-            activity.heartbeat()
-            self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), HEARTBEAT_EVERY_SEC)
-
     def _free(self, trajectory_id: str) -> None:
-        self._active.discard(trajectory_id)
         timer = self._held.pop(trajectory_id, None)
         if timer is not None:
             timer.cancel()
