@@ -326,7 +326,7 @@ class Settings(BaseSettings):
         15, gt=0, description="how often a fleet server resubmits or ends runs a fault left ownerless"
     )
     submit_timeout_sec: float = Field(
-        10, gt=0, description="how long accepting a run waits for Temporal before refusing it (503)"
+        30, gt=0, description="how long accepting a run waits for Temporal before refusing it (503)"
     )
     disk_reserve_bytes: int = Field(
         64 << 20,

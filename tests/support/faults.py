@@ -9,7 +9,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from pier.db import Store
@@ -60,6 +62,23 @@ def ends_within(store: Store, ids: list[str], bound: float, fleet: Fleet | None 
             detail = "".join(f"\n{tid}: {_history(fleet, tid)}" for tid in open_) if fleet else ""
             raise AssertionError(f"{len(open_)} run(s) still open after {bound:.0f}s: {open_}{detail}")
         time.sleep(0.5)
+
+
+def pollers(fleet: Fleet, queue: str) -> set[str]:
+    """The identities of the processes that polled `queue` for activities lately (Temporal's own view)."""
+
+    async def describe() -> set[str]:
+        client = await Client.connect(fleet.address)
+        response = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace="default",
+                task_queue=TaskQueue(name=queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            )
+        )
+        return {poller.identity for poller in response.pollers}
+
+    return asyncio.run(describe())
 
 
 def _history(fleet: Fleet, workflow_id: str) -> str:

@@ -22,7 +22,17 @@ import httpx
 
 from tests.support.services import require_service
 
-PG_BIN = Path(os.environ.get("PIER_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+def _pg_bin() -> Path:
+    """$PIER_TEST_PG_BIN, else the newest Debian PostgreSQL server's binaries."""
+    given = os.environ.get("PIER_TEST_PG_BIN")
+    if given:
+        return Path(given)
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"), key=lambda p: int(p.parts[-3]))
+    return found[-1].parent if found else Path("/usr/lib/postgresql/15/bin")
+
+
+PG_BIN = _pg_bin()
 TOOLS = Path(os.environ.get("PIER_TOOLS_VENV", "/opt/pier-tools")) / "bin"
 PORTS_ENV = "PIER_TEST_FAULT_PORTS"
 DATA_PREFIX = "/tmp/pier-faults-"

@@ -11,7 +11,7 @@ import signal
 import time
 
 import pytest
-from tests.support.faults import assert_clean, ends_within, fake_fleet
+from tests.support.faults import assert_clean, ends_within, fake_fleet, pollers
 from tests.support.fleet import Fleet, ran_on, wait_for
 
 pytestmark = pytest.mark.integration
@@ -42,6 +42,14 @@ def test_a_frozen_worker_is_declared_lost_by_others_and_takes_new_work_once_back
     wait_for(lambda: store.get_run(doomed).stage("run_agent").status == "running", 60, "its agent started")
     agent_sec.write_text("1")
     fault_fleet.worker("other")
+    control = f"{fault_fleet.queue}-control"
+    wait_for(
+        lambda: any(p.startswith("serve-") for p in pollers(fault_fleet, control)),
+        30,
+        "a server polls control",
+    )
+    # The process that may be frozen must not be the one handed the decision that it is lost.
+    assert not {"frozen", "other"} & pollers(fault_fleet, control), pollers(fault_fleet, control)
     freeze(frozen)
     frozen_at = time.monotonic()
     try:
