@@ -104,7 +104,11 @@ def test_temporal_down_refuses_runs_with_nothing_stored_and_a_keyed_retry_makes_
     assert first.status_code == again.status_code == 200, (first.text, again.text)
     tid = first.json()["trajectory_id"]
     assert again.json()["trajectory_id"] == tid, "a retry with the same key made a second run"
-    ends = ends_within(store, [tid], RUN_BOUND_SEC)
+    # w1's pollers reconnect to the restarted Temporal on the SDK's own backoff,
+    # which can take longer than a run: what this test is about is the server's
+    # side (refuse, keep nothing, one run per key), so a fresh worker takes it too.
+    fault_fleet.worker("w2")
+    ends = ends_within(store, [tid], 2 * RUN_BOUND_SEC)
     assert ends.statuses() == {tid: "completed"}, ends.errors()
     assert [r.trajectory_id for r in store.list_runs(collection=collection.name)[0]] == [tid]
     assert_clean(fault_fleet, store, [tid])

@@ -255,4 +255,5 @@ def test_pier_s_model_gateway_still_answers_a_default_mode_sandbox(runtime, base
     finally:
         sandbox.delete()
     assert seen.output.strip().isdigit() and seen.output.strip() != "000", seen.output
-    assert not sandbox.notes, sandbox.notes
+    # no note that the fence is missing (runsc adds one about its process limit)
+    assert not [note for note in sandbox.notes if "services on this machine" in note], sandbox.notes

@@ -32,6 +32,7 @@ STREAMS = 20  # the server's default streams_per_token
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv = start_server(
         tmp_path_factory.mktemp("abuse"),
+        PIER_OUTBOUND_ALLOW="127.0.0.1",  # the webhook receivers listen on loopback
         PIER_MAX_CONCURRENT_RUNS="2",
         PIER_TEST_AGENT_SEC=str(AGENT_SEC),
         PIER_QUOTA_STREAMS_PER_TOKEN=str(STREAMS),

@@ -57,7 +57,8 @@ def test_deliveries_outlast_a_down_receiver_a_restart_and_a_slow_receiver(tmp_pa
     """Before: the receiver down 60 s never got its delivery (6 attempts, given
     up 31 s after the run; with a 0.2 s first wait, 6 s), and the one answering
     after 12 s got 5 POSTs, overlapping."""
-    server = start_server(tmp_path, PIER_WEBHOOK_BACKOFF_SEC="0.1")
+    # the receivers listen on loopback, which the operator must allow
+    server = start_server(tmp_path, PIER_WEBHOOK_BACKOFF_SEC="0.1", PIER_OUTBOUND_ALLOW="127.0.0.1")
     slow = SlowReceiver().start()
     later = CountingReceiver()
     port = closed_port()
