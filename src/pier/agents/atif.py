@@ -174,7 +174,8 @@ def claude_code_steps(stream: str, instruction: str | None) -> list[dict[str, An
     last_id: object = None
     for data in _events(stream):
         message = data.get("message") or {}
-        blocks = message.get("content") if isinstance(message.get("content"), list) else []
+        content = message.get("content")
+        blocks: list[Any] = content if isinstance(content, list) else []
         if data.get("type") == "assistant" and last is not None and message.get("id") == last_id:
             _claude_more(last, blocks)  # one message streamed as several events: one step
         elif data.get("type") == "assistant":

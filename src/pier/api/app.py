@@ -4,6 +4,7 @@ the run machinery in dispatcher.py, start-up recovery in recovery.py."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import version
@@ -54,9 +55,13 @@ def build_state(settings: Settings) -> ApiState:
     bus = PgBus(settings.db_url) if is_postgres(settings.db_url) else RunBus()
     vault = load_vault(settings)
     webhooks = WebhookSender(services.store, vault, SenderConfig.of(settings), settings.outbound)
-    hooks = LifecycleHooks(RunPorts(services, vault, bus.publish, webhooks))
+    wake_experiments = threading.Event()  # a run ended: an experiment may start its next attempt now
+    ended = lambda _trajectory_id: wake_experiments.set()  # noqa: E731
+    hooks = LifecycleHooks(RunPorts(services, vault, bus.publish, webhooks, ended))
     dispatcher = Dispatcher(hooks, make_executor(hooks))
-    scheduler = ExperimentScheduler(experiments(dispatcher, settings), settings.experiment_poll_sec)
+    scheduler = ExperimentScheduler(
+        experiments(dispatcher, settings), settings.experiment_poll_sec, wake=wake_experiments
+    )
     return ApiState(services, vault, bus, dispatcher, experiment_scheduler=scheduler)
 
 

@@ -43,6 +43,9 @@ class RunPorts:
     # None: the executor delivers webhooks itself (a fleet's workflow does, from
     # an activity Temporal retries), so finishing a run here sends none
     webhooks: WebhookSender | None
+    # Told each run's id once the run has ended here (the experiment scheduler
+    # wakes on it to start the next attempt at once, not at its next poll).
+    ended: EventSink | None = None
 
     @property
     def store(self):
@@ -159,3 +162,5 @@ class LifecycleHooks:
         self.store.drop_run_request(trajectory_id)
         shutil.rmtree(self.inputs_dir(trajectory_id), ignore_errors=True)
         self.ports.publish(trajectory_id)
+        if self.ports.ended is not None:
+            self.ports.ended(trajectory_id)

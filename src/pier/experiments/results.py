@@ -130,8 +130,8 @@ class Tally:
             self.scores.append(value)
         if record.duration_seconds is not None:
             self.durations.append(record.duration_seconds)
-        if (value := verdict(record)) is not None:
-            self.verdicts[value] += 1
+        if (said := verdict(record)) is not None:
+            self.verdicts[said] += 1
         if found == FAILURE:
             message = (record.error or "checks failed").splitlines()[0][:200]
             self.failures[(record.failed_stage or "check", message)] += 1

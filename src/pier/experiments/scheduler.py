@@ -11,6 +11,7 @@ import threading
 from pier.experiments.service import Experiments
 
 log = logging.getLogger(__name__)
+MIN_GAP_SEC = 0.05
 
 
 def warm_statistics() -> None:
@@ -24,11 +25,13 @@ def warm_statistics() -> None:
 
 
 class ExperimentScheduler:
-    def __init__(self, experiments: Experiments, poll_sec: float):
+    def __init__(self, experiments: Experiments, poll_sec: float, wake: threading.Event | None = None):
+        """`wake`, when given, is set by whoever learns that a run ended (the
+        executor's hooks): the next pass comes at once instead of at the poll."""
         self.experiments = experiments
         self.poll_sec = poll_sec
         self._stop = threading.Event()
-        self._wake = threading.Event()
+        self._wake = wake or threading.Event()
         self._thread = threading.Thread(target=self._loop, name="pier-experiments", daemon=True)
 
     def start(self) -> None:
@@ -53,3 +56,4 @@ class ExperimentScheduler:
                 log.exception("experiment poll failed")
             self._wake.wait(self.poll_sec)
             self._wake.clear()
+            self._stop.wait(MIN_GAP_SEC)  # runs ending in a burst: one pass for the lot

@@ -226,8 +226,9 @@ class Experiments:
         in_flight = 0
         for attempt in open_tries:
             record = records.get(attempt.trajectory_id)
-            if record is None:
-                in_flight += self._start(experiment, attempt)
+            if record is None:  # claimed, not accepted (a restart, or the server refused for now)
+                self._start(experiment, attempt)
+                in_flight += 1  # pending either way: the experiment is not done while it is
             elif (found := outcome(record)) is None:
                 in_flight += 1
                 if attempt.state == "claimed":
@@ -237,7 +238,9 @@ class Experiments:
                 if found == INFRA and attempt.retry < experiment.spec.infra_retries:
                     retry = self.store.claim_attempt(experiment.id, attempt.seq, attempt.cell,
                                                      attempt.attempt, attempt.retry + 1, uuid.uuid4().hex)  # fmt: skip
-                    in_flight += retry is not None and self._start(experiment, retry)
+                    if retry is not None:
+                        self._start(experiment, retry)
+                        in_flight += 1
         return in_flight
 
     def _start(self, experiment: Experiment, attempt: StoredAttempt) -> bool:

@@ -127,18 +127,23 @@ class Cell(BaseModel):
         return axes
 
 
+def _or_none(values: list[str]) -> list[str | None]:
+    """The values, or one "not set" when there are none (the task's own choice)."""
+    return [*values] if values else [None]
+
+
 def cells(spec: ExperimentSpec) -> list[Cell]:
     """The matrix's cells, in a fixed order (the order runs interleave in)."""
     agent_choices: list[tuple[str | None, str | None, str | None]] = [
         (axis.name, model, provider)
         for axis in spec.matrix.agents
-        for model in (axis.models or [None])
-        for provider in (axis.providers or [None])
+        for model in _or_none(axis.models)
+        for provider in _or_none(axis.providers)
     ] or [(None, None, None)]
     rows: list[int | None] = list(range(len(spec.matrix.vars))) or [None]
     keys = list(spec.matrix.params)
     combos = list(itertools.product(*(spec.matrix.params[k] for k in keys)))
-    found = []
+    found: list[Cell] = []
     for (agent, model, provider), row, combo in itertools.product(agent_choices, rows, combos):
         params = dict(zip(keys, combo, strict=True))
         init = {**spec.init_params, **params}

@@ -101,7 +101,10 @@ def check_rates(found: dict) -> None:
     for cell, rate in zip(found["results"]["cells"], RATES, strict=True):
         assert cell["attempts"] == ATTEMPTS
         interval = stats.wilson(cell["successes"], cell["attempts"], alpha=0.001)
-        assert interval is not None and interval.low <= rate <= interval.high, (cell["key"], cell["successes"])
+        assert interval is not None and interval.low <= rate <= interval.high, (
+            cell["key"],
+            cell["successes"],
+        )
         low, high = cell["pass_rate_interval"]
         assert low <= cell["pass_rate"] <= high
 

@@ -28,13 +28,14 @@ class Starter:
         self.cancelled: list[str] = []
         self.refuse: str | None = None
         self.down = False
+        self.down_after: int | None = None  # refuse every start after this many
 
     def preflight(self, collection: str, task_name: str, task: Task, init_params: dict[str, Any]) -> None:
         return None
 
     def start(self, collection: str, task_name: str, task: Task, init_params: dict[str, Any],
               trajectory_id: str, labels: Sequence[Label]) -> None:  # fmt: skip
-        if self.down:
+        if self.down or (self.down_after is not None and len(self.started) >= self.down_after):
             raise RuntimeError("the server refuses runs for now")
         if self.refuse:
             raise InputError(self.refuse)
@@ -224,3 +225,21 @@ def test_a_server_that_refuses_for_now_is_tried_again_later(store: Store) -> Non
     starter.down = False
     experiments.step(experiments.get(experiment.id))
     assert len(starter.started) == 3 and len(store.attempts(experiment.id)) == 3
+
+
+def test_an_attempt_claimed_but_not_yet_accepted_keeps_the_experiment_open(store: Store) -> None:
+    starter = Starter(store)
+    experiments = service(store, starter)
+    experiment = create(experiments, attempts=1)
+    starter.down_after = 2  # the third start is refused for now
+    experiments.step(experiment)  # seq 0 and 1 start; seq 2 is claimed, its start refused
+    for tid in list(starter.started):
+        end(store, tid)
+    experiments.step(experiments.get(experiment.id))  # still refused: the experiment must stay open
+    assert experiments.get(experiment.id).stored.status == "running"
+    starter.down_after = None
+    experiments.step(experiments.get(experiment.id))
+    assert len(starter.started) == 3
+    end(store, starter.started[2])
+    experiments.step(experiments.get(experiment.id))
+    assert experiments.get(experiment.id).stored.status == "completed"
