@@ -18,10 +18,10 @@ from pier.cli_console import emit, err, fail, out, refusals, run_id, show_list, 
 from pier.cli_sandbox import register as register_sandbox_commands
 from pier.cli_serve import register as register_api_commands
 from pier.cli_storage import register as register_storage_commands
+from pier.cli_summary import show_summary, validation_message
 from pier.errors import InputError, NotFoundError, PierError
 
 if TYPE_CHECKING:
-    from pydantic import ValidationError
 
     from pier.lifecycle.service import RunRequest, Services
     from pier.record import Trajectory
@@ -207,30 +207,6 @@ def end_orphans(services: Services, remove_sandboxes: bool = True) -> None:
         err.print(f"[yellow]ended run {record.trajectory_id}:[/yellow] {message}", highlight=False)
 
 
-# The option of `pier run` that sets each field a run's limits are validated on.
-_OPTIONS = {
-    "timeout_sec": "--timeout",
-    "cpus": "--cpus",
-    "memory": "--memory",
-    "network_enabled": "--no-network",
-}
-
-
-def validation_message(exc: ValidationError) -> str:
-    """A pydantic refusal as one line per problem, each naming what the user set:
-    the option of `pier run`, the PIER_* variable, or else the field."""
-    problems = []
-    for error in exc.errors():
-        loc = [str(part) for part in error["loc"]]
-        if exc.title == "Settings" and loc:
-            where = f"PIER_{loc[0].upper()}"
-        else:
-            where = next((_OPTIONS[part] for part in reversed(loc) if part in _OPTIONS), ".".join(loc))
-        message = str(error["msg"]).removeprefix("Value error, ")
-        problems.append(f"{where}: {message}" if where else message)
-    return "; ".join(problems)
-
-
 def build_request(
     path: Path,
     var: list[str],
@@ -295,44 +271,6 @@ def build_request(
 def _slug(name: str) -> str:
     cleaned = "".join(c if c.isalnum() or c in "-_" else "-" for c in name).strip("-.")
     return cleaned or "runbook"
-
-
-def show_summary(record: Trajectory, folder: str) -> None:
-    from pier.cli_checks import show_checks
-
-    colour = "green" if record.success else "red"
-    out.print(
-        f"[{colour}]{record.status.value}[/{colour}] run {record.trajectory_id} "
-        f"in {record.duration_seconds or 0:.1f}s",
-        highlight=False,
-    )
-    if record.error:
-        out.print(f"  [red]{record.failed_stage}:[/red] {terminal_safe(record.error)}", highlight=False)
-    show_results(record)
-    show_checks(record, out)
-    out.print(f"  outputs: {folder}", highlight=False)
-
-
-SUMMARY_FILES = 10  # result files listed by name; the rest are counted
-
-
-def show_results(record: Trajectory) -> None:
-    """The first result files (primary outputs first), then how many more and their
-    size: a run that made 2,000 files must not bury its outcome under them."""
-    outputs = record.outputs
-    shown, rest = outputs.results_files[:SUMMARY_FILES], outputs.results_files[SUMMARY_FILES:]
-    for item in shown:
-        star = "★" if item.path in outputs.primary_files else " "
-        out.print(f"  {star} {item.path}  ({item.size} bytes)", highlight=False)
-    if rest:
-        from rich import filesize
-
-        total = filesize.decimal(sum(item.size for item in outputs.results_files))
-        out.print(
-            f"    ... and {len(rest)} more ({filesize.decimal(sum(item.size for item in rest))}; "
-            f"{len(outputs.results_files)} files, {total} in all)",
-            highlight=False,
-        )
 
 
 @app.command("runs")

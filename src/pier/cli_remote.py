@@ -144,8 +144,8 @@ def run_remote(build: Callable[[], RunRequest], files: list[Path], as_json: bool
     """Submit, follow, print the summary (or the record with --json); the exit code."""
     from pydantic import ValidationError
 
-    from pier.cli import show_summary, validation_message
     from pier.cli_progress import Progress
+    from pier.cli_summary import show_summary, validation_message
     from pier.lifecycle.interrupts import Interrupted, deferred_signals, stop_signals_interrupt
     from pier.lifecycle.services import Services
     from pier.settings import get_settings

@@ -21,9 +21,9 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from pier.errors import ServiceUnavailable
 from pier.executors.base import CancelOutcome, Holding, Job
 from pier.executors.spec import RunSpec
+from pier.executors.temporal_client import TemporalUnavailable, connect, control_queue
 from pier.executors.temporal_workflow import WORKFLOW
 from pier.lifecycle import webhooks
 from pier.settings import Settings
@@ -33,21 +33,15 @@ if TYPE_CHECKING:
     from pier.executors.ports import LifecycleHooks
     from pier.lifecycle.context import RunContext
 
+__all__ = ["TemporalExecutor", "TemporalUnavailable", "connect", "control_queue", "workflow_config"]
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 CALL_TIMEOUT_SEC = 30
 STORE_WEBHOOK_ATTEMPTS = 20  # about an hour of doubling waits: a database outage passes
 
 
-class TemporalUnavailable(ServiceUnavailable):
-    """Temporal does not answer at PIER_TEMPORAL_ADDRESS."""
-
-
 HEALTH_TIMEOUT_SEC = 3.0
-
-
-def control_queue(settings: Settings) -> str:
-    return f"{settings.temporal_task_queue}-control"
 
 
 def workflow_config(settings: Settings) -> dict[str, Any]:
@@ -69,20 +63,6 @@ def workflow_config(settings: Settings) -> dict[str, Any]:
         "webhook_max_delay_sec": webhooks.MAX_DELAY_SEC,
         "webhook_attempt_sec": 30,  # reading the record, storing the delivery
     }
-
-
-async def connect(settings: Settings) -> Client:
-    try:
-        return await Client.connect(
-            settings.temporal_address,
-            namespace=settings.temporal_namespace,
-            interceptors=tracing.temporal_interceptors(),  # its spans join the run's trace
-        )
-    except RuntimeError as exc:  # the SDK's connection failure
-        raise TemporalUnavailable(
-            f"Temporal does not answer at PIER_TEMPORAL_ADDRESS={settings.temporal_address} "
-            f"(namespace {settings.temporal_namespace}): {exc}; start it, or unset PIER_EXECUTOR"
-        ) from None
 
 
 class TemporalExecutor:

@@ -40,7 +40,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from pier.executors.base import Job
 from pier.executors.ports import EventSink, LifecycleHooks, RunPorts
 from pier.executors.spec import RunSpec
-from pier.executors.temporal import connect, control_queue
+from pier.executors.temporal_client import connect, control_queue
 from pier.executors.temporal_workflow import RunWorkflow
 from pier.lifecycle import runner
 from pier.lifecycle.background import PeriodicSweeper

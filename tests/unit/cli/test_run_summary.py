@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from pier import cli
+from pier import cli_summary as cli
 from pier.record import ResultFile, RunStatus, Trajectory
 
 

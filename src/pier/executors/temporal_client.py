@@ -1,0 +1,33 @@
+"""Reaching Temporal: the client connection and the queue names, below both the
+executor a server holds (temporal.py) and the worker processes
+(temporal_worker.py), so that neither file imports the other back."""
+
+from __future__ import annotations
+
+from temporalio.client import Client
+
+from pier.errors import ServiceUnavailable
+from pier.settings import Settings
+from pier.telemetry import tracing
+
+
+class TemporalUnavailable(ServiceUnavailable):
+    """Temporal does not answer at PIER_TEMPORAL_ADDRESS."""
+
+
+def control_queue(settings: Settings) -> str:
+    return f"{settings.temporal_task_queue}-control"
+
+
+async def connect(settings: Settings) -> Client:
+    try:
+        return await Client.connect(
+            settings.temporal_address,
+            namespace=settings.temporal_namespace,
+            interceptors=tracing.temporal_interceptors(),  # its spans join the run's trace
+        )
+    except RuntimeError as exc:  # the SDK's connection failure
+        raise TemporalUnavailable(
+            f"Temporal does not answer at PIER_TEMPORAL_ADDRESS={settings.temporal_address} "
+            f"(namespace {settings.temporal_namespace}): {exc}; start it, or unset PIER_EXECUTOR"
+        ) from None
