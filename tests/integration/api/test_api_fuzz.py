@@ -26,6 +26,7 @@ NO_2XX_FROM_RANDOM_DATA = {
     "POST /api/v1/tasks/{collection}": "needs a runnable workflow",
     "POST /api/v1/sandbox/upload": "needs multipart files",
     "POST /api/v1/trial/{collection}/activate": "the test server has no trial keys",
+    "POST /api/v1/experiments/{collection}": "needs a stored task and a matrix of known agents",
 }
 
 

@@ -13,7 +13,11 @@ def test_live_ready_and_health_answer_200_without_a_token(server: Server):
     with server.client(token=None) as c:
         live, ready, health = c.get("/health/live"), c.get("/health/ready"), c.get("/health")
     assert (live.status_code, live.json()) == (200, {"status": "ok"})
-    assert (ready.status_code, ready.json()) == (200, {"status": "ready", "engine": "ok", "database": "ok"})
+    # every dependency this mode needs, and Temporal named only in fleet mode
+    assert (ready.status_code, ready.json()) == (
+        200,
+        {"status": "ready", "engine": "ok", "database": "ok", "storage": "ok", "temporal": None},
+    )
     assert health.status_code == 200
     assert {k: health.json()[k] for k in ("status", "engine", "database")} == {
         "status": "ok", "engine": "ok", "database": "ok",

@@ -1,0 +1,47 @@
+"""Where runs' traffic goes: the model gateway, the egress allow-list, and the
+outbound policy for every connection pier makes on a run's behalf."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, field_validator
+
+from pier.outbound import OutboundPolicy, parse_allowed
+
+
+class NetworkSettings(BaseModel):
+    """The model gateway (agents reach their provider through pier, holding a
+    per-run token), the egress allow-list, and the outbound policy."""
+
+    gateway: bool = Field(
+        True, description="route agents' model calls through pier's gateway (keys stay out)"
+    )
+    gateway_host: str | None = Field(
+        None, description="address the gateway listens on; default the Docker bridge's gateway address"
+    )
+    gateway_port: int = Field(0, ge=0, le=65535, description="0: a free port")
+    gateway_max_requests: int | None = Field(None, ge=1, description="default per-run model request budget")
+    gateway_max_tokens: int | None = Field(None, ge=1, description="default per-run token budget")
+    gateway_max_cost_usd: float | None = Field(None, gt=0, description="default per-run cost budget (USD)")
+    # The outbound policy (pier.outbound): the one place an operator lets pier
+    # connect, for a run, to a loopback, link-local, private or own address.
+    outbound_allow: str = Field(
+        "",
+        description="destinations runs may reach that are otherwise refused (loopback, private, this "
+        "machine): host names, addresses, CIDRs, each optionally :port, comma-separated",
+    )
+    network_allow: str = Field(
+        "", description="egress allow-list every run gets (comma-separated); runs add their network.allow"
+    )
+    egress_network: str = Field(
+        "pier-egress", description="internal Docker network of allow-listed sandboxes"
+    )
+
+    @field_validator("outbound_allow")
+    @classmethod
+    def _outbound_allow(cls, value: str) -> str:
+        parse_allowed(value)  # a bad entry stops pier at start, not at a run's first connection
+        return value
+
+    @property
+    def outbound(self) -> OutboundPolicy:
+        return OutboundPolicy.from_setting(self.outbound_allow)
