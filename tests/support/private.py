@@ -140,8 +140,32 @@ class Postgres:
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)  # fmt: skip
 
 
+class _ServerProcess:
+    """What a private service started as one process shares: killing it
+    (SIGKILL: the fault), starting it again, removing it with its data."""
+
+    proc: subprocess.Popen | None
+    data: Path
+
+    def start(self) -> object:
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def start_if_stopped(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+
+    def destroy(self) -> None:
+        self.kill()
+        shutil.rmtree(self.data, ignore_errors=True)
+
+
 @dataclass
-class Temporal:
+class Temporal(_ServerProcess):
     """Temporal's dev server of the test's own, state in a file: kill and
     start it again and the workflows are still there."""
 
@@ -179,22 +203,9 @@ class Temporal:
         time.sleep(1.0)  # the frontend listens a moment before the namespace answers
         return self
 
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
-
-    def start_if_stopped(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            self.start()
-
-    def destroy(self) -> None:
-        self.kill()
-        shutil.rmtree(self.data, ignore_errors=True)
-
 
 @dataclass
-class SeaweedFS:
+class SeaweedFS(_ServerProcess):
     """An S3 server of the test's own (SeaweedFS `weed mini`, every port set,
     telemetry off), one bucket; kill it and start it again on the same data."""
 
@@ -250,16 +261,6 @@ class SeaweedFS:
         wait_until(up, 90, f"SeaweedFS on {self.endpoint}")
         return self
 
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
-
-    def start_if_stopped(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            self.start()
-
     def destroy(self) -> None:
-        self.kill()
-        shutil.rmtree(self.data, ignore_errors=True)
+        super().destroy()
         self.data.with_suffix(".log").unlink(missing_ok=True)
