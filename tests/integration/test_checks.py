@@ -488,7 +488,8 @@ def git_http(
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     address = f"{sandbox_gateway(docker_backend, base_image)}:{server.server_address[1]}"
-    monkeypatch.setenv("PIER_SANDBOX_HOST_ALLOW", address)
+    monkeypatch.setenv("PIER_SANDBOX_HOST_ALLOW", address)  # the sandbox may reach it
+    monkeypatch.setenv("PIER_OUTBOUND_ALLOW", address)  # and so may pier, cloning on the host
     get_settings.cache_clear()
     try:
         yield f"http://{address}/checks.git", clients
@@ -527,7 +528,7 @@ def test_a_git_url_is_cloned_in_the_sandbox_or_on_the_host(base_image, git_http)
     clients.clear()
     # Without network the sandbox cannot reach the server: the host fetched it.
     offline = start(runbook(script, checks), base_image, network_enabled=False)
-    assert offline.success is True, offline.outputs.checks
+    assert offline.success is True, (offline.error, offline.outputs.checks)
     assert clients and not any(c.startswith(subnet) and c != gateway for c in clients)
 
 

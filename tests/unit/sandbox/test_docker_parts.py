@@ -466,6 +466,40 @@ def test_an_exec_whose_sandbox_stopped_counts_as_ended():
     assert execs.exec_exited(StoppedUnderAnExec(), "e1")  # type: ignore[arg-type]
 
 
+class RemovedUnderAnExec:
+    """An engine whose container was removed while an exec read its stream (gVisor's
+    runtime then keeps the stream open for ever)."""
+
+    def exec_inspect(self, exec_id):
+        raise docker.errors.NotFound("No such exec instance")
+
+
+def test_an_exec_whose_sandbox_was_removed_counts_as_ended():
+    assert execs.exec_exited(RemovedUnderAnExec(), "e1")  # type: ignore[arg-type]
+
+
+def test_the_exit_watch_asks_again_after_an_engine_error_and_closes_a_removed_sandboxs_stream(monkeypatch):
+    """An inspect that fails is asked again rather than given up on: giving up left
+    the stream of a removed gVisor sandbox open, and its run hung."""
+    monkeypatch.setattr(execs, "CLOSE_GRACE_S", 0.05)
+    monkeypatch.setattr(execs.ExitWatch, "FIRST_POLL_S", 0.01)
+    monkeypatch.setattr(execs.ExitWatch, "MAX_POLL_S", 0.02)
+    answers = iter([ConnectionError("engine busy"), False, True])
+
+    def exited() -> bool:
+        answer = next(answers, True)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    closed = threading.Event()
+    calls: list[str] = []
+    watch = execs.ExitWatch(exited, kill=lambda: calls.append("kill"), close=closed.set).start()
+    assert closed.wait(5), "the stream was never closed"
+    watch.stop()
+    assert calls == ["kill"] and watch.fired
+
+
 def test_the_disk_guard_says_why_it_cannot_be_installed(tmp_path, monkeypatch):
     from pier.sandbox.docker.diskguard import guard_available
 

@@ -190,9 +190,10 @@ class ExitWatch:
                 if not self._exited():
                     interval = min(interval * 2, self.MAX_POLL_S)
                     continue
-            except Exception as exc:  # the sandbox is gone: the stream ends by itself
+            except Exception as exc:  # the engine did not answer: ask again later
                 log.debug("could not inspect an exec: %s", exc)
-                return
+                interval = self.MAX_POLL_S
+                continue
             self.fired = True
             self._kill()
             if not self._done.wait(CLOSE_GRACE_S):
@@ -201,12 +202,16 @@ class ExitWatch:
 
 
 def exec_exited(api: docker.APIClient, exec_id: str) -> bool:
-    """Whether the exec's main process is gone, or its whole sandbox stopped: the
-    engine may then keep the exec's stream open, and report it running, for ever."""
-    state = api.exec_inspect(exec_id)
-    if not state.get("Running"):
+    """Whether the exec's main process is gone, or its whole sandbox stopped or
+    was removed: the engine may then keep the exec's stream open, and report it
+    running, for ever (gVisor's runtime does so after a removal)."""
+    try:
+        state = api.exec_inspect(exec_id)
+        if not state.get("Running"):
+            return True
+        container = api.inspect_container(state["ContainerID"])
+    except docker.errors.NotFound:  # the sandbox, and its exec with it, was removed
         return True
-    container = api.inspect_container(state["ContainerID"])
     return not (container.get("State") or {}).get("Running")
 
 
