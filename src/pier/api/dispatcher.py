@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pier.db.requests import QueueFull
 from pier.errors import InputError, NotFoundError, ServiceUnavailable
 from pier.executors.base import Executor, Job
 from pier.executors.ports import LifecycleHooks
@@ -147,7 +148,15 @@ class Dispatcher:
             labels=list(labels),
         )
         record.trace_id = tracing.trace_id(trajectory_id)
-        stored = self.store.enqueue_run(record, payload.stored(self.vault), params.idempotency_key)
+        try:
+            stored = self.store.enqueue_run(
+                record,
+                payload.stored(self.vault),
+                params.idempotency_key,
+                max_pending=self.hooks.quotas.queued_runs(collection),
+            )
+        except QueueFull as full:  # another accept took the last place since the check above
+            raise self.hooks.quotas.queue_full(collection, full.waiting) from None
         if stored != trajectory_id:  # the same request, retried, won the race
             return self.store.get_run(stored)
         try:
