@@ -225,11 +225,12 @@ class Dispatcher:
             return RunStatus.cancelled
         # The executor no longer holds it: it has just ended (and saved its end,
         # which the store now shows), or it was never this server's to run.
-        current = self.store.get_run(record.trajectory_id)
+        current = self.store.get_run(record.trajectory_id, record.collection)
         if current.status.terminal:
             return current.status
-        self.store.save_run(cancelled(current))  # the sweeper removes any sandbox it left
-        self.finished(record.trajectory_id, None)
+        ended = cancelled(current)
+        self.store.save_run(ended)  # the sweeper removes any sandbox it left
+        self.finished(record.trajectory_id, None, ended)
         return RunStatus.cancelled
 
     # what a run needs to start: the hooks' (a worker builds it the same way)

@@ -76,7 +76,8 @@ class RequestStore(StoreBase):
                     session.add(RunKeyRow(collection=record.collection, key=key,
                                           trajectory_id=record.trajectory_id, created_at=record.created))  # fmt: skip
                 session.add_all(
-                    RunLabelRow(trajectory_id=record.trajectory_id, key=label.key, value=label.value,
+                    RunLabelRow(trajectory_id=record.trajectory_id, collection=record.collection,
+                                key=label.key, value=label.value,
                                 author=label.author, created=label.created)
                     for label in record.labels
                 )  # fmt: skip
