@@ -16,6 +16,7 @@ from starlette.datastructures import UploadFile
 
 from pier.api.auth import Caller, caller_for_token, collection_access, require_admin
 from pier.api.forms import MAX_FILES, accept_fields, invalid
+from pier.api.lookups import visible_run
 from pier.api.routes import collections as collection_routes
 from pier.api.routes import runs as run_routes
 from pier.api.routes import trajectories
@@ -183,10 +184,7 @@ def _row(record: Trajectory) -> dict[str, Any]:
 
 def _visible_run(state: ApiState, caller: Caller, trajectory_id: str) -> Trajectory:
     """The run, if this caller may see it; another collection's run is 'not found'."""
-    record = state.store.get_run(trajectory_id)
-    if not caller.may_use(record.collection):
-        raise NotFoundError(f"run {trajectory_id!r} not found: check the trajectory id")
-    return record
+    return visible_run(state.store, trajectory_id, caller.may_use)
 
 
 @router.get("/runs/{trajectory_id}")

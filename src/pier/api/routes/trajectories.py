@@ -14,7 +14,7 @@ from pier.api.auth import CallerDep, CollectionDep
 from pier.api.errors import ApiError
 from pier.api.forms import invalid
 from pier.api.ingest import ingest
-from pier.api.lookups import run_of
+from pier.api.lookups import run_of, visible_run
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.runs import TrajectoryPage
 from pier.api.schemas.trajectories import (
@@ -153,8 +153,9 @@ def add_label(
     store = state.store
     run_of(store, collection, task, trajectory_id)
     label = Label(key=body.key, value=body.value, author=body.author or collection)
-    store.add_labels(trajectory_id, [label])
-    return LabelAdded(trajectory_id=trajectory_id, label=label, labels=store.get_run(trajectory_id).labels)
+    store.add_labels(trajectory_id, [label], collection=collection)
+    labels = store.get_run(trajectory_id, collection).labels
+    return LabelAdded(trajectory_id=trajectory_id, label=label, labels=labels)
 
 
 @router.get("/db/stats/{collection}/{task}", summary="A task's runs in figures")
@@ -191,9 +192,10 @@ def workflow_logs(
     trajectory id works too); lines after `after`, at most `limit`."""
     store = state.store
     trajectory_id = trajectory_id_of(workflow_id)
-    record = store.get_run(trajectory_id)
-    if not caller.may_use(record.collection):
-        raise NotFoundError(f"run {trajectory_id!r} not found: check the workflow id")
+    try:
+        record = visible_run(store, trajectory_id, caller.may_use, workflow_id)
+    except NotFoundError:
+        raise NotFoundError(f"run {trajectory_id!r} not found: check the workflow id") from None
     events = store.events(trajectory_id, after_seq=after, limit=limit + 1)
     return WorkflowLogs(
         workflow_id=record.workflow_id,
