@@ -35,11 +35,12 @@ class FakeApi:
         if pending:
             raise pending.pop(0)
 
-    def create_container(self, name: str, labels: dict, lose: bool = False, **_: Any) -> dict:
+    def create_container(self, name: str, labels: dict, **_: Any) -> dict:
         if name in self.containers_made:
             self.calls.append("create_container")
             raise api_error(409, f"Conflict. The container name {name} is already in use")
-        self.containers_made[name] = {"Id": f"id-{name}", "Config": {"Labels": labels}}
+        # the engine adds the image's labels to the container's
+        self.containers_made[name] = {"Id": f"id-{name}", "Config": {"Labels": {**labels, "maintainer": "x"}}}
         self._maybe_fail("create_container")
         return {"Id": f"id-{name}"}
 

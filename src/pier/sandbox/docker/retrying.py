@@ -12,7 +12,8 @@ reason:
   verbs the engine makes idempotent (start, remove);
 - create, when the container has a name: a try whose answer was lost may have
   made it, and the next try then meets the name taken (409) and takes that
-  container, if its labels are the ones asked for, instead of a second one;
+  container, if it carries the labels asked for (pier's carry the run and the
+  second it was made), instead of a second one;
 - copying bytes in (the same archive twice is the same files); a stream
   cannot be sent again, so it is tried once;
 - making an exec (an exec never started costs nothing); starting one only
@@ -136,7 +137,8 @@ class RetryingEngine:
         """The container `name` that an earlier try made though its answer was
         lost; the 409 when it is not one this call asked for."""
         found = self._api.inspect_container(name)
-        if (found.get("Config") or {}).get("Labels") != labels:
+        has = (found.get("Config") or {}).get("Labels") or {}  # the image's labels too
+        if not labels or any(has.get(key) != value for key, value in labels.items()):
             raise conflict
         note(f"engine: container {name} was made by a try whose answer was lost: taking it")
         return {"Id": found["Id"], "Warnings": []}
