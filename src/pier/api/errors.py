@@ -1,5 +1,7 @@
 """Every error is a JSON body `{"detail": "<what went wrong and what to do>"}`;
-validation errors add `errors: [{field, message}]` naming each bad field."""
+validation errors add `errors: [{field, message}]` naming each bad field.
+A request the database could not answer (it is down, or its connection was
+lost) is a 503 with Retry-After, on every route, never a 500."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
+from pier.db.retry import DRIVER_ERRORS, unreachable
 from pier.errors import (
     AssetError,
     InputError,
@@ -25,6 +28,12 @@ from pier.lifecycle.quotas import QuotaExceeded
 from pier.limits import LimitError
 
 log = logging.getLogger(__name__)
+
+DATABASE_RETRY_AFTER_SEC = 5  # what a client is told to wait while the database does not answer
+DATABASE_DOWN = (
+    "the database is unreachable, so this request was not completed: send it again in a few "
+    "seconds (GET /health/ready says whether the database answers)"
+)
 
 # What FastAPI and Starlette say on their own, and what to do about it.
 _HINTS = {
@@ -102,7 +111,7 @@ async def _http(_request: Request, exc: HTTPException) -> JSONResponse:
     return JSONResponse(body(detail), status_code=exc.status_code, headers=exc.headers)
 
 
-async def _pier(_request: Request, exc: PierError) -> JSONResponse:
+async def _pier(request: Request, exc: PierError) -> JSONResponse:
     if isinstance(exc, QuotaExceeded):
         return JSONResponse(
             {**body(str(exc)), "quota": exc.quota},
@@ -123,9 +132,33 @@ async def _pier(_request: Request, exc: PierError) -> JSONResponse:
         status = 422
     elif isinstance(exc, SandboxError | ServiceUnavailable):
         status = 503
+    elif (down := _database_down(request, exc)) is not None:
+        return down
     else:
         status = 500
     return JSONResponse(body(str(exc)), status_code=status)
+
+
+def _database_down(request: Request, exc: BaseException) -> JSONResponse | None:
+    """503 with Retry-After when `exc` (or what it was raised from) says the
+    database did not answer; the driver's words go to the log, one line."""
+    cause = unreachable(exc)
+    if cause is None:
+        return None
+    first_line = (str(cause).strip().splitlines() or [""])[0][:300]
+    log.warning("database unreachable on %s %s (%s: %s): answered 503",
+                request.method, request.url.path, type(cause).__name__, first_line)  # fmt: skip
+    return JSONResponse(
+        body(DATABASE_DOWN),
+        status_code=503,
+        headers={"Retry-After": str(DATABASE_RETRY_AFTER_SEC)},
+    )
+
+
+async def _driver(request: Request, exc: Exception) -> JSONResponse:
+    """A database driver's error: the database's 503 when it did not answer,
+    else an internal error."""
+    return _database_down(request, exc) or await _internal(request, exc)
 
 
 async def _too_deep(_request: Request, _exc: RecursionError) -> JSONResponse:
@@ -136,6 +169,8 @@ async def _too_deep(_request: Request, _exc: RecursionError) -> JSONResponse:
 
 
 async def _internal(request: Request, exc: Exception) -> JSONResponse:
+    if (down := _database_down(request, exc)) is not None:  # wrapped in another error
+        return down
     log.exception("internal error on %s %s", request.method, request.url.path, exc_info=exc)
     return JSONResponse(body("internal server error: see the server log, and report it"), status_code=500)
 
@@ -146,4 +181,6 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, _http)  # type: ignore[arg-type]
     app.add_exception_handler(PierError, _pier)  # type: ignore[arg-type]
     app.add_exception_handler(RecursionError, _too_deep)  # type: ignore[arg-type]
+    for driver_error in DRIVER_ERRORS:  # handled here, not left to the last resort, which re-raises
+        app.add_exception_handler(driver_error, _driver)
     app.add_exception_handler(Exception, _internal)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import psycopg
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 log = logging.getLogger(__name__)
@@ -28,11 +29,41 @@ FIRST_WAIT_SEC = 0.5
 MAX_WAIT_SEC = 5.0
 
 
+# What the database's drivers raise (SQLAlchemy's wrapping, and psycopg's own
+# for the plain connections that LISTEN): for a caller above pier.db to catch
+# without importing them, then ask `unreachable`.
+DRIVER_ERRORS: tuple[type[Exception], ...] = (DBAPIError, psycopg.Error)
+
+
 def transient(exc: BaseException) -> bool:
     """Whether `exc` says the database did not answer (worth trying again)."""
     if isinstance(exc, OperationalError | InterfaceError):
         return True
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return True
     return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+
+def unreachable(exc: BaseException) -> BaseException | None:
+    """The error in `exc` or what it was raised from (its cause, the error it
+    was raised while handling, a group's members) that says the database did
+    not answer; None when none does."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if transient(current):
+            return current
+        if current.__cause__ is not None:
+            todo.append(current.__cause__)
+        if current.__context__ is not None and not current.__suppress_context__:  # `from None` hides it
+            todo.append(current.__context__)
+        if isinstance(current, BaseExceptionGroup):
+            todo.extend(current.exceptions)
+    return None
 
 
 def retried(call: Callable[[], T], budget_sec: float, what: str) -> T:

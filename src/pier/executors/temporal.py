@@ -49,6 +49,8 @@ STORE_WEBHOOK_ATTEMPTS = 20  # about an hour of doubling waits: a database outag
 
 
 HEALTH_TIMEOUT_SEC = 3.0
+CONNECT_FIRST_WAIT_SEC = 1.0  # a server started while Temporal is down tries again after this,
+CONNECT_MAX_WAIT_SEC = 30.0  # doubling up to this
 
 
 FAIRNESS_KEY_BYTES = 64  # Temporal's bound on a fairness key
@@ -98,17 +100,51 @@ class TemporalExecutor:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="pier-temporal", daemon=True)
         self._client: Client | None = None
+        self._stopping = threading.Event()
+        self._connecting: threading.Thread | None = None
 
     def start(self) -> None:
-        self.connect()
+        """Connect and run the control workers; when Temporal does not answer
+        yet, go on (the server serves: readiness and POST /run say Temporal is
+        down) and keep connecting in the background, the wait doubling from
+        1 s to 30 s, until it answers."""
+        self._start_loop()
+        try:
+            self._begin()
+        except Exception as exc:
+            log.warning("Temporal does not answer yet (%s): serving without it, connecting in the background",
+                        exc)  # fmt: skip
+            self._connecting = threading.Thread(target=self._keep_connecting, name="pier-temporal-connect",
+                                                daemon=True)  # fmt: skip
+            self._connecting.start()
+
+    def _begin(self) -> None:
+        client = self._call(lambda: connect(self._settings))
+        self._client = client
         self._control = self._call(self._start_control)
         log.info("runs go to Temporal at %s, queue %s", self._settings.temporal_address,
                  self._settings.temporal_task_queue)  # fmt: skip
 
+    def _keep_connecting(self) -> None:
+        wait = CONNECT_FIRST_WAIT_SEC
+        while not self._stopping.wait(wait):
+            try:
+                self._begin()
+            except Exception as exc:
+                log.info("Temporal does not answer yet (%s): trying again in %.0fs", exc, wait)
+                wait = min(wait * 2, CONNECT_MAX_WAIT_SEC)
+                continue
+            log.info("connected to Temporal at %s", self._settings.temporal_address)
+            return
+
     def connect(self) -> None:
         """Submit and cancel only: this process polls no queue (`pier run --remote`)."""
-        self._thread.start()
+        self._start_loop()
         self._client = self._call(lambda: connect(self._settings))
+
+    def _start_loop(self) -> None:
+        if not self._thread.is_alive():
+            self._thread.start()
 
     async def _start_control(self) -> Any:
         """This server keeps records and runs workflows too (a run whose worker
@@ -205,6 +241,9 @@ class TemporalExecutor:
 
     def stop(self, interrupt: Callable[[RunContext], None] | None = None) -> list[str]:
         """Nothing runs here: the runs go on on the workers."""
+        self._stopping.set()
+        if self._connecting is not None:
+            self._connecting.join(CALL_TIMEOUT_SEC + 1)
         for worker in self._control or []:
             try:
                 self._call(worker.shutdown)
@@ -216,6 +255,8 @@ class TemporalExecutor:
 
     def _require(self) -> Client:
         if self._client is None:
+            if self._connecting is not None:  # started while Temporal was down
+                raise self._unavailable("not connected yet: connecting in the background")
             raise RuntimeError("the Temporal executor is not started")
         return self._client
 

@@ -16,6 +16,7 @@ from pier.lifecycle.keeping import publish_retried
 from pier.lifecycle.orphans import remove_sandboxes
 from pier.lifecycle.outcomes import end_record
 from pier.record import RunStatus, StageRecord, StageStatus, Trajectory, utcnow
+from pier.sandbox.runlog import to_run_log
 from pier.sandbox.sweeper import owner_label
 from pier.telemetry import metrics, tracing
 
@@ -150,7 +151,8 @@ def _step(ctx: RunContext, name: str, stage: Stage) -> None:
     _saved(ctx, step)
     began = time.monotonic()
     try:
-        stage(ctx)
+        with to_run_log(lambda line: ctx.log(line, name)):  # the backend's notes (an engine call tried again)
+            stage(ctx)
         step.status = StageStatus.completed
     except Exception as exc:  # every failure is recorded against its stage
         step.status = StageStatus.failed

@@ -64,6 +64,12 @@ class SandboxSettings(BaseModel):
     )
     default_snapshot: str = Field(DEFAULT_SNAPSHOT, description="the snapshot of a runbook that names none")
     docker_host: str | None = Field(None, description="Docker engine URL; default from DOCKER_HOST")
+    engine_retry_sec: float = Field(
+        30,
+        ge=0,
+        description="how long an engine call that may be repeated (create, inspect, an archive, an exec "
+        "not yet started) is tried again after a transient error (500/502/503/504, connection lost, timeout)",
+    )
     sandbox_backend: str = Field(
         "docker",
         description="sandbox backend: docker, fake (tests), a registered name, or module:factory",

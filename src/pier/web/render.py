@@ -66,6 +66,9 @@ def _as_page(handler: Any) -> Any:
             body = {}
         context = {"status": response.status_code, "detail": body.get("detail") or "something went wrong",
                    "errors": body.get("errors") or []}  # fmt: skip
-        return page(request, "error.html", context, status_code=response.status_code)
+        shown = page(request, "error.html", context, status_code=response.status_code)
+        if "retry-after" in response.headers:  # a 503 (the database is down) or a 429: when to try again
+            shown.headers["Retry-After"] = response.headers["retry-after"]
+        return shown
 
     return handle

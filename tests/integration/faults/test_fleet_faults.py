@@ -113,3 +113,36 @@ def test_temporal_down_refuses_runs_with_nothing_stored_and_a_keyed_retry_makes_
     assert [r.trajectory_id for r in store.list_runs(collection=collection.name)[0]] == [tid]
     assert_clean(fault_fleet, store, [tid])
     store.close()
+
+
+def test_a_server_started_while_temporal_is_down_serves_and_connects_once_it_is_back(
+    fault_fleet: Fleet, private_temporal: Temporal
+) -> None:
+    """Temporal is down when `pier serve` starts: the server starts and serves
+    (it used to fail its start), live 200, ready 503 naming Temporal, POST /run
+    503 with nothing stored; once Temporal is up, it connects by itself and a
+    run completes on a worker."""
+    private_temporal.kill()
+    collection = fake_fleet(fault_fleet, PIER_SUBMIT_TIMEOUT_SEC="5")
+    with collection.client() as c:
+        assert c.get("/health/live").status_code == 200
+        ready = c.get("/health/ready")
+        assert ready.status_code == 503, ready.text
+        assert "Temporal" in ready.json()["temporal"] and ready.json()["database"] == "ok", ready.text
+        refused = c.post(f"/api/v1/run/{collection.name}/t", json={})
+        assert refused.status_code == 503, refused.text
+        assert "Temporal does not answer" in refused.json()["detail"]
+    store = fault_fleet.store()
+    assert store.list_runs(collection=collection.name)[1] == 0, "a refused run was left stored"
+    private_temporal.start()
+    began = time.monotonic()
+    with collection.client() as c:
+        wait_for(lambda: c.get("/health/ready").status_code == 200, 60, "the server connects to Temporal")
+    connected_after = time.monotonic() - began
+    fault_fleet.worker("w1")
+    tid = collection.run("t")
+    ends = ends_within(store, [tid], RUN_BOUND_SEC)
+    assert ends.statuses() == {tid: "completed"}, ends.errors()
+    assert_clean(fault_fleet, store, [tid])
+    store.close()
+    assert connected_after < 35, f"connected {connected_after:.0f}s after Temporal came back"

@@ -52,6 +52,7 @@ from pier.sandbox.docker.diskguard import DiskWatch, LoopDisk
 from pier.sandbox.docker.hardening import Hardening, hardening
 from pier.sandbox.docker.networks import ensure_internal_network, ensure_sandbox_network
 from pier.sandbox.docker.oomwatch import OomWatch, can_watch
+from pier.sandbox.docker.retrying import RetryingEngine
 from pier.sandbox.docker.sandbox import DockerSandbox
 from pier.sandbox.dockerfile import CA_PATH, ca_env, read_ca_bundle
 from pier.sandbox.fence import admit, fence_bridge, fence_problem
@@ -89,7 +90,9 @@ class DockerBackend(SandboxBackend):
 
     @cached_property
     def api(self) -> docker.APIClient:
-        return connect(self._settings)
+        """The engine's client; its calls that may be repeated are tried again
+        after a transient engine error (retrying.py)."""
+        return RetryingEngine(connect(self._settings), self._settings.engine_retry_sec)
 
     @cached_property
     def facts(self) -> EngineFacts:

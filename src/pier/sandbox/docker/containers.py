@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +79,9 @@ def plan_container(
         "hostname": hostname_for(spec.labels.get(LABEL_RUN)),
         "labels": labels,
         "environment": {**(extra_env or {}), **spec.env},
-        "name": spec.name,
+        # A name of its own: a create tried again after its answer was lost finds
+        # the container it made by this name, instead of making a second (retrying.py).
+        "name": spec.name or f"{hostname_for(spec.labels.get(LABEL_RUN))}-{uuid.uuid4().hex[:8]}",
     }
     return ContainerPlan(create=create, host=host)
 
