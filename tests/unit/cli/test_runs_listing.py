@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 from rich.console import Console
 from typer.testing import CliRunner
 
-from pier import cli, cli_console
+from pier import cli
+from pier.cli import console as cli_console
 from pier.lifecycle.service import Services
 from pier.record import Trajectory
 

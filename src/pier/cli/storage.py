@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from pier.cli_console import err, out, refusals
+from pier.cli.console import err, out, refusals
 from pier.errors import InputError, PierError
 
 # boto3, rich, the settings and the storages load when a command runs: `pier

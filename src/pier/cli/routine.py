@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pier.cli_console import out, refusals, show_list
-from pier.cli_options import parse_vars
+from pier.cli.console import out, refusals, show_list
+from pier.cli.options import parse_vars
 from pier.errors import InputError
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pier.cli_console import out
+from pier.cli.console import out
 
 
 def register(app: typer.Typer) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pier.cli_console import err, fail, out, refusals
+from pier.cli.console import err, fail, out, refusals
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -11,9 +11,9 @@ from typing import Annotated
 
 import typer
 
-from pier.cli_console import err, fail, out, refusals, show_list
-from pier.cli_experiments import experiment_app
-from pier.cli_routines import routine_app
+from pier.cli.console import err, fail, out, refusals, show_list
+from pier.cli.experiment import experiment_app
+from pier.cli.routine import routine_app
 from pier.errors import InputError, PierError
 
 collection_app = typer.Typer(

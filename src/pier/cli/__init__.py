@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from pier.cli_audit import register as register_audit_command
-from pier.cli_console import emit, err, fail, out, refusals, run_id, show_list, terminal_safe
-from pier.cli_sandbox import register as register_sandbox_commands
-from pier.cli_serve import register as register_api_commands
-from pier.cli_storage import register as register_storage_commands
-from pier.cli_summary import show_summary, validation_message
+from pier.cli.audit import register as register_audit_command
+from pier.cli.console import emit, err, fail, out, refusals, run_id, show_list, terminal_safe
+from pier.cli.sandbox import register as register_sandbox_commands
+from pier.cli.serve import register as register_api_commands
+from pier.cli.storage import register as register_storage_commands
+from pier.cli.summary import show_summary, validation_message
 from pier.errors import InputError, NotFoundError, PierError
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ def run_command(
             as_json,
         )
 
-    from pier.cli_progress import Progress
+    from pier.cli.progress import Progress
     from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt
     from pier.lifecycle.service import Services, preflight, run
 
@@ -175,8 +175,8 @@ def run_command(
 
 
 def _run_remote(build: Callable[[], RunRequest], files: list[Path], as_json: bool) -> NoReturn:
-    """`pier run --remote` (see cli_remote): the same input errors, exit codes and output."""
-    from pier.cli_remote import run_remote
+    """`pier run --remote` (see pier.cli.remote): the same input errors, exit codes and output."""
+    from pier.cli.remote import run_remote
 
     with refusals():
         code = run_remote(build, files, as_json)
@@ -224,7 +224,7 @@ def build_request(
     """The run `pier run` asks for; `allow` is (--allow-extra-vars, --allow-unfilled-vars)."""
     from pydantic import ValidationError
 
-    from pier.cli_options import parse_vars
+    from pier.cli.options import parse_vars
     from pier.lifecycle.service import RunRequest
     from pier.runbook import load
     from pier.settings import get_settings
@@ -357,7 +357,7 @@ def sweep_command(
     from pier.sandbox.sweeper import sweep
 
     if images:
-        from pier.cli_layers import parse_age
+        from pier.cli.layers import parse_age
 
         with refusals():
             parse_age(older_than)  # bad input before anything is removed
@@ -372,7 +372,7 @@ def sweep_command(
         out.print(f"removed {item.id[:12]} (run {item.trajectory_id}): {item.reason}", highlight=False)
     out.print(f"{len(removed)} sandbox(es) removed")
     if images:
-        from pier.cli_layers import prune_layers
+        from pier.cli.layers import prune_layers
 
         with refusals():
             prune_layers(services.backend, older_than)
@@ -393,7 +393,7 @@ def validate_command(
     paths: Annotated[list[Path], typer.Argument(help="runbook files or folders (searched recursively)")],
 ) -> None:
     """Parse, render and plan runbooks without running them; exit 1 when any has an error."""
-    from pier.cli_validate import validate_paths
+    from pier.cli.lint import validate_paths
 
     errors = validate_paths(paths, out)
     raise typer.Exit(1 if errors else 0)
@@ -423,7 +423,7 @@ def snapshot_list(
 @snapshot_app.command("layers")
 def snapshot_layers() -> None:
     """Agent layers: images with a pinned agent CLI, built once, reused."""
-    from pier.cli_layers import show_layers
+    from pier.cli.layers import show_layers
     from pier.sandbox import get_backend
     from pier.settings import get_settings
 
@@ -461,7 +461,3 @@ register_audit_command(app)  # audit
 
 def main() -> None:  # pragma: no cover
     app(prog_name="pier")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
