@@ -10,10 +10,6 @@ import typer
 from pier.cli.console import out
 
 
-def register(app: typer.Typer) -> None:
-    app.command("audit")(audit_command)
-
-
 def audit_command(
     collection: Annotated[str | None, typer.Option(help="only this collection's entries")] = None,
     action: Annotated[

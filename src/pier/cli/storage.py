@@ -16,10 +16,6 @@ storage_app = typer.Typer(
 )
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(storage_app, name="storage")
-
-
 @storage_app.command("where")
 def where_command() -> None:
     """The storage this machine's settings name (PIER_STORAGE_URL), once it answers."""

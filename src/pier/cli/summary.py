@@ -1,5 +1,5 @@
 """What `pier run` prints of a run's outcome and of a refused input, shared by
-the local run (pier.cli) and `pier run --remote` (pier.cli.remote), below both."""
+the local run (pier.cli.run) and `pier run --remote` (pier.cli.remote), below both."""
 
 from __future__ import annotations
 
