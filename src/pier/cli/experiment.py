@@ -6,7 +6,6 @@ with PIER_EXECUTOR=temporal) and show a live table until it ends; with
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -129,6 +128,8 @@ def experiment_list(
     as_json: AsJson = False,
 ) -> None:
     """Experiments, newest first."""
+    import json
+
     from rich.table import Table
 
     from pier.lifecycle.service import Services

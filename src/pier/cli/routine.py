@@ -4,7 +4,6 @@ that store fires them."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -45,6 +44,8 @@ def _when(moment: datetime | None) -> str:
 
 
 def _init_params(init_params: str | None, var: list[str]) -> dict[str, Any]:
+    import json
+
     params: dict[str, Any] = {}
     if init_params:
         try:

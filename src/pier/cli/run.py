@@ -4,7 +4,6 @@ the fleet with --remote (pier.cli.remote)."""
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -84,6 +83,8 @@ def run_command(
             file,
             as_json,
         )
+
+    import logging
 
     from pier.cli.progress import Progress
     from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt

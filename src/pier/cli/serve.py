@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import errno
-import logging
-import socket
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from pier.cli.console import fail
+
+if TYPE_CHECKING:
+    import socket
 
 
 def serve(
@@ -18,6 +18,8 @@ def serve(
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
 ) -> None:
     """Serve the run API (FastAPI under uvicorn); docs at /docs."""
+    import logging
+
     from pier import web
     from pier.api.app import create_app
     from pier.api.http_server import serve as serve_http
@@ -38,6 +40,9 @@ def serve(
 
 def listen(host: str, port: int) -> socket.socket:
     """A socket listening on host:port; exit 1 saying what to do when it cannot be."""
+    import errno
+    import socket
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

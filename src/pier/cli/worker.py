@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 
 import typer
@@ -16,6 +15,8 @@ def worker(
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
 ) -> None:
     """Run runs from Temporal on this host's Docker engine (PIER_EXECUTOR=temporal fleets)."""
+    import logging
+
     from pier.executors.temporal import TemporalUnavailable
     from pier.executors.temporal_worker import run_worker
     from pier.settings import get_settings
