@@ -78,3 +78,19 @@ READS_SETTINGS = ("pier/cli", "pier/api/", "pier/lifecycle/services.py", "pier/s
 def test_only_entry_points_read_the_global_settings():
     readers = [str(p.relative_to(SRC.parent)) for p in SRC.rglob("*.py") if "get_settings" in p.read_text()]
     assert [r for r in readers if not r.startswith(READS_SETTINGS)] == []
+
+
+# `pier logs` reads the runs `pier runs` lists: the one command kept in another's module.
+BESIDE = {"logs": "runs"}
+
+
+def test_each_command_is_in_the_module_of_its_name():
+    """pier/cli/ mirrors the command tree: `pier X ...` is pier.cli.X."""
+    from pier.cli import app
+
+    found = {info.name: {info.callback.__module__} for info in app.registered_commands if info.callback}
+    for group in app.registered_groups:
+        commands = group.typer_instance.registered_commands
+        found[group.name] = {info.callback.__module__ for info in commands if info.callback}
+    assert found, "pier has no commands"
+    assert {name: {f"pier.cli.{BESIDE.get(name, name)}"} for name in found} == found

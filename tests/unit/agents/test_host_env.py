@@ -1,7 +1,7 @@
 import pytest
 from tests.unit.agents.test_adapters import plan
 
-from pier.cli import secret_env
+from pier.cli.run import secret_env
 from pier.errors import InputError
 from pier.lifecycle.plan import require_secrets
 from pier.runbook import parse

@@ -7,7 +7,7 @@ import pytest
 
 from pier.checks import check_isolation, load_checks, parse_checks, required_tools
 from pier.checks.model import CodeCheck, JsonField, program_spec
-from pier.cli_validate import validate_one
+from pier.cli.lint import validate_one
 from pier.errors import InputError
 from pier.lifecycle.plan import RunInputs, build_plan
 from pier.runbook import parse

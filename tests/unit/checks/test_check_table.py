@@ -2,7 +2,7 @@
 
 from rich.console import Console
 
-from pier.cli_checks import show_checks
+from pier.cli.checks import show_checks
 from pier.record import CheckResult, Trajectory
 
 

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pier.cli import app
-from pier.cli_options import parse_vars
+from pier.cli.options import parse_vars
 from pier.errors import InputError
 from tests.conftest import corpus_or_skip
 

@@ -1,5 +1,5 @@
-"""`pier --help` starts fast because `pier.cli` imports only typer: the heavy
-libraries load in the command that needs them. A fresh interpreter shows what
+"""`pier --help` starts fast because `pier.cli` and its command modules import
+only typer: the heavy libraries load in the command that needs them. A fresh interpreter shows what
 an import really pulls in (this process has loaded everything already)."""
 
 import json

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pier import cli
-from pier.cli_remote import missing_fleet_settings
+from pier.cli.remote import missing_fleet_settings
 from pier.settings import Settings
 
 FLEET = {

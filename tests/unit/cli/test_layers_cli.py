@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pier.cli_layers import parse_age, prune_layers
+from pier.cli.layers import parse_age, prune_layers
 from pier.errors import InputError
 from pier.sandbox.base import LayerInfo
 from pier.sandbox.fake import FakeBackend

@@ -39,7 +39,7 @@ def test_a_validation_error_from_preflight_is_exit_2_naming_the_option(runbook, 
     def refuse(request, settings):
         raise a_validation_error()
 
-    monkeypatch.setattr("pier.lifecycle.service.preflight", refuse)  # pier.cli imports it on use
+    monkeypatch.setattr("pier.lifecycle.service.preflight", refuse)  # pier.cli.run imports it on use
     result = runner.invoke(cli.app, ["run", str(runbook), "--memory", "64M"])
     assert result.exit_code == 2, result.output
     assert "error: --memory: String should have at least 2 characters" in result.output

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from pier import cli_summary as cli
+from pier.cli import summary as cli_summary
 from pier.record import ResultFile, RunStatus, Trajectory
 
 
@@ -18,15 +18,15 @@ def summary(monkeypatch, tmp_path, files: int) -> str:
     ]
     record.outputs.primary_files = ["part-0000.txt"]
     screen = io.StringIO()
-    monkeypatch.setattr(cli, "out", Console(file=screen, width=200, color_system=None))
-    cli.show_summary(record, tmp_path)
+    monkeypatch.setattr(cli_summary, "out", Console(file=screen, width=200, color_system=None))
+    cli_summary.show_summary(record, tmp_path)
     return screen.getvalue()
 
 
 def test_thousands_of_result_files_are_summarised(monkeypatch, tmp_path):
     text = summary(monkeypatch, tmp_path, 2000)
     listed = [line for line in text.splitlines() if "part-" in line]
-    assert len(listed) == cli.SUMMARY_FILES
+    assert len(listed) == cli_summary.SUMMARY_FILES
     assert "★ part-0000.txt" in listed[0]
     assert "... and 1990 more (2.0 MB; 2000 files, 2.0 MB in all)" in text
     assert len(text.splitlines()) < 20

@@ -9,7 +9,9 @@ from datetime import UTC, datetime
 from rich.console import Console
 from typer.testing import CliRunner
 
-from pier import cli, cli_console
+from pier import cli
+from pier.cli import console as cli_console
+from pier.cli import runs
 from pier.lifecycle.service import Services
 from pier.record import Trajectory
 
@@ -37,7 +39,7 @@ def test_the_table_shows_zoned_times(monkeypatch):
     stored_run()
     screen = io.StringIO()
     console = Console(file=screen, force_terminal=True, width=200, color_system=None)
-    monkeypatch.setattr(cli, "out", console)
+    monkeypatch.setattr(runs, "out", console)
     monkeypatch.setattr(cli_console, "out", console)
     result = runner.invoke(cli.app, ["runs"])
     assert result.exit_code == 0, result.output
@@ -48,7 +50,7 @@ def test_a_narrow_terminal_never_cuts_the_id(monkeypatch):
     stored_run()
     screen = io.StringIO()
     console = Console(file=screen, force_terminal=True, width=80, color_system=None)
-    monkeypatch.setattr(cli, "out", console)
+    monkeypatch.setattr(runs, "out", console)
     monkeypatch.setattr(cli_console, "out", console)
     assert runner.invoke(cli.app, ["runs"]).exit_code == 0
     assert "a" * 32 in screen.getvalue(), screen.getvalue()
@@ -68,6 +70,6 @@ def test_an_id_prefix_finds_its_run_and_an_ambiguous_one_lists_the_matches():
 
 def test_local_time_is_the_same_moment_with_an_offset():
     moment = datetime(2026, 3, 1, 12, 30, 5, tzinfo=UTC)
-    shown = cli.local_time(moment)
+    shown = runs.local_time(moment)
     assert datetime.fromisoformat(shown) == moment
-    assert datetime.fromisoformat(cli.local_time(moment.replace(tzinfo=None))) == moment
+    assert datetime.fromisoformat(runs.local_time(moment.replace(tzinfo=None))) == moment

@@ -10,7 +10,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from pier import cli
-from pier.cli_progress import Progress
+from pier.cli.progress import Progress
 from pier.lifecycle.service import Services
 from pier.record import Trajectory
 

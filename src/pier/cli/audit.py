@@ -7,11 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pier.cli_console import out
-
-
-def register(app: typer.Typer) -> None:
-    app.command("audit")(audit_command)
+from pier.cli.console import out
 
 
 def audit_command(

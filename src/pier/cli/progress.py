@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
-from pier.cli_console import terminal_safe
+from pier.cli.console import terminal_safe
 from pier.lifecycle.service import Observer, RunRequest
 from pier.record import StageRecord, StageStatus
 

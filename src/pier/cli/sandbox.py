@@ -10,10 +10,6 @@ sandbox_app = typer.Typer(help="Sandbox backends.", no_args_is_help=True, rich_m
 _STYLE = {"passed": "green", "failed": "red"}
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(sandbox_app, name="sandbox")
-
-
 @sandbox_app.command("check")
 def check_command(
     image: Annotated[

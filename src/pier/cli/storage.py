@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from pier.cli_console import err, out, refusals
+from pier.cli.console import err, out, refusals
 from pier.errors import InputError, PierError
 
 # boto3, rich, the settings and the storages load when a command runs: `pier
@@ -14,10 +14,6 @@ from pier.errors import InputError, PierError
 storage_app = typer.Typer(
     help="Run outputs and uploads: local folder or S3.", no_args_is_help=True, rich_markup_mode=None
 )
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(storage_app, name="storage")
 
 
 @storage_app.command("where")

@@ -6,14 +6,13 @@ with PIER_EXECUTOR=temporal) and show a live table until it ends; with
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pier.cli_console import err, fail, out, refusals
+from pier.cli.console import err, fail, out, refusals
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -129,6 +128,8 @@ def experiment_list(
     as_json: AsJson = False,
 ) -> None:
     """Experiments, newest first."""
+    import json
+
     from rich.table import Table
 
     from pier.lifecycle.service import Services

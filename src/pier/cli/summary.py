@@ -1,11 +1,11 @@
 """What `pier run` prints of a run's outcome and of a refused input, shared by
-the local run (cli.py) and `pier run --remote` (cli_remote.py), below both."""
+the local run (pier.cli.run) and `pier run --remote` (pier.cli.remote), below both."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pier.cli_console import out, terminal_safe
+from pier.cli.console import out, terminal_safe
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -40,7 +40,7 @@ def validation_message(exc: ValidationError) -> str:
 
 
 def show_summary(record: Trajectory, folder: str) -> None:
-    from pier.cli_checks import show_checks
+    from pier.cli.checks import show_checks
 
     colour = "green" if record.success else "red"
     out.print(

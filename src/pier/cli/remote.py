@@ -20,12 +20,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pier.cli_console import err, out
+from pier.cli.console import err, out
 from pier.errors import InputError
 
 if TYPE_CHECKING:
     from pier.api.pgbus import PgBus
-    from pier.cli_progress import Progress
+    from pier.cli.progress import Progress
     from pier.db import Store
     from pier.executors.temporal import TemporalExecutor
     from pier.lifecycle.service import Observer, RunRequest, Services
@@ -144,8 +144,8 @@ def run_remote(build: Callable[[], RunRequest], files: list[Path], as_json: bool
     """Submit, follow, print the summary (or the record with --json); the exit code."""
     from pydantic import ValidationError
 
-    from pier.cli_progress import Progress
-    from pier.cli_summary import show_summary, validation_message
+    from pier.cli.progress import Progress
+    from pier.cli.summary import show_summary, validation_message
     from pier.lifecycle.interrupts import Interrupted, deferred_signals, stop_signals_interrupt
     from pier.lifecycle.services import Services
     from pier.settings import get_settings

@@ -8,7 +8,7 @@ import re
 import time
 from datetime import UTC, datetime
 
-from pier.cli_console import out
+from pier.cli.console import out
 from pier.errors import InputError
 from pier.sandbox.base import LayerInfo, SandboxBackend
 

@@ -4,14 +4,13 @@ that store fires them."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pier.cli_console import out, refusals, show_list
-from pier.cli_options import parse_vars
+from pier.cli.console import out, refusals, show_list
+from pier.cli.options import parse_vars
 from pier.errors import InputError
 
 if TYPE_CHECKING:
@@ -45,6 +44,8 @@ def _when(moment: datetime | None) -> str:
 
 
 def _init_params(init_params: str | None, var: list[str]) -> dict[str, Any]:
+    import json
+
     params: dict[str, Any] = {}
     if init_params:
         try:

@@ -1,0 +1,87 @@
+"""`pier`: run runbooks, look at runs, keep the machine clean.
+
+This package is the command tree: `pier X` and its subcommands are the module
+pier.cli.X (`pier logs` sits beside `pier runs` in pier.cli.runs), put together
+below in the order `pier --help` lists them. Its other modules are what the
+commands share (the console, options) or load once they run (the live
+progress, `pier run --remote`, the runbook linter); no command imports another
+(docs/architecture.md, "Adding a command").
+"""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+from pier.cli import (
+    audit,
+    collection,
+    experiment,
+    routine,
+    run,
+    runs,
+    sandbox,
+    serve,
+    snapshot,
+    storage,
+    sweep,
+    task,
+    validate,
+    worker,
+)
+
+# Start-up: this package is imported by every `pier` call, `pier --help` included,
+# so it and its command modules import only typer, pier.errors and the CLI's light
+# modules (console, options, orphans, summary); each command imports what it
+# needs (SQLAlchemy, pydantic models, the docker SDK, rich) in its body.
+# tests/unit/cli/test_cli_imports.py keeps it that way. Help and usage errors are
+# click's plain text (rich_markup_mode=None on every command group): typer's rich
+# formatting alone costs more than the rest of `pier --help`.
+
+
+def _no_type_for_flags() -> None:
+    """typer's help shows `<bool>` after every flag, as if it took a value: a
+    flag's type column is left empty (an option that takes a value keeps it)."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: typer.Context) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign,assignment]
+
+
+_no_type_for_flags()
+app = typer.Typer(
+    help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True, rich_markup_mode=None
+)
+
+
+@app.callback()
+def _private_files() -> None:
+    """Everything pier creates (under PIER_HOME: the database, storage, scratch,
+    keys) is its owner's alone: 0600 files, 0700 folders (pier.settings.PRIVATE_UMASK)."""
+    os.umask(0o077)
+
+
+app.command("run")(run.run_command)
+app.command("runs")(runs.runs_command)
+app.command("logs")(runs.logs_command)
+app.command("sweep")(sweep.sweep_command)
+app.command("validate")(validate.validate_command)
+app.command("serve")(serve.serve)
+app.command("worker")(worker.worker)
+app.command("audit")(audit.audit_command)
+app.add_typer(snapshot.snapshot_app, name="snapshot")
+app.add_typer(collection.collection_app, name="collection")
+app.add_typer(task.task_app, name="task")
+app.add_typer(routine.routine_app, name="routine")
+app.add_typer(experiment.experiment_app, name="experiment")
+app.add_typer(sandbox.sandbox_app, name="sandbox")
+app.add_typer(storage.storage_app, name="storage")
+
+
+def main() -> None:  # pragma: no cover
+    app(prog_name="pier")

@@ -1,0 +1,64 @@
+"""`pier serve`: the HTTP API and the web UI, in one process."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from pier.cli.console import fail
+
+if TYPE_CHECKING:
+    import socket
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
+) -> None:
+    """Serve the run API (FastAPI under uvicorn); docs at /docs."""
+    import logging
+
+    from pier import web
+    from pier.api.app import create_app
+    from pier.api.http_server import serve as serve_http
+    from pier.settings import get_settings
+
+    # The address first: a port in use is refused before any start-up work
+    # (sweep, re-queue) is done, and the socket is handed to uvicorn, so nothing
+    # can take the port in between.
+    listener = listen(host, port)
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = get_settings()
+    # One process: the executor's run slots and the live-log wake-ups are in memory.
+    serve_http(
+        create_app(settings, pages=web.install), settings, host=host, port=port, log_level=log_level,
+        sockets=[listener],
+    )  # fmt: skip
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on host:port; exit 1 saying what to do when it cannot be."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise fail(
+                f"port {port} on {host} is already in use (another `pier serve`?): choose another with "
+                f"--port, e.g. `pier serve --port {port + 1}`, or stop what listens there",
+                code=1,
+            ) from None
+        raise fail(
+            f"cannot listen on {host}:{port} ({exc.strerror}): check --host and --port", code=1
+        ) from None
+    sock.set_inheritable(True)
+    return sock
