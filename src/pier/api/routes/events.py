@@ -23,10 +23,10 @@ from starlette.concurrency import run_in_threadpool
 from pier.api.auth import CallerDep, bearer, request_token
 from pier.api.errors import ApiError
 from pier.api.schemas.common import ERROR_RESPONSES
+from pier.api.services import runs
 from pier.api.state import ApiState, StateDep
 from pier.api.tokens import hash_token
 from pier.db.schemas import Event
-from pier.errors import NotFoundError
 
 router = APIRouter(prefix="/api/v1", tags=["runs"], responses=ERROR_RESPONSES)
 
@@ -66,9 +66,7 @@ async def run_events(
 ) -> StreamingResponse:
     """At most the collection's `streams_per_token` quota of streams open per
     token (429 with Retry-After beyond)."""
-    record = await run_in_threadpool(state.store.get_run, trajectory_id)
-    if not caller.may_use(record.collection):
-        raise NotFoundError(f"run {trajectory_id!r} not found: check the trajectory id")
+    await run_in_threadpool(runs.visible, state, caller, trajectory_id)
     start = _start_after(last_event_id, after)
     quota = state.quotas.of(caller.collection).streams_per_token if caller.collection else ADMIN_STREAMS
     release = state.streams.take(hash_token(request_token(request, credentials) or ""), quota)
