@@ -57,7 +57,10 @@ def test_the_environment_form_changes_and_audits_as_the_route_does(client: TestC
     assert entry["target"] == {"collection": "team", "set": ["WEB_VAR"], "removed": []}
     assert "s3cr3t" not in json.dumps(entry)
     client.post("/collections/team/environment", data=form(delete="WEB_VAR"), follow_redirects=False)
-    assert client.get("/api/v1/collections/team/environment", headers=api()).json()["environment_variables"] == []
+    assert (
+        client.get("/api/v1/collections/team/environment", headers=api()).json()["environment_variables"]
+        == []
+    )
 
 
 def test_a_page_refuses_with_the_routes_message(client: TestClient) -> None:
