@@ -1,8 +1,9 @@
 """pier's service layer: what the API's routes and the web UI's pages both do.
 
 A service is a plain function over the server's shared state (`ApiState`) and
-what a caller asked, in Python values: names, dicts, a `Caller`, files as
-(filename, size, stream). It answers with records (`Trajectory`, `StoredTask`,
+what a caller asked, in Python values: names, dicts, a `Caller`, the files
+a form carried (anything with a filename, a size and a file, as Starlette's
+UploadFile has). It answers with records (`Trajectory`, `StoredTask`,
 an `Experiment`) or a small result of its own, and refuses with pier's errors
 (`pier.errors`) or the API's (`ApiError` with its status, `invalid()` naming a
 field), which the app's error handlers answer the same on a route and on a page.
