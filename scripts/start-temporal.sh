@@ -14,7 +14,10 @@ answers() { "$bin/temporal" operator cluster health --address "127.0.0.1:$PORT" 
 if ! answers; then
   mkdir -p "$DATA"
   nohup "$bin/temporal" server start-dev --ip 127.0.0.1 --port "$PORT" --headless \
-    --db-filename "$DATA/temporal.db" --log-level warn >"$DATA/server.log" 2>&1 &
+    --db-filename "$DATA/temporal.db" --log-level warn \
+    --dynamic-config-value matching.enableFairness=true \
+    --dynamic-config-value matching.numTaskqueueReadPartitions=1 \
+    --dynamic-config-value matching.numTaskqueueWritePartitions=1 >"$DATA/server.log" 2>&1 &
   for _ in $(seq 1 60); do answers && break; sleep 1; done
   answers || { echo "Temporal dev server did not start; its log:" >&2; tail -30 "$DATA/server.log" >&2; exit 1; }
 fi

@@ -25,6 +25,18 @@ CLI_AGENTS = ("claude-code", "codex", "opencode", "gemini-cli", "hermes")
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-test-image.sh"
 
 
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Everything under tests/integration is an integration test, marked or not,
+    so `pytest -m "not integration"` runs the unit tests alone (a folder whose
+    files forgot `pytestmark` ran its 1,000-run fleet test with them)."""
+    for item in items:
+        if HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.integration)
+
+
 @pytest.fixture(scope="session")
 def docker_backend() -> Iterator[DockerBackend]:
     """A DockerBackend on the engine DOCKER_HOST (or the local socket) names."""

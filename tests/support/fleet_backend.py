@@ -107,12 +107,13 @@ def sandboxes_left(marks: Path) -> list[str]:
 
 
 def _du(sandbox, call) -> ExecResult:
-    """`du -sb PATHS | awk sum`, as collect's room check asks a real sandbox."""
+    """collect's look inside (`du -sb PATHS | awk sum; find ...`), answered as a
+    real sandbox answers it: the outputs' bytes (no special files here)."""
     total = 0
     for path in re.findall(r"(/[\w/.-]+)", call.text.split("2>")[0]):
         root = sandbox.host_path(path)
         total += sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0
-    return replied(f"{total}\n")
+    return replied(f"bytes {total}\n")
 
 
 def backend(settings: Settings) -> FakeBackend:

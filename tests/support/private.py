@@ -164,6 +164,15 @@ class _ServerProcess:
         shutil.rmtree(self.data, ignore_errors=True)
 
 
+# Temporal's fair dispatch by key (pier's key is the run's collection), as
+# docs/fleet.md tells operators to turn it on; scripts/start-temporal.sh too.
+FAIRNESS = (
+    "--dynamic-config-value", "matching.enableFairness=true",
+    "--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+    "--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+)  # fmt: skip
+
+
 @dataclass
 class Temporal(_ServerProcess):
     """Temporal's dev server of the test's own, state in a file: kill and
@@ -195,7 +204,7 @@ class Temporal(_ServerProcess):
         self.proc = subprocess.Popen(
             [str(TOOLS / "temporal"), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(self.port),
              "--http-port", http, "--metrics-port", metrics, "--ui-port", ui, "--headless",
-             "--db-filename", str(self.data / "temporal.db"), "--log-level", "warn"],
+             "--db-filename", str(self.data / "temporal.db"), "--log-level", "warn", *FAIRNESS],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         log.close()

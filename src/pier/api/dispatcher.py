@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pier.db.requests import QueueFull
 from pier.errors import InputError, NotFoundError, ServiceUnavailable
 from pier.executors.base import Executor, Job
 from pier.executors.ports import LifecycleHooks
@@ -147,7 +148,15 @@ class Dispatcher:
             labels=list(labels),
         )
         record.trace_id = tracing.trace_id(trajectory_id)
-        stored = self.store.enqueue_run(record, payload.stored(self.vault), params.idempotency_key)
+        try:
+            stored = self.store.enqueue_run(
+                record,
+                payload.stored(self.vault),
+                params.idempotency_key,
+                max_pending=self.hooks.quotas.queued_runs(collection),
+            )
+        except QueueFull as full:  # another accept took the last place since the check above
+            raise self.hooks.quotas.queue_full(collection, full.waiting) from None
         if stored != trajectory_id:  # the same request, retried, won the race
             return self.store.get_run(stored)
         try:
@@ -216,11 +225,12 @@ class Dispatcher:
             return RunStatus.cancelled
         # The executor no longer holds it: it has just ended (and saved its end,
         # which the store now shows), or it was never this server's to run.
-        current = self.store.get_run(record.trajectory_id)
+        current = self.store.get_run(record.trajectory_id, record.collection)
         if current.status.terminal:
             return current.status
-        self.store.save_run(cancelled(current))  # the sweeper removes any sandbox it left
-        self.finished(record.trajectory_id, None)
+        ended = cancelled(current)
+        self.store.save_run(ended)  # the sweeper removes any sandbox it left
+        self.finished(record.trajectory_id, None, ended)
         return RunStatus.cancelled
 
     # what a run needs to start: the hooks' (a worker builds it the same way)

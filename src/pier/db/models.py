@@ -39,8 +39,11 @@ class RunRow(Base):
         Index("ix_runs_status", "status"),
     )
 
+    # A run is keyed by its trajectory id within its collection: the ids pier
+    # makes are random (so unique anyway), an id an ingest chose is its
+    # collection's own (another collection may choose the same).
     trajectory_id: Mapped[str] = mapped_column(String(NAME), primary_key=True)
-    collection: Mapped[str] = mapped_column(String(NAME))
+    collection: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     task: Mapped[str] = mapped_column(String(NAME))
     status: Mapped[str] = mapped_column(String(32))
     created_at: Mapped[datetime]
@@ -70,6 +73,7 @@ class RunLabelRow(Base):
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
     trajectory_id: Mapped[str] = mapped_column(String(NAME))
+    collection: Mapped[str] = mapped_column(String(NAME), server_default="")  # the run's
     key: Mapped[str] = mapped_column(String(NAME))
     value: Mapped[str] = mapped_column(Text)
     author: Mapped[str] = mapped_column(String(NAME))

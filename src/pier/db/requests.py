@@ -6,24 +6,66 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 
 from pier.db.base import StoreBase
 from pier.db.models import RunEventRow, RunKeyRow, RunLabelRow, RunRequestRow, RunRow
 from pier.db.runs import run_columns
-from pier.errors import InputError
-from pier.record import Trajectory
+from pier.errors import InputError, PierError
+from pier.record import RunStatus, Trajectory
+
+
+class QueueFull(PierError):
+    """The collection already has `waiting` pending runs, its `max_pending`:
+    the run was not stored."""
+
+    def __init__(self, collection: str, waiting: int):
+        super().__init__(f"collection {collection!r} has {waiting} runs waiting")
+        self.collection = collection
+        self.waiting = waiting
 
 
 class RequestStore(StoreBase):
-    def enqueue_run(self, record: Trajectory, request: dict[str, Any], key: str | None = None) -> str:
+    def enqueue_run(
+        self,
+        record: Trajectory,
+        request: dict[str, Any],
+        key: str | None = None,
+        *,
+        max_pending: int | None = None,
+    ) -> str:
         """Store a new pending run, its labels and its request in one transaction,
         so none exists without the others; with a client's idempotency `key`, the run's
         id under it too. The id of the run stored: another's when `key` already
-        names one in the run's collection (nothing is stored then)."""
+        names one in the run's collection (nothing is stored then).
+
+        With `max_pending`, QueueFull (nothing stored) when the collection already
+        has that many pending runs. The count and the insert are one step: the
+        transaction holds the collection's lock from before the count until it
+        commits (on SQLite the database's write lock, which BEGIN IMMEDIATE takes
+        first; on PostgreSQL a transaction-scoped advisory lock per collection,
+        which every server sharing the database takes), so two accepts, on one
+        server or on several, never both take the last place."""
         try:
             with self._write() as session:
+                self._lock(session, f"enqueue:{record.collection}")
+                if key is not None:
+                    keyed = session.get(RunKeyRow, (record.collection, key))
+                    if keyed is not None:  # a retry of the same request got here first
+                        return keyed.trajectory_id
+                if max_pending is not None:
+                    waiting = int(
+                        session.scalar(
+                            select(func.count()).where(
+                                RunRow.collection == record.collection,
+                                RunRow.status == RunStatus.pending.value,
+                            )
+                        )
+                        or 0
+                    )
+                    if waiting >= max_pending:
+                        raise QueueFull(record.collection, waiting)
                 session.execute(self._insert(RunRow).values(**run_columns(record)))
                 session.add(
                     RunRequestRow(
@@ -34,7 +76,8 @@ class RequestStore(StoreBase):
                     session.add(RunKeyRow(collection=record.collection, key=key,
                                           trajectory_id=record.trajectory_id, created_at=record.created))  # fmt: skip
                 session.add_all(
-                    RunLabelRow(trajectory_id=record.trajectory_id, key=label.key, value=label.value,
+                    RunLabelRow(trajectory_id=record.trajectory_id, collection=record.collection,
+                                key=label.key, value=label.value,
                                 author=label.author, created=label.created)
                     for label in record.labels
                 )  # fmt: skip

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, delete, func, select
+from sqlalchemy import Select, delete, func, select, tuple_
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -71,20 +71,35 @@ class RunStore(StoreBase):
         values = run_columns(record)
         statement = self._insert(RunRow).values(**values)
         statement = statement.on_conflict_do_update(
-            index_elements=[RunRow.trajectory_id],
-            set_={k: v for k, v in values.items() if k != "trajectory_id"},
+            index_elements=[RunRow.trajectory_id, RunRow.collection],
+            set_={k: v for k, v in values.items() if k not in ("trajectory_id", "collection")},
             where=None if replace_final else RunRow.status.in_(_OPEN),
         ).returning(RunRow.trajectory_id)
         with self._write() as session:
             return session.execute(statement).first() is not None
 
-    def get_run(self, trajectory_id: str) -> Trajectory:
-        """The run. NotFoundError when there is none with that id."""
+    def get_run(self, trajectory_id: str, collection: str | None = None) -> Trajectory:
+        """The run with that id (in `collection`, when given). NotFoundError when
+        there is none, or, without a collection, when several collections
+        have chosen that id for runs they ingested: name the collection then.
+        The ids pier makes are random, so are one run's wherever they are used."""
+        query = select(RunRow).where(RunRow.trajectory_id == trajectory_id)
+        if collection is not None:
+            query = query.where(RunRow.collection == collection)
         with self._read() as session:
-            row = session.get(RunRow, trajectory_id)
-            if row is None:
-                raise NotFoundError(f"run {trajectory_id!r} not found: check the trajectory id")
-            return self._records(session, [row])[0]
+            rows = session.scalars(query.limit(2)).all()
+            if len(rows) != 1:
+                where = "" if collection is None else f" in {collection}"
+                hint = "check the trajectory id" if not rows else "name its collection"
+                raise NotFoundError(f"run {trajectory_id!r} not found{where}: {hint}")
+            return self._records(session, rows)[0]
+
+    def runs_with_id(self, trajectory_id: str) -> list[Trajectory]:
+        """Every run with that trajectory id: one, or several collections' own
+        ingested runs that chose the same id. The caller picks the one it may see."""
+        query = select(RunRow).where(RunRow.trajectory_id == trajectory_id).order_by(RunRow.collection)
+        with self._read() as session:
+            return self._records(session, session.scalars(query).all())
 
     def run_collections(self) -> list[str]:
         """Every collection that has runs, stored as a collection or not (`local`)."""
@@ -130,10 +145,10 @@ class RunStore(StoreBase):
         if success is not None:
             query = query.where(RunRow.record[SUCCESS_PATH].as_boolean() == success)
         for key, value in labels:
-            has = select(RunLabelRow.trajectory_id).where(RunLabelRow.key == key)
+            has = select(RunLabelRow.trajectory_id, RunLabelRow.collection).where(RunLabelRow.key == key)
             if value is not None:
                 has = has.where(RunLabelRow.value == value)
-            query = query.where(RunRow.trajectory_id.in_(has))
+            query = query.where(tuple_(RunRow.trajectory_id, RunRow.collection).in_(has))
         page = query.order_by(RunRow.created_at.desc(), RunRow.trajectory_id.desc())
         with self._read() as session:
             total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
@@ -152,31 +167,48 @@ class RunStore(StoreBase):
         with self._read() as session:
             return self._records(session, session.scalars(query).all())
 
-    def add_labels(self, trajectory_id: str, labels: Iterable[Label], replace: bool = False) -> None:
-        """Add labels to an existing run; with replace, its labels become these."""
-        self.get_run(trajectory_id)
+    def add_labels(
+        self,
+        trajectory_id: str,
+        labels: Iterable[Label],
+        replace: bool = False,
+        collection: str | None = None,
+    ) -> None:
+        """Add labels to an existing run (of `collection`, when given: see
+        get_run); with replace, its labels become these."""
+        collection = self.get_run(trajectory_id, collection).collection
         rows = [
-            RunLabelRow(
-                trajectory_id=trajectory_id, key=lb.key, value=lb.value, author=lb.author, created=lb.created
-            )
+            RunLabelRow(trajectory_id=trajectory_id, collection=collection, key=lb.key, value=lb.value,
+                        author=lb.author, created=lb.created)
             for lb in labels
-        ]
+        ]  # fmt: skip
         with self._write() as session:
             if replace:
-                session.execute(delete(RunLabelRow).where(RunLabelRow.trajectory_id == trajectory_id))
+                session.execute(
+                    delete(RunLabelRow).where(
+                        RunLabelRow.trajectory_id == trajectory_id, RunLabelRow.collection == collection
+                    )
+                )
             session.add_all(rows)
 
     @staticmethod
     def _records(session: Session, rows: Sequence[RunRow]) -> list[Trajectory]:
         """The rows as records, each with its labels (oldest first)."""
-        ids = [row.trajectory_id for row in rows]
-        labels: dict[str, list[Label]] = {tid: [] for tid in ids}
-        if ids:
-            query = select(RunLabelRow).where(RunLabelRow.trajectory_id.in_(ids)).order_by(RunLabelRow.id)
+        keys = [(row.trajectory_id, row.collection) for row in rows]
+        labels: dict[tuple[str, str], list[Label]] = {key: [] for key in keys}
+        if keys:
+            query = (
+                select(RunLabelRow)
+                .where(RunLabelRow.trajectory_id.in_({tid for tid, _ in keys}))
+                .order_by(RunLabelRow.id)
+            )
             for label in session.scalars(query):
-                labels[label.trajectory_id].append(_label(label))
+                found = labels.get((label.trajectory_id, label.collection))
+                if found is not None:
+                    found.append(_label(label))
         return [
-            Trajectory.model_validate({**row.record, "labels": labels[row.trajectory_id]}) for row in rows
+            Trajectory.model_validate({**row.record, "labels": labels[(row.trajectory_id, row.collection)]})
+            for row in rows
         ]
 
     def _runs_query(

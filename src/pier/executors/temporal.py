@@ -5,11 +5,18 @@ workflow per run (id = the run's trajectory id) and executes nothing itself;
 The run crosses to the worker as a RunSpec, secrets sealed with the vault key:
 Temporal's history never holds a secret value in clear, and every worker needs
 the servers' PIER_SECRET_KEY (it also opens the collections' environment).
+
+Each workflow carries its collection as Temporal's fairness key, which its
+activities inherit: where the Temporal server has fairness on
+(`matching.enableFairness`, docs/fleet.md), the claims of a queue's backlog
+go to workers in turn per collection, not first come first served, so one
+collection's backlog does not hold another's next run behind all of it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import threading
 from collections.abc import Callable, Coroutine
@@ -17,7 +24,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.common import WorkflowIDReusePolicy
+from temporalio.common import Priority, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -42,6 +49,21 @@ STORE_WEBHOOK_ATTEMPTS = 20  # about an hour of doubling waits: a database outag
 
 
 HEALTH_TIMEOUT_SEC = 3.0
+
+
+FAIRNESS_KEY_BYTES = 64  # Temporal's bound on a fairness key
+
+
+def fair_share(job: Job) -> Priority:
+    """The run's place in Temporal's fair dispatch: its collection's key
+    (the default for a job without a collection: first come, first served)."""
+    collection = getattr(job.payload, "collection", None)
+    if not collection:
+        return Priority.default
+    key = collection.encode()
+    if len(key) > FAIRNESS_KEY_BYTES:  # names are ASCII, but keep within the bound whatever comes
+        key = hashlib.sha256(key).hexdigest()[:FAIRNESS_KEY_BYTES].encode()
+    return Priority(fairness_key=key.decode())
 
 
 def workflow_config(settings: Settings) -> dict[str, Any]:
@@ -118,6 +140,7 @@ class TemporalExecutor:
                     id=job.trajectory_id,
                     task_queue=self._settings.temporal_task_queue,
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    priority=fair_share(job),
                 )
 
         try:

@@ -27,15 +27,15 @@ log = logging.getLogger(__name__)
 MB = 1 << 20
 FIRST_WAIT_SEC = 1.0
 MAX_WAIT_SEC = 15.0
-OUTPUT_PATHS = ("/logs/agent", "/app/results", "/app/assets")
 
 
-def check_room(ctx: RunContext) -> None:
-    """StageError("collect") when the outputs would leave less than the reserve free."""
+def check_room(ctx: RunContext, need: int | None) -> None:
+    """StageError("collect") when outputs of `need` bytes (what the sandbox's
+    output folders hold; None: unknown) would leave less than the reserve free."""
     reserve = ctx.settings.disk_reserve_bytes
     if reserve <= 0:
         return
-    need = output_bytes(ctx) or 0
+    need = need or 0
     scratch = ctx.output_dir
     free = shutil.disk_usage(scratch).free
     if free < need + reserve:
@@ -66,15 +66,6 @@ def full_scratch(ctx: RunContext) -> StageError:
         "the sandbox: nothing was kept. Free space there, point PIER_SCRATCH_DIR at a larger disk, or "
         "have the runbook write less"
     ))  # fmt: skip
-
-
-def output_bytes(ctx: RunContext) -> int | None:
-    """What the sandbox's output folders hold, by `du` inside it (None when unknown)."""
-    sandbox = ctx.require_sandbox()
-    paths = " ".join(OUTPUT_PATHS)
-    result = sandbox.exec(f"du -sb {paths} 2>/dev/null | awk '{{s += $1}} END {{print s + 0}}'", timeout=60)
-    text = result.output.strip().splitlines()[-1:] or [""]
-    return int(text[0]) if text[0].isdigit() else None
 
 
 def database_file(url: str) -> Path | None:

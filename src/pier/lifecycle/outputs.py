@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from pier.errors import PierError, StageError
@@ -16,20 +17,54 @@ from pier.storage.files import describe
 
 REDACT_LINE_BYTES = 8 << 20
 OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app/assets"}
-# What in the output folders is neither file nor folder nor link, as `find -printf
-# '%y %p'` says it: the engine's archives leave sockets out without a word, and
-# under gVisor fifos and devices too (they live in the sandbox's own kernel).
-SPECIAL_FILES = (
+# One look inside before the archives are read, as one exec (each exec is three
+# round trips to the engine, and collect's time under a burst is the engine's):
+# the bytes the output folders hold, for the scratch disk's check (keeping.py),
+# then what in them is neither file nor folder nor link, as `find -printf '%y %p'`
+# says it: the engine's archives leave sockets out without a word, and under
+# gVisor fifos and devices too (they live in the sandbox's own kernel).
+SURVEY = (
+    "du -sb " + " ".join(OUTPUT_DIRS.values())
+    + " 2>/dev/null | awk '{s += $1} END {print \"bytes \" s + 0}'; "
     "find " + " ".join(OUTPUT_DIRS.values())
     + r" \( -type s -o -type p -o -type b -o -type c \) -printf '%y %p\n' 2>/dev/null; true"
 )  # fmt: skip
 _FIND_KINDS = {"s": "a socket", "p": "a named pipe (fifo)", "b": "a block device", "c": "a character device"}
 
 
-def collect_outputs(ctx: RunContext) -> None:
+@dataclass(frozen=True)
+class Survey:
+    """What one look inside the sandbox found in its output folders."""
+
+    bytes: int | None = None  # None: unknown (the look failed)
+    special: tuple[str, ...] = ()  # "path: what it is", for what archives leave out
+
+
+def survey(ctx: RunContext) -> Survey:
+    """The output folders' size and special files, in one exec; an empty Survey
+    (and a line in the log) when the sandbox cannot answer."""
+    try:
+        found = ctx.require_sandbox().exec(SURVEY, workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
+    except PierError as exc:  # a broken sandbox: collect's own error says so
+        ctx.log(f"could not look at the output folders' size and special files: {exc}")
+        return Survey()
+    size: int | None = None
+    special: list[str] = []
+    for line in found.output.splitlines() if found.ok else []:
+        kind, _, rest = line.partition(" ")
+        if kind == "bytes" and rest.isdigit():
+            size = int(rest)
+        elif rest and kind in _FIND_KINDS:
+            special.append(f"{rest}: {_FIND_KINDS[kind]}")
+    return Survey(size, tuple(special))
+
+
+def collect_outputs(ctx: RunContext, found: Survey | None = None) -> None:
     """Read the three folders one after another: the Docker engine keeps a
     container locked while an archive of it is being read, so asking for a second
-    archive before the first is read to its end waits for ever."""
+    archive before the first is read to its end waits for ever. `found` is the
+    stage's survey, made here when not given."""
+    found = survey(ctx) if found is None else found
     settings = ctx.settings
     budget = Budget(settings.max_output_bytes, settings.max_output_files)
     sandbox = ctx.require_sandbox()
@@ -49,7 +84,7 @@ def collect_outputs(ctx: RunContext) -> None:
                 ) from None
     finally:  # the logs are stored even when a later folder fails to come out
         _redact_logs(ctx, ctx.output_dir / "logs")
-        _say_skipped(ctx, skipped)
+        _say_skipped(ctx, skipped, found)
     results = ctx.output_dir / "results"
     files = sorted(p for p in results.rglob("*") if p.is_file()) if results.is_dir() else []
     _describe(ctx, results, files)
@@ -77,22 +112,12 @@ def _extract(sandbox: Sandbox, path: str, dest: Path, budget: Budget, skipped: l
             close()
 
 
-def _say_skipped(ctx: RunContext, skipped: list[str]) -> None:
+def _say_skipped(ctx: RunContext, skipped: list[str], found: Survey) -> None:
     """One warning naming what was not collected: what the archives held that is
-    no file (fifos, devices, symbolic links), and what a look inside finds that
-    they left out."""
-    try:
-        found = ctx.require_sandbox().exec(
-            SPECIAL_FILES, workdir="/", timeout=ctx.settings.cleanup_timeout_sec
-        )
-    except PierError as exc:  # a broken sandbox: the stage's own error says so
-        ctx.log(f"could not look for sockets and fifos in the output folders: {exc}")
-    else:
-        named = {entry.split(": ", 1)[0] for entry in skipped}
-        for line in found.output.splitlines() if found.ok else []:
-            kind, _, path = line.partition(" ")
-            if path and path not in named and kind in _FIND_KINDS:
-                skipped = [*skipped, f"{path}: {_FIND_KINDS[kind]}"]
+    no file (fifos, devices, symbolic links), and what the survey found inside
+    that they left out."""
+    named = {entry.split(": ", 1)[0] for entry in skipped}
+    skipped = [*skipped, *(entry for entry in found.special if entry.split(": ", 1)[0] not in named)]
     if not skipped:
         return
     shown = "; ".join(skipped[:20]) + (f"; and {len(skipped) - 20} more" if len(skipped) > 20 else "")

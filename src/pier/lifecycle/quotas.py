@@ -8,7 +8,7 @@ with a Retry-After.
 | quota | counted | refused |
 | --- | --- | --- |
 | concurrent_runs | runs of the collection executing at once | never: its next run waits, others go first |
-| queued_runs | runs of the collection waiting for a slot | a new run |
+| queued_runs | runs of the collection waiting for a slot | a new run (counted in the transaction that would store it) |
 | streams_per_token | live log streams one token holds open | a new stream |
 | upload_bytes | the collection's stored uploads | an upload that would pass it |
 | output_bytes | the collection's stored run outputs | a new run |
@@ -117,17 +117,29 @@ class CollectionQuotas:
     def concurrent_runs(self, collection: str) -> int | None:
         return self.of(collection).concurrent_runs
 
+    def queued_runs(self, collection: str) -> int:
+        """The most runs of `collection` that may wait for a slot: the store
+        refuses one more (enqueue_run's max_pending) in the same transaction
+        that would store it."""
+        return self.of(collection).queued_runs
+
+    def queue_full(self, collection: str, waiting: int) -> QuotaExceeded:
+        quota = self.of(collection).queued_runs
+        return QuotaExceeded(
+            "queued_runs",
+            f"collection {collection!r} has {waiting} runs waiting for a slot, its quota "
+            f"(queued_runs {quota}): wait for some to start, or ask the admin to raise it",
+            retry_after=10,
+        )
+
     def check_new_run(self, collection: str) -> None:
-        """Before a run is accepted: room in the queue, and for its outputs."""
+        """Before a run is accepted: room in the queue, and for its outputs. The
+        queue's count here refuses early (before preflight, before uploads are
+        stored); the binding one is enqueue_run's, with queued_runs()."""
         quotas = self.of(collection)
         waiting = self._store.count_runs(collection, [RunStatus.pending])
         if waiting >= quotas.queued_runs:
-            raise QuotaExceeded(
-                "queued_runs",
-                f"collection {collection!r} has {waiting} runs waiting for a slot, its quota "
-                f"(queued_runs {quotas.queued_runs}): wait for some to start, or ask the admin to raise it",
-                retry_after=10,
-            )
+            raise self.queue_full(collection, waiting)
         stored = self._bytes.get(f"outputs:{collection}", lambda: self._output_bytes(collection))
         if stored >= quotas.output_bytes:
             raise QuotaExceeded(

@@ -23,7 +23,7 @@ from pier.lifecycle.checking import check_stage, check_tools, record_eval, refus
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.keeping import check_room, full_scratch, no_space, save_outputs
 from pier.lifecycle.notices import report_limit_notes
-from pier.lifecycle.outputs import collect_outputs
+from pier.lifecycle.outputs import collect_outputs, survey
 from pier.lifecycle.plan import plan_run
 from pier.record import RUN_STEP, SandboxRecord
 from pier.sandbox import create_with_retry, resolve_source
@@ -478,9 +478,10 @@ def _count(output: str) -> str:
 
 
 def collect(ctx: RunContext) -> None:
-    check_room(ctx)
+    found = survey(ctx)
+    check_room(ctx, found.bytes)
     try:
-        collect_outputs(ctx)
+        collect_outputs(ctx, found)
     except OSError as exc:
         if no_space(exc):
             shutil.rmtree(ctx.output_dir, ignore_errors=True)  # what was half copied: the disk needs the room

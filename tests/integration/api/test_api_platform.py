@@ -139,13 +139,16 @@ def test_labels_ingest_stats_and_filters(collection: Collection):
 def test_ingest_cannot_overwrite_a_run_of_another_collection(server, collection: Collection, base_image):
     from tests.support.api_server import make_collection
 
-    _ingest(collection.client(), collection.name, "evals", "shared-id")
+    _ingest(collection.client(), collection.name, "evals", "shared-id", output={"mine": 1})
     other = make_collection(server, base_image)
-    r = other.client().post(
-        f"/api/v1/trajectories/{other.name}/evals/ingest", json={"trajectory_id": "shared-id"}
+    theirs = _ingest(other.client(), other.name, "evals", "shared-id", output={"theirs": 1})
+    assert theirs["trajectory_id"] == "shared-id", "an id is each collection's own to choose"
+    kept = collection.record("evals", "shared-id")
+    assert kept["collection"] == collection.name and kept["steps"]["run"]["outputs"]["output"] == {"mine": 1}
+    logs = other.client().get("/api/v1/workflows-logs/shared-id")
+    assert logs.status_code == 200 and logs.json()["workflow_id"] == f"{other.name}-evals--shared-id", (
+        "another collection's token sees only its own run of that id"
     )
-    assert r.status_code == 422 and "trajectory_id" in r.json()["detail"]
-    assert other.client().get(f"/api/v1/workflows-logs/{collection.name}-evals--shared-id").status_code == 404
 
 
 def test_step_templates_name_the_activities_and_their_schema(collection: Collection):

@@ -15,7 +15,7 @@ import pytest
 
 from pier.errors import StageError
 from pier.lifecycle.context import RunContext
-from pier.lifecycle.outputs import SPECIAL_FILES, collect_outputs
+from pier.lifecycle.outputs import SURVEY, collect_outputs
 from pier.record import Trajectory
 from pier.redact import Redactor
 from pier.sandbox.base import ExecResult
@@ -44,8 +44,9 @@ class FolderSandbox:
         self.open: str | None = None
 
     def exec(self, command: str, **_kw: object) -> ExecResult:
-        assert command == SPECIAL_FILES, command
-        return ExecResult(0, "".join(f"s {path}\n" for path in self.sockets), 0.0)
+        assert command == SURVEY, command
+        size = sum(len(data) for files in self.folders.values() for data in files.values() if isinstance(data, bytes))
+        return ExecResult(0, f"bytes {size}\n" + "".join(f"s {path}\n" for path in self.sockets), 0.0)
 
     def get_archive(self, path: str) -> Iterator[bytes]:
         assert self.open is None, (

@@ -138,3 +138,14 @@ def test_collect_reads_one_archive_at_a_time(tmp_path, monkeypatch):
     assert record.status == RunStatus.completed, record.error
     assert [f.path for f in record.outputs.results_files] == ["out.txt"]
     assert asked == ["/logs/agent", "/app/results", "/app/assets"]
+
+
+def test_collect_looks_inside_the_sandbox_with_one_exec(tmp_path, monkeypatch, calls):
+    """The outputs' size (for the scratch disk's room) and their sockets and fifos
+    (which the engine's archives leave out) come from one exec, not one each: an
+    exec is three round trips, and under a burst collect waits on the engine."""
+    record = start(tmp_path, monkeypatch, Script().on(r"script\.sh", write_results))
+    assert record.status == RunStatus.completed, record.error
+    looks = [text for kind, text in calls if kind == "exec" and ("du -sb" in text or "-printf" in text)]
+    assert len(looks) == 1, looks
+    assert "du -sb" in looks[0] and "-type s" in looks[0]

@@ -27,6 +27,7 @@ from pier.api.services import runs
 from pier.api.state import ApiState, StateDep
 from pier.api.tokens import hash_token
 from pier.db.schemas import Event
+from pier.record import Trajectory
 
 router = APIRouter(prefix="/api/v1", tags=["runs"], responses=ERROR_RESPONSES)
 
@@ -66,11 +67,11 @@ async def run_events(
 ) -> StreamingResponse:
     """At most the collection's `streams_per_token` quota of streams open per
     token (429 with Retry-After beyond)."""
-    await run_in_threadpool(runs.visible, state, caller, trajectory_id)
+    record = await run_in_threadpool(runs.visible, state, caller, trajectory_id)
     start = _start_after(last_event_id, after)
     quota = state.quotas.of(caller.collection).streams_per_token if caller.collection else ADMIN_STREAMS
     release = state.streams.take(hash_token(request_token(request, credentials) or ""), quota)
-    stream = _follow(state, trajectory_id, start, release)
+    stream = _follow(state, record, start, release)
     weakref.finalize(stream, release)  # a stream never started (the client left at once) frees its slot too
     return StreamingResponse(
         stream,
@@ -90,15 +91,16 @@ def _start_after(header: str | None, query: int | None) -> int:
 
 
 async def _follow(
-    state: ApiState, trajectory_id: str, seq: int, release: Callable[[], None]
+    state: ApiState, record: Trajectory, seq: int, release: Callable[[], None]
 ) -> AsyncIterator[str]:
+    trajectory_id, collection = record.trajectory_id, record.collection
     wake = state.bus.subscribe(trajectory_id)
     try:
         yield f"retry: {RETRY_MS}\n\n"
         idle = 0.0
         while True:
             wake.clear()  # before reading, so a line written meanwhile wakes the next wait
-            status = (await run_in_threadpool(state.store.get_run, trajectory_id)).status
+            status = (await run_in_threadpool(state.store.get_run, trajectory_id, collection)).status
             events = await run_in_threadpool(state.store.events, trajectory_id, seq, BATCH)
             for event in events:
                 yield log_event(event)

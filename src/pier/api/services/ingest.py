@@ -4,6 +4,7 @@ labels. Pushing the same trajectory_id again replaces it in place."""
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from pier.api.schemas.trajectories import IngestRequest
@@ -67,23 +68,41 @@ def ingested(collection: str, task: str, body: IngestRequest) -> tuple[Trajector
     return record, labels
 
 
+# The form of the trajectory ids pier makes (uuid4().hex).
+PIER_ID = re.compile(r"[0-9a-f]{32}")
+
+
 def ingest(store: Store, storage: RunStorage, collection: str, task: str, body: IngestRequest) -> Trajectory:
+    """Store the run; a `trajectory_id` the collection already used for an
+    ingest into this task replaces that one. What other collections hold never
+    changes the answer: a run is keyed by its id within its collection, so an
+    id another collection chose is this one's to choose too, and an id of the
+    form pier makes (which may name a run pier executed elsewhere) may only
+    name an earlier ingest of this collection and task."""
     record, labels = ingested(collection, task, body)
+    tid = record.trajectory_id
     try:
-        existing = store.get_run(record.trajectory_id)
+        existing = store.get_run(tid, collection)
     except NotFoundError:
         existing = None
-    if existing is not None and (
-        (existing.collection, existing.name) != (collection, task)
-        or existing.steps.get(RUN_STEP, Step()).activity != INGEST_ACTIVITY
-    ):
+    if existing is not None and (existing.name, _activity(existing)) != (task, INGEST_ACTIVITY):
         raise InputError(
-            f"trajectory_id: {record.trajectory_id!r} is a run that was not ingested into {collection}/{task}: "
+            f"trajectory_id: {tid!r} is a run of {collection} that was not ingested into {collection}/{task}: "
             "leave trajectory_id out, or use the id an earlier ingest returned"
         )
+    if existing is None and body.trajectory_id is not None and PIER_ID.fullmatch(tid):
+        raise InputError(
+            f"trajectory_id: {tid!r} has the form of the ids pier makes (32 hex digits) and names no run "
+            f"ingested into {collection}/{task}: such an id may only push an earlier ingest again; leave "
+            "trajectory_id out to get a new one, or choose an id of another form"
+        )
     store.save_run(record, replace_final=True)  # a re-push replaces the earlier one in place
-    store.add_labels(record.trajectory_id, labels, replace=True)
-    stored = store.get_run(record.trajectory_id)
-    key = storage_key(collection, task, record.trajectory_id, "run.json")
+    store.add_labels(tid, labels, replace=True, collection=collection)
+    stored = store.get_run(tid, collection)
+    key = storage_key(collection, task, tid, "run.json")
     storage.put_bytes(key, stored.model_dump_json(indent=2).encode(), "application/json")
     return stored
+
+
+def _activity(record: Trajectory) -> str | None:
+    return record.steps.get(RUN_STEP, Step()).activity

@@ -53,10 +53,14 @@ class Upload(Protocol):
 def run_of(store: Store, collection: str, task: str | None, trajectory_id: str) -> Trajectory:
     """The run, if it belongs to collection (and task, when given). A run of
     another collection is 'not found', so ids reveal nothing across collections."""
-    record = store.get_run(trajectory_id)
-    if record.collection != collection or (task is not None and record.task != task):
-        where = f"{collection}/{task}" if task is not None else collection
-        raise NotFoundError(f"run {trajectory_id!r} not found in {where}: check the trajectory id")
+    where = f"{collection}/{task}" if task is not None else collection
+    missing = NotFoundError(f"run {trajectory_id!r} not found in {where}: check the trajectory id")
+    try:
+        record = store.get_run(trajectory_id, collection)
+    except NotFoundError:
+        raise missing from None
+    if task is not None and record.task != task:
+        raise missing
     return record
 
 
@@ -64,12 +68,19 @@ def get(state: ApiState, collection: str, task: str | None, trajectory_id: str) 
     return run_of(state.store, collection, task, trajectory_id)
 
 
-def visible(state: ApiState, caller: Caller, trajectory_id: str) -> Trajectory:
-    """The run, if this caller may see it; another collection's run is 'not found'."""
-    record = state.store.get_run(trajectory_id)
-    if not caller.may_use(record.collection):
+def visible(
+    state: ApiState, caller: Caller, trajectory_id: str, workflow_id: str | None = None
+) -> Trajectory:
+    """The run with this id that the caller may see. Runs of different
+    collections share an id only when each chose it for an ingest; a workflow
+    id (`<collection>-<task>--<id>`) tells them apart, else the caller's own
+    is the one. 'Not found' when none (or, for the admin, several) match."""
+    found = [r for r in state.store.runs_with_id(trajectory_id) if caller.may_use(r.collection)]
+    if len(found) > 1 and workflow_id is not None:
+        found = [r for r in found if r.workflow_id == workflow_id]
+    if len(found) != 1:
         raise NotFoundError(f"run {trajectory_id!r} not found: check the trajectory id")
-    return record
+    return found[0]
 
 
 def find(
@@ -233,8 +244,8 @@ def add_label(
     store = state.store
     run_of(store, collection, task, trajectory_id)
     label = Label(key=checked.key, value=checked.value, author=checked.author or collection)
-    store.add_labels(trajectory_id, [label])
-    return label, store.get_run(trajectory_id).labels
+    store.add_labels(trajectory_id, [label], collection=collection)
+    return label, store.get_run(trajectory_id, collection).labels
 
 
 def lines(state: ApiState, trajectory_id: str, after: int = 0, limit: int = 1000) -> list[Event]:
@@ -253,12 +264,12 @@ class LogPage:
 def log_of_workflow(state: ApiState, caller: Caller, workflow_id: str, after: int, limit: int) -> LogPage:
     """A run's log by workflow id (`<collection>-<task>--<trajectory_id>`, or a
     bare trajectory id): its lines after `after`, at most `limit`."""
-    store = state.store
     trajectory_id = trajectory_id_of(workflow_id)
-    record = store.get_run(trajectory_id)
-    if not caller.may_use(record.collection):
-        raise NotFoundError(f"run {trajectory_id!r} not found: check the workflow id")
-    events = store.events(trajectory_id, after_seq=after, limit=limit + 1)
+    try:
+        record = visible(state, caller, trajectory_id, workflow_id)
+    except NotFoundError:
+        raise NotFoundError(f"run {trajectory_id!r} not found: check the workflow id") from None
+    events = state.store.events(trajectory_id, after_seq=after, limit=limit + 1)
     shown = events[:limit]
     return LogPage(record, shown, shown[-1].seq if events else after, len(events) > limit)
 
