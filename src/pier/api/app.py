@@ -1,5 +1,6 @@
 """The FastAPI app: wiring only. Routes live in routes/, bodies in schemas/,
-the run machinery in dispatcher.py, start-up recovery in recovery.py."""
+what routes and the web UI's pages both do in services/, the run machinery in
+dispatcher.py, start-up recovery in recovery.py."""
 
 from __future__ import annotations
 
@@ -18,10 +19,20 @@ from pier.api.dispatcher import Dispatcher
 from pier.api.experiments import experiments
 from pier.api.limits import Gate, NoTrailingSlash
 from pier.api.observe import Observe
-from pier.api.observe import router as observe_router
 from pier.api.pgbus import PgBus, is_postgres
 from pier.api.recovery import Recovery
-from pier.api.routes import catalog, collections, events, files, health, routines, runs, tasks, trajectories
+from pier.api.routes import (
+    catalog,
+    collections,
+    events,
+    files,
+    health,
+    operations,
+    routines,
+    runs,
+    tasks,
+    trajectories,
+)
 from pier.api.routes import experiments as experiment_routes
 from pier.api.routines import fire
 from pier.api.state import ApiState
@@ -141,7 +152,7 @@ def create_app(
     for module in (health, collections, tasks, runs, trajectories, files, events, catalog, routines,
                    experiment_routes):  # fmt: skip
         app.include_router(module.router)
-    app.include_router(observe_router)
+    app.include_router(operations.router)
     if pages is not None:
         pages(app)
     return app

@@ -53,6 +53,16 @@ class ApiError(HTTPException):
         super().__init__(status_code=status_code, detail=detail, headers=headers)
 
 
+def invalid(field: str, message: str) -> RequestValidationError:
+    """A 422 naming one field, as FastAPI's own body checks answer."""
+    return RequestValidationError([{"loc": (field,), "msg": message, "type": "value_error"}])
+
+
+def invalid_fields(errors: Any) -> RequestValidationError:
+    """A 422 of pydantic's errors (each naming its field by `loc`)."""
+    return RequestValidationError(errors)
+
+
 def body(detail: str, errors: list[dict[str, str]] | None = None) -> dict[str, Any]:
     return {"detail": detail} if errors is None else {"detail": detail, "errors": errors}
 

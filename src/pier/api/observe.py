@@ -1,5 +1,6 @@
 """What the API tells an operator: HTTP request metrics by templated route,
-`/metrics` (Prometheus), and the audit log of every change a caller makes.
+and the audit log of every change a caller makes (the routes that read them,
+`/metrics` and `/api/v1/audit`, are in routes/operations.py).
 
 One ASGI middleware, outermost, so that it sees every request, those the other
 middlewares refuse included. Routes are named by their template
@@ -18,17 +19,14 @@ import hmac
 import logging
 import time
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import Response
+from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pier.api.auth import SESSION_COOKIE, CallerDep
-from pier.api.errors import ApiError
-from pier.api.schemas.common import ERROR_RESPONSES
-from pier.api.state import ApiState, StateDep
+from pier.api.auth import SESSION_COOKIE
+from pier.api.state import ApiState
 from pier.api.tokens import hash_token
 from pier.db.schemas import AuditEntry
 from pier.record import utcnow
@@ -102,7 +100,7 @@ def _headers(scope: Scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
 
-def _bearer(headers: dict[str, str]) -> str | None:
+def bearer_token(headers: dict[str, str]) -> str | None:
     auth = headers.get("authorization", "")
     if auth.lower().startswith("bearer ") and auth[7:].strip():
         return auth[7:].strip()
@@ -118,7 +116,7 @@ def _entry(
 ) -> AuditEntry:
     headers = _headers(scope)
     actor, token_id, token_name, collection = "anonymous", None, None, None
-    token = _bearer(headers)
+    token = bearer_token(headers)
     admin = state.settings.admin_token
     if token is not None:
         if admin is not None and hmac.compare_digest(token.encode(), admin.get_secret_value().encode()):
@@ -154,49 +152,3 @@ def _entry(
 def note(request: Request, **detail: Any) -> None:
     """What a route adds to its audit entry (names, counts; never a value)."""
     request.state.audit_detail = {**getattr(request.state, AUDIT_DETAIL, {}), **detail}
-
-
-router = APIRouter(tags=["operations"], responses=ERROR_RESPONSES)
-
-
-def _may_scrape(state: ApiState, request: Request) -> bool:
-    token = _bearer({"authorization": request.headers.get("authorization", "")})
-    if token is None:
-        return False
-    for secret in (state.settings.metrics_token, state.settings.admin_token):
-        if secret is not None and hmac.compare_digest(token.encode(), secret.get_secret_value().encode()):
-            return True
-    return False
-
-
-@router.get(
-    "/metrics",
-    summary="Prometheus metrics (PIER_METRICS_TOKEN or the admin token)",
-    response_class=Response,
-)
-def prometheus_metrics(state: StateDep, request: Request) -> Response:
-    if not _may_scrape(state, request):
-        raise ApiError(
-            401,
-            "metrics need `Authorization: Bearer <PIER_METRICS_TOKEN>` (or the admin token); "
-            "or set PIER_METRICS_ADDRESS for a listener of their own",
-        )
-    body, content_type = metrics.exposition()
-    return Response(body, media_type=content_type)
-
-
-@router.get("/api/v1/audit", summary="The audit log: who changed what (admin: all; a collection: its own)")
-def audit_log(
-    state: StateDep,
-    caller: CallerDep,
-    collection: Annotated[str | None, Query(description="only this collection's")] = None,
-    action: Annotated[str | None, Query(description="actions containing this text, e.g. DELETE")] = None,
-    actor: Annotated[str | None, Query(description="admin, token:<id>, anonymous")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    before: Annotated[int | None, Query(description="entries older than this id (paging)")] = None,
-) -> list[AuditEntry]:
-    if not caller.admin:
-        collection = caller.check(collection) if collection else caller.collection
-    return state.store.list_audit(
-        collection=collection, action=action, actor=actor, limit=limit, before_id=before
-    )

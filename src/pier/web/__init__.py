@@ -1,5 +1,6 @@
 """pier's web UI, served by `pier serve` at `/`: server-rendered pages over the
-API's own functions, one small script for the live parts, no build step."""
+API's service layer (pier.api.services), one small script for the live parts,
+no build step."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The experiment pages: the list, one experiment's matrix (cells coloured by
 pass rate, with cost per success), its per-axis summaries and comparisons, a
-cell's runs, and the export links. The figures are the API's (the same
-results the GET route answers), refreshed live while the experiment runs."""
+cell's runs, and the export links. The figures are the experiments service's
+(the same results the API's GET route answers), refreshed live while the
+experiment runs."""
 
 from __future__ import annotations
 
@@ -10,27 +11,14 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from pier.api.auth import Caller
-from pier.api.state import ApiState, StateDep
-from pier.errors import NotFoundError
-from pier.experiments.service import Experiment
+from pier.api.services import experiments
+from pier.api.state import StateDep
 from pier.web.render import page
 from pier.web.session import PageCaller
 
 router = APIRouter(include_in_schema=False)
 PART_HEADER = "x-pier-part"
 AGENT_AXES = ("agent", "model", "provider")
-
-
-def _visible(state: ApiState, caller: Caller, experiment_id: str) -> Experiment:
-    """The experiment, if this caller may see it; another collection's is 'not found'."""
-    try:
-        experiment = state.experiments.get(experiment_id)
-    except NotFoundError:
-        experiment = None
-    if experiment is None or not caller.may_use(experiment.stored.collection):
-        raise NotFoundError(f"experiment {experiment_id!r} not found: see the experiments list")
-    return experiment
 
 
 def shade(rate: float | None) -> str:
@@ -55,16 +43,15 @@ def matrix(cells: list[dict[str, Any]]) -> dict[str, Any]:
 
 @router.get("/experiments")
 def experiments_page(request: Request, state: StateDep, caller: PageCaller) -> HTMLResponse:
-    found = [e for e in state.store.list_experiments() if caller.may_use(e.collection)]
-    return page(request, "experiments.html", {"experiments": [Experiment.of(e) for e in found]})
+    return page(request, "experiments.html", {"experiments": experiments.visible_list(state, caller)})
 
 
 @router.get("/experiments/{experiment_id}")
 def experiment_page(
     request: Request, state: StateDep, caller: PageCaller, experiment_id: str
 ) -> HTMLResponse:
-    experiment = _visible(state, caller, experiment_id)
-    results = state.experiments.results(experiment)
+    experiment = experiments.visible(state, caller, experiment_id)
+    results = experiments.results(state, experiment)
     context = {
         "experiment": experiment,
         "results": results,
@@ -82,11 +69,8 @@ def experiment_page(
 def cell_page(
     request: Request, state: StateDep, caller: PageCaller, experiment_id: str, cell: int
 ) -> HTMLResponse:
-    experiment = _visible(state, caller, experiment_id)
-    if not 0 <= cell < len(experiment.cells):
-        raise NotFoundError(f"experiment {experiment_id} has no cell {cell}: it has {len(experiment.cells)}")
-    tries = [(a, r) for a, r in state.experiments.runs(experiment) if a.cell == cell]
-    summary = next(c for c in state.experiments.results(experiment)["cells"] if c["cell"] == cell)
-    context = {"experiment": experiment, "cell": experiment.cells[cell], "tries": tries, "summary": summary,
+    experiment = experiments.visible(state, caller, experiment_id)
+    found = experiments.cell(state, experiment, cell)
+    context = {"experiment": experiment, "cell": found.cell, "tries": found.tries, "summary": found.summary,
                "shade": shade}  # fmt: skip
     return page(request, "experiment_cell.html", context)

@@ -1,5 +1,6 @@
-"""The web UI's pages: thin over the API's own route functions and the store,
-so a page shows and does exactly what the API would for the same token."""
+"""The web UI's pages: forms and HTML over the service layer the API's routes
+use too (pier.api.services), so a page shows and does exactly what the API
+would for the same token."""
 
 from __future__ import annotations
 
@@ -15,20 +16,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from pier.api.auth import Caller, caller_for_token, collection_access, require_admin
-from pier.api.forms import MAX_FILES, accept_fields, invalid
-from pier.api.lookups import visible_run
-from pier.api.routes import collections as collection_routes
-from pier.api.routes import runs as run_routes
-from pier.api.routes import trajectories
-from pier.api.schemas.collections import EnvironmentPatch
-from pier.api.schemas.runs import StatusUpdate
-from pier.api.schemas.trajectories import LabelCreate
+from pier.api.errors import invalid
+from pier.api.observe import note
+from pier.api.services import audit, collections, runs, tasks
+from pier.api.services.runs import MAX_FILES
+from pier.api.services.stats import run_cost
 from pier.api.state import ApiState, StateDep
-from pier.api.stats import run_cost, task_stats
-from pier.api.tokens import issue_token
 from pier.errors import NotFoundError
 from pier.record import RunStatus, Trajectory
-from pier.tasks.model import Task
 from pier.web import charts, views
 from pier.web.render import page
 from pier.web.session import CsrfRejected, FormCaller, PageCaller, clear_session, set_session
@@ -39,6 +34,7 @@ PAGE_SIZE = 50
 LOG_LINES = 5000
 OVERVIEW_RUNS = 5000
 PART_HEADER = "x-pier-part"  # the live parts of a page, fetched by pier.js
+MAX_TOKEN_ID = 2**31 - 1  # token ids are 32-bit integers in the store
 
 
 def _see_other(url: str) -> RedirectResponse:
@@ -108,17 +104,8 @@ def _status(value: str) -> RunStatus:
         raise invalid("status", f"{value!r} is not a run status: use one of {known}") from None
 
 
-def _collections(state: ApiState, caller: Caller) -> list[str]:
-    """The collections this caller sees: for the admin, also the ones that only
-    have runs (`local`, where `pier run` puts its runs), as the runs page does."""
-    stored = _stored_collections(state, caller)
-    if not caller.admin:
-        return stored
-    return sorted(set(stored) | set(state.store.run_collections()))
-
-
 def _stored_collections(state: ApiState, caller: Caller) -> list[str]:
-    return [c.name for c in collection_routes.list_collections(caller, state)]
+    return [c.name for c in collections.visible(state, caller)]
 
 
 @router.get("/runs")
@@ -139,14 +126,14 @@ def runs_page(
                "success": success or None, "since": since or None, "until": until or None}  # fmt: skip
     statuses = [_status(s) for s in status if s]
     until_day = _day(until, "until")
-    found = trajectories.list_runs(
+    found, total = runs.find(
         state,
         caller,
         collection=filters["collection"],
         task=filters["task"],
-        status=statuses,
+        statuses=statuses,
         success={"yes": True, "no": False}.get(success or ""),
-        label=[label] if label else [],
+        labels=[label] if label else [],
         since=_day(since, "since"),
         until=until_day + timedelta(days=1) if until_day else None,
         limit=PAGE_SIZE,
@@ -154,19 +141,19 @@ def runs_page(
     )
     query = {k: v for k, v in filters.items() if v} | ({"status": statuses[0].value} if statuses else {})
     context = {
-        "runs": [_row(r) for r in found.trajectories],
-        "total": found.total,
+        "runs": [_row(r) for r in found],
+        "total": total,
         "page_no": page_no,
-        "pages": max(1, math.ceil(found.total / PAGE_SIZE)),
+        "pages": max(1, math.ceil(total / PAGE_SIZE)),
         "filters": filters,
         "status": statuses[0].value if statuses else "",
         "statuses": [s.value for s in RunStatus],
-        "collections": _collections(state, caller),
+        "collections": collections.names(state, caller),
         "page_url": lambda n: "/runs?" + urlencode({**query, "page": n}),
     }
     if request.headers.get(PART_HEADER) == "rows":
         response = page(request, "_runs_rows.html", context)
-        response.headers["X-Pier-Total"] = str(found.total)
+        response.headers["X-Pier-Total"] = str(total)
         return response
     return page(request, "runs.html", context)
 
@@ -182,14 +169,9 @@ def _row(record: Trajectory) -> dict[str, Any]:
     }
 
 
-def _visible_run(state: ApiState, caller: Caller, trajectory_id: str) -> Trajectory:
-    """The run, if this caller may see it; another collection's run is 'not found'."""
-    return visible_run(state.store, trajectory_id, caller.may_use)
-
-
 @router.get("/runs/{trajectory_id}")
 def run_page(request: Request, state: StateDep, caller: PageCaller, trajectory_id: str) -> HTMLResponse:
-    record = _visible_run(state, caller, trajectory_id)
+    record = runs.visible(state, caller, trajectory_id)
     ended = record.status.terminal
     files = views.ordered_files(record)
     primary = set(record.outputs.primary_files)
@@ -204,22 +186,14 @@ def run_page(request: Request, state: StateDep, caller: PageCaller, trajectory_i
         "transcript": views.transcript(state.storage, record) if ended else [],
         "inputs": views.shown_inputs(record),
         "instruction": record.run.inputs.get("instruction") or "",
-        "trace_url": _trace_url(state, record),
+        "trace_url": runs.trace_url(state, record),
     }
     part = request.headers.get(PART_HEADER)
     if part == "live":
         return page(request, "_run_live.html", context)
-    events = state.store.events(trajectory_id, 0, LOG_LINES)
+    events = runs.lines(state, trajectory_id, 0, LOG_LINES)
     context |= {"log": events, "last_seq": events[-1].seq if events else 0}
     return page(request, "run.html", context)
-
-
-def _trace_url(state: ApiState, record: Trajectory) -> str | None:
-    """The run's trace in the operator's trace viewer (PIER_TRACE_URL), when both are known."""
-    template = state.settings.trace_url
-    if not template or not record.trace_id:
-        return None
-    return template.replace("{trace_id}", record.trace_id)
 
 
 @router.get("/runs/{trajectory_id}/files/{path:path}")
@@ -227,7 +201,7 @@ def file_page(
     request: Request, state: StateDep, caller: PageCaller, trajectory_id: str, path: str
 ) -> HTMLResponse:
     """One result file shown inline (the raw bytes are at its download link)."""
-    record = _visible_run(state, caller, trajectory_id)
+    record = runs.visible(state, caller, trajectory_id)
     found = [f for f in record.outputs.results_files if f.path == path]
     if not found:
         raise NotFoundError(f"run {trajectory_id} has no result file {path!r}: see its files")
@@ -240,13 +214,9 @@ async def add_label(
     request: Request, state: StateDep, caller: FormCaller, trajectory_id: str
 ) -> RedirectResponse:
     form = await request.form()
-    record = _visible_run(state, caller, trajectory_id)
-    body = LabelCreate.model_validate(
-        {"key": str(form.get("key") or ""), "value": str(form.get("value") or "")}
-    )
-    await run_in_threadpool(
-        trajectories.add_label, record.collection, record.name, trajectory_id, body, state
-    )
+    record = runs.visible(state, caller, trajectory_id)
+    key, value = str(form.get("key") or ""), str(form.get("value") or "")
+    await run_in_threadpool(runs.add_label, state, record.collection, record.name, trajectory_id, key, value)
     return _see_other(f"/runs/{trajectory_id}#labels")
 
 
@@ -254,9 +224,8 @@ async def add_label(
 async def cancel(
     request: Request, state: StateDep, caller: FormCaller, trajectory_id: str
 ) -> RedirectResponse:
-    record = _visible_run(state, caller, trajectory_id)
-    body = StatusUpdate({trajectory_id: "cancelled"})
-    await run_in_threadpool(run_routes.update_statuses, record.collection, record.name, body, state)
+    record = runs.visible(state, caller, trajectory_id)
+    await run_in_threadpool(runs.cancel, state, record.collection, record.name, [trajectory_id])
     return _see_other(f"/runs/{trajectory_id}")
 
 
@@ -265,24 +234,7 @@ async def cancel(
 
 @router.get("/tasks")
 def tasks_page(request: Request, state: StateDep, caller: PageCaller) -> HTMLResponse:
-    store = state.store
-    tasks = [_task_row(state, t) for c in _stored_collections(state, caller) for t in store.list_tasks(c)]
-    return page(request, "tasks.html", {"tasks": tasks})
-
-
-TASK_RATE_RUNS = 50  # the success rate on the tasks page: of the latest this many runs
-
-
-def _task_row(state: ApiState, stored: Any) -> dict[str, Any]:
-    """What the tasks page shows of a task: its description, agent and model,
-    last run and success rate."""
-    params = stored.definition.get("init_params") or {}
-    runs, _ = state.store.list_runs(stored.collection, stored.name, limit=TASK_RATE_RUNS)
-    stats = task_stats(stored.collection, stored.name, runs)
-    ended = sum(1 for r in runs if r.status.terminal)
-    return {"collection": stored.collection, "name": stored.name, "description": stored.description,
-            "agent": params.get("agent"), "model": params.get("model"), "last": runs[0] if runs else None,
-            "rate": stats.success_rate, "ended": ended}  # fmt: skip
+    return page(request, "tasks.html", {"tasks": tasks.summaries(state, caller)})
 
 
 @router.get("/tasks/{collection}/{task}")
@@ -295,11 +247,11 @@ async def task_page(
     rerun: str | None = None,
 ) -> HTMLResponse:
     await collection_access(collection, state, caller)
-    stored = state.store.get_task(collection, task)
-    definition = Task.model_validate(stored.definition)
+    stored = tasks.get(state, collection, task)
+    definition = tasks.definition(stored)
     variables = dict(definition.init_params.get("vars") or {})
     if rerun:
-        source = _visible_run(state, caller, rerun)
+        source = runs.visible(state, caller, rerun)
         variables |= source.run.inputs.get("vars") or {}
     context = {
         "task": stored,
@@ -322,7 +274,7 @@ async def start_run(
     variables = {k[4:]: v for k, v in form.multi_items() if k.startswith("var.") and isinstance(v, str)}
     files = [v for k, v in form.multi_items() if k == "files" and isinstance(v, UploadFile) and v.filename]
     fields: dict[str, Any] = {"init_params": {"vars": variables}} if variables else {}
-    record = await accept_fields(state, collection, task, fields, files)
+    record = await run_in_threadpool(runs.accept, state, collection, task, fields, files)
     return _see_other(f"/runs/{record.trajectory_id}")
 
 
@@ -331,14 +283,17 @@ async def start_run(
 
 @router.get("/collections")
 def collections_page(request: Request, state: StateDep, caller: PageCaller) -> HTMLResponse:
-    context = {"collections": _collections(state, caller), "stored": set(_stored_collections(state, caller))}
+    context = {
+        "collections": collections.names(state, caller),
+        "stored": set(_stored_collections(state, caller)),
+    }
     return page(request, "collections.html", context)
 
 
 def _quotas(state: ApiState, collection: str) -> list[tuple[str, int | None, bool]]:
     """(quota, value in force, whether the admin set it) for the settings page."""
-    overrides = state.store.quota_overrides(collection)
-    return [(name, value, name in overrides) for name, value in state.quotas.of(collection).as_dict().items()]
+    found = collections.quotas(state, collection)
+    return [(name, value, name in found.overrides) for name, value in found.in_force.items()]
 
 
 @router.get("/collections/{collection}/settings")
@@ -346,11 +301,10 @@ async def settings_page(
     request: Request, state: StateDep, caller: PageCaller, collection: str, new_token: str | None = None
 ) -> HTMLResponse:
     await collection_access(collection, state, caller)
-    store = state.store
     context = {
         "collection": collection,
-        "env_names": store.list_env_names(collection),
-        "tokens": store.list_tokens(collection) if caller.admin else None,
+        "env_names": collections.environment(state, collection),
+        "tokens": collections.tokens(state, collection) if caller.admin else None,
         "new_token": None,
         "quotas": _quotas(state, collection),
     }
@@ -366,8 +320,8 @@ async def set_env(request: Request, state: StateDep, caller: FormCaller, collect
     change: dict[str, str | None] = (
         {deleted: None} if deleted else {str(form.get("name") or ""): str(form.get("value") or "")}
     )
-    patch = EnvironmentPatch(environment_variables=change)
-    await run_in_threadpool(collection_routes.patch_environment, collection, patch, state, request)
+    note(request, **collections.environment_audit(change))
+    await run_in_threadpool(collections.change_environment, state, collection, change)
     return _see_other(f"/collections/{collection}/settings#environment")
 
 
@@ -380,12 +334,11 @@ async def create_token(
     form = await request.form()
     await require_admin(caller)
     label = str(form.get("label") or "web")[:200]
-    token = await run_in_threadpool(issue_token, state.store, collection, label)
-    store = state.store
+    token = await run_in_threadpool(collections.issue_token, state, collection, label)
     context = {
         "collection": collection,
-        "env_names": store.list_env_names(collection),
-        "tokens": store.list_tokens(collection),
+        "env_names": collections.environment(state, collection),
+        "tokens": collections.tokens(state, collection),
         "new_token": token,
         "quotas": _quotas(state, collection),
     }
@@ -398,11 +351,11 @@ async def revoke_token(
     state: StateDep,
     caller: FormCaller,
     collection: str,
-    token_id: Annotated[int, FastPath(ge=1, le=collection_routes.MAX_ID)],
+    token_id: Annotated[int, FastPath(ge=1, le=MAX_TOKEN_ID)],
 ) -> RedirectResponse:
     await collection_access(collection, state, caller)
     await require_admin(caller)
-    await run_in_threadpool(collection_routes.revoke_token, collection, token_id, caller, state)
+    await run_in_threadpool(collections.revoke_token, state, collection, token_id)
     return _see_other(f"/collections/{collection}/settings#tokens")
 
 
@@ -415,25 +368,19 @@ def overview_page(
 ) -> HTMLResponse:
     """Per task with runs (its latest OVERVIEW_RUNS in each collection), then
     the stored tasks that have none yet."""
-    store = state.store
-    names = _collections(state, caller)
+    names = collections.names(state, caller)
     shown = [collection] if collection in names else names
     sections: list[dict[str, Any]] = []
     for name in shown:
-        records, _ = store.list_runs(name, limit=OVERVIEW_RUNS)
-        by_task: dict[str, list[Trajectory]] = {}
-        for record in records:
-            by_task.setdefault(record.name, []).append(record)
-        stored = {t.name for t in store.list_tasks(name)}
-        for task, runs in sorted(by_task.items()):
-            days = charts.by_day(runs)
-            stats = task_stats(name, task, runs)
-            sections.append({"collection": name, "task": task, "stored": task in stored, "days": days,
-                             "stats": stats, "cost": stats.cost_usd if stats.cost_runs else None,
+        for found in tasks.with_runs(state, name, OVERVIEW_RUNS):
+            if found.stats is None:
+                sections.append({"collection": name, "task": found.task, "stored": True, "stats": None,
+                                 "days": [], "charts": None})  # fmt: skip
+                continue
+            days = charts.by_day(found.runs)
+            sections.append({"collection": name, "task": found.task, "stored": found.stored, "days": days,
+                             "stats": found.stats, "cost": found.stats.cost_usd if found.stats.cost_runs else None,
                              "charts": charts.task_charts(days)})  # fmt: skip
-        for task in sorted(stored - set(by_task)):
-            sections.append({"collection": name, "task": task, "stored": True, "stats": None, "days": [],
-                             "charts": None})  # fmt: skip
     return page(
         request, "overview.html", {"sections": sections, "collections": names, "collection": collection}
     )
@@ -452,10 +399,9 @@ def audit_page(
     actor: str | None = None,
 ) -> HTMLResponse:
     """Who changed what: the admin sees every collection's, a collection its own."""
-    if not caller.admin:
-        collection = caller.check(collection) if collection else caller.collection
-    entries = state.store.list_audit(
-        collection=collection or None, action=action or None, actor=actor or None, limit=200
+    collection = audit.scope(caller, collection)
+    entries = audit.entries(
+        state, caller, collection=collection or None, action=action or None, actor=actor or None, limit=200
     )
     filters = {"collection": collection or "", "action": action or "", "actor": actor or ""}
     return page(request, "audit.html", {"entries": entries, "filters": filters})

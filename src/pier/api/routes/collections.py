@@ -3,18 +3,13 @@ tokens (admin) and their environment."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, status
 
 from pier.api.auth import AdminDep, CallerDep, CollectionDep
-from pier.api.errors import ApiError
-from pier.api.forms import invalid
 from pier.api.observe import note
 from pier.api.schemas.collections import (
-    ENV_NAME_PATTERN,
-    MAX_ENV_VALUE,
     CollectionCreate,
     CollectionPublic,
     EnvironmentPatch,
@@ -26,53 +21,44 @@ from pier.api.schemas.collections import (
     TokenRevoked,
 )
 from pier.api.schemas.common import ERROR_RESPONSES
-from pier.api.state import ApiState, StateDep
-from pier.api.tokens import issue_token
-from pier.errors import NotFoundError
+from pier.api.services import collections as service
+from pier.api.state import StateDep
+from pier.db import Collection
 
 router = APIRouter(prefix="/api/v1/collections", tags=["collections"], responses=ERROR_RESPONSES)
-_ENV_NAME = re.compile(ENV_NAME_PATTERN)
 MAX_ID = 2**31 - 1  # token ids are 32-bit integers in the store
+
+
+def _public(found: Collection) -> CollectionPublic:
+    return CollectionPublic(name=found.name, created_at=found.created_at)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create a collection (admin)")
 def create_collection(body: CollectionCreate, _admin: AdminDep, state: StateDep) -> TokenIssued:
     """Creates the collection and its first token, shown once."""
-    store = state.store
-    try:
-        store.get_collection(body.name)
-    except NotFoundError:
-        store.create_collection(body.name)
-        return TokenIssued(collection=body.name, token=issue_token(store, body.name, "created"))
-    raise ApiError(
-        409, f"collection {body.name!r} exists: POST /api/v1/collections/{body.name}/tokens for a new token"
-    )
+    return TokenIssued(collection=body.name, token=service.create(state, body.name))
 
 
 @router.get("", summary="The collections this token may see")
 def list_collections(caller: CallerDep, state: StateDep) -> list[CollectionPublic]:
     """The admin sees every collection, a collection token its own."""
-    store = state.store
-    found = store.list_collections() if caller.admin else [store.get_collection(caller.collection or "")]
-    return [CollectionPublic(name=c.name, created_at=c.created_at) for c in found]
+    return [_public(c) for c in service.visible(state, caller)]
 
 
 @router.get("/{collection}", summary="One collection")
 def get_collection(collection: CollectionDep, state: StateDep) -> CollectionPublic:
-    found = state.store.get_collection(collection)
-    return CollectionPublic(name=found.name, created_at=found.created_at)
+    return _public(service.get(state, collection))
 
 
 @router.post("/{collection}/tokens", status_code=status.HTTP_201_CREATED, summary="A new token (admin)")
 def new_token(collection: CollectionDep, _admin: AdminDep, state: StateDep) -> TokenIssued:
-    return TokenIssued(collection=collection, token=issue_token(state.store, collection, "api"))
+    return TokenIssued(collection=collection, token=service.issue_token(state, collection, "api"))
 
 
 @router.get("/{collection}/tokens", summary="The collection's tokens (admin)")
 def list_tokens(collection: CollectionDep, _admin: AdminDep, state: StateDep) -> list[TokenPublic]:
     """Ids, labels and creation times; the tokens themselves are never kept."""
-    tokens = state.store.list_tokens(collection)
-    return [TokenPublic.model_validate(t.model_dump()) for t in tokens]
+    return [TokenPublic.model_validate(t.model_dump()) for t in service.tokens(state, collection)]
 
 
 @router.delete("/{collection}/tokens/{token_id}", summary="Revoke a token (admin)")
@@ -83,15 +69,16 @@ def revoke_token(
     state: StateDep,
 ) -> TokenRevoked:
     """The token stops working at once, here and on every later request."""
-    state.tokens.forget(state.store.revoke_token(collection, token_id))
+    service.revoke_token(state, collection, token_id)
     return TokenRevoked(collection=collection, id=token_id)
 
 
 @router.get("/{collection}/environment", summary="The environment's variable names")
 def get_environment(collection: CollectionDep, state: StateDep) -> EnvironmentPublic:
     """Names only: values are write-only."""
-    names = state.store.list_env_names(collection)
-    return EnvironmentPublic(collection=collection, environment_variables=names)
+    return EnvironmentPublic(
+        collection=collection, environment_variables=service.environment(state, collection)
+    )
 
 
 @router.patch("/{collection}/environment", summary="Set or delete variables")
@@ -101,35 +88,14 @@ def patch_environment(
     """Merges: a value sets the variable (encrypted at rest), null deletes it,
     a variable not named is kept. Runs get the ones their runbook declares."""
     changes = body.environment_variables
-    note(request, set=sorted(k for k, v in changes.items() if v is not None),
-         removed=sorted(k for k, v in changes.items() if v is None))  # fmt: skip
-    for name, value in body.environment_variables.items():
-        _check_variable(name, value)
-    for name, value in body.environment_variables.items():
-        if value is None:
-            state.store.delete_env(collection, name)
-        else:
-            state.store.set_env(collection, name, state.vault.encrypt(value))
-    return EnvironmentPublic(
-        collection=collection, environment_variables=state.store.list_env_names(collection)
-    )
+    note(request, **service.environment_audit(changes))
+    names = service.change_environment(state, collection, changes)
+    return EnvironmentPublic(collection=collection, environment_variables=names)
 
 
-def _check_variable(name: str, value: str | None) -> None:
-    field = f"environment_variables.{name}"
-    if not _ENV_NAME.match(name):
-        raise invalid(field, "is not a variable name: use letters, digits and '_', not starting with a digit")
-    if value is not None and (len(value) > MAX_ENV_VALUE or "\x00" in value):
-        raise invalid(field, f"the value must be at most {MAX_ENV_VALUE} characters, without NUL")
-
-
-def _quotas(state: ApiState, collection: str) -> QuotasPublic:
-    quotas = state.quotas
+def _quotas(found: service.Quotas) -> QuotasPublic:
     return QuotasPublic(
-        collection=collection,
-        quotas=quotas.of(collection).as_dict(),
-        overrides=state.store.quota_overrides(collection),
-        defaults=quotas.defaults().as_dict(),
+        collection=found.collection, quotas=found.in_force, overrides=found.overrides, defaults=found.defaults
     )
 
 
@@ -138,12 +104,10 @@ def get_quotas(collection: CollectionDep, state: StateDep) -> QuotasPublic:
     """What this collection may hold of the server: each quota in force, the
     admin's overrides and the server's defaults. A quota reached is answered 429
     with Retry-After."""
-    return _quotas(state, collection)
+    return _quotas(service.quotas(state, collection))
 
 
 @router.put("/{collection}/quotas", summary="Set the collection's quotas (admin)")
 def put_quotas(collection: str, body: QuotaOverrides, _admin: AdminDep, state: StateDep) -> QuotasPublic:
     """Replaces the collection's overrides: a quota left out follows the server's default."""
-    state.store.get_collection(collection)
-    state.quotas.set_overrides(collection, body.model_dump(exclude_none=True))
-    return _quotas(state, collection)
+    return _quotas(service.set_quotas(state, collection, body.model_dump(exclude_none=True)))

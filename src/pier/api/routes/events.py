@@ -22,8 +22,8 @@ from starlette.concurrency import run_in_threadpool
 
 from pier.api.auth import CallerDep, bearer, request_token
 from pier.api.errors import ApiError
-from pier.api.lookups import visible_run
 from pier.api.schemas.common import ERROR_RESPONSES
+from pier.api.services import runs
 from pier.api.state import ApiState, StateDep
 from pier.api.tokens import hash_token
 from pier.db.schemas import Event
@@ -67,7 +67,7 @@ async def run_events(
 ) -> StreamingResponse:
     """At most the collection's `streams_per_token` quota of streams open per
     token (429 with Retry-After beyond)."""
-    record = await run_in_threadpool(visible_run, state.store, trajectory_id, caller.may_use)
+    record = await run_in_threadpool(runs.visible, state, caller, trajectory_id)
     start = _start_after(last_event_id, after)
     quota = state.quotas.of(caller.collection).streams_per_token if caller.collection else ADMIN_STREAMS
     release = state.streams.take(hash_token(request_token(request, credentials) or ""), quota)

@@ -4,22 +4,17 @@ trailing slash."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, status
 
 from pier.api.auth import CollectionDep
-from pier.api.errors import ApiError
-from pier.api.forms import invalid, refuse_nul
-from pier.api.routines import start_run
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.routines import RoutineCreate, RoutinePublic, RoutineRuns, RoutineUpdate
 from pier.api.schemas.runs import WorkflowResponse
-from pier.api.state import ApiState, StateDep
-from pier.db.routines import RoutineExists
-from pier.routines import RoutineError, Routines
+from pier.api.services import routines as service
+from pier.api.state import StateDep
 
 router = APIRouter(prefix="/api/v1/routines", tags=["routines"], responses=ERROR_RESPONSES)
 ONE = "/{collection}/{task}/{name}"
@@ -36,29 +31,14 @@ def route(method: str, path: str, **options: Any) -> Callable[[Callable[..., Any
     return register
 
 
-@contextmanager
-def _checked() -> Iterator[None]:
-    """A bad field as a 422 naming it; a taken name as a 409."""
-    try:
-        yield
-    except RoutineError as exc:
-        raise invalid(exc.field, exc.message) from None
-    except RoutineExists as exc:
-        raise ApiError(409, str(exc)) from None
-
-
-def _routines(state: ApiState) -> Routines:
-    return Routines(state.store)
-
-
 @route("GET", "/{collection}", summary="The collection's routines")
 def list_collection_routines(collection: CollectionDep, state: StateDep) -> list[RoutinePublic]:
-    return [RoutinePublic.of(r) for r in state.store.list_routines(collection)]
+    return [RoutinePublic.of(r) for r in service.of_collection(state, collection)]
 
 
 @route("GET", "/{collection}/{task}", summary="A task's routines")
 def list_task_routines(collection: CollectionDep, task: str, state: StateDep) -> list[RoutinePublic]:
-    return [RoutinePublic.of(r) for r in state.store.list_routines(collection, task)]
+    return [RoutinePublic.of(r) for r in service.of_collection(state, collection, task)]
 
 
 @route("POST", "/{collection}/{task}", status_code=status.HTTP_201_CREATED, summary="Create a routine")
@@ -67,18 +47,16 @@ def create_routine(
 ) -> RoutinePublic:
     """Runs the task with `init_params` at every tick of `cron_expression` in
     `timezone`, from the next tick on."""
-    refuse_nul(body.model_dump())
-    with _checked():
-        routine = _routines(state).create(
-            collection, task, body.name, body.cron_expression, body.timezone,
-            body.init_params, body.enabled, body.description,
-        )  # fmt: skip
+    routine = service.create(
+        state, collection, task, body.name, body.cron_expression, body.timezone,
+        body.init_params, body.enabled, body.description,
+    )  # fmt: skip
     return RoutinePublic.of(routine)
 
 
 @route("GET", ONE, summary="A routine")
 def get_routine(collection: CollectionDep, task: str, name: str, state: StateDep) -> RoutinePublic:
-    return RoutinePublic.of(_routines(state).get(collection, task, name))
+    return RoutinePublic.of(service.get(state, collection, task, name))
 
 
 @route("PATCH", ONE, summary="Change a routine")
@@ -86,38 +64,30 @@ def update_routine(
     collection: CollectionDep, task: str, name: str, body: RoutineUpdate, state: StateDep
 ) -> RoutinePublic:
     """Only the fields sent change; a new schedule counts from now."""
-    refuse_nul(body.model_dump())
-    routines = _routines(state)
-    with _checked():
-        return RoutinePublic.of(routines.update(routines.get(collection, task, name), body.changes()))
+    return RoutinePublic.of(service.update(state, collection, task, name, body.changes()))
 
 
 @route("DELETE", ONE, summary="Delete a routine")
 def delete_routine(collection: CollectionDep, task: str, name: str, state: StateDep) -> RoutinePublic:
     """The routine as it was; the runs it started stay readable."""
-    routines = _routines(state)
-    routine = routines.get(collection, task, name)
-    routines.delete(routine)
-    return RoutinePublic.of(routine)
+    return RoutinePublic.of(service.delete(state, collection, task, name))
 
 
 @route("POST", ONE + "/pause", summary="Pause a routine")
 def pause_routine(collection: CollectionDep, task: str, name: str, state: StateDep) -> RoutinePublic:
-    routines = _routines(state)
-    return RoutinePublic.of(routines.pause(routines.get(collection, task, name)))
+    return RoutinePublic.of(service.pause(state, collection, task, name))
 
 
 @route("POST", ONE + "/resume", summary="Resume a routine")
 def resume_routine(collection: CollectionDep, task: str, name: str, state: StateDep) -> RoutinePublic:
     """It fires from the next tick after now; ticks missed while paused are not made up."""
-    routines = _routines(state)
-    return RoutinePublic.of(routines.resume(routines.get(collection, task, name)))
+    return RoutinePublic.of(service.resume(state, collection, task, name))
 
 
 @route("POST", ONE + "/run-now", summary="Run a routine once now")
 def run_routine_now(collection: CollectionDep, task: str, name: str, state: StateDep) -> WorkflowResponse:
     """One run now, paused or not; the schedule is unchanged."""
-    record = start_run(state.dispatcher, state.store.get_routine(collection, task, name))
+    record = service.run_now(state, collection, task, name)
     return WorkflowResponse.of(record, f"routine {name!r} started run {record.trajectory_id}")
 
 
@@ -130,7 +100,5 @@ def list_routine_runs(
     limit: Annotated[int, Query(ge=1, le=MAX_RUNS)] = 20,
 ) -> RoutineRuns:
     """Newest first; each carries `triggered_by_routine_id`."""
-    store = state.store
-    routine = store.get_routine(collection, task, name)
-    records = store.routine_runs(routine, limit)
+    routine, records = service.runs(state, collection, task, name, limit)
     return RoutineRuns(routine_id=routine.id, trajectories=records)

@@ -9,8 +9,7 @@ from fastapi import APIRouter, Header, Request
 from starlette.concurrency import run_in_threadpool
 
 from pier.api.auth import CollectionDep
-from pier.api.forms import accept_run, refuse_nul
-from pier.api.lookups import run_of
+from pier.api.forms import accept_run
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.runs import (
     RunCreate,
@@ -19,8 +18,9 @@ from pier.api.schemas.runs import (
     WorkflowResponse,
     multipart_schema,
 )
+from pier.api.services import runs as service
 from pier.api.state import ApiState, StateDep
-from pier.record import RunStatus, Trajectory
+from pier.record import Trajectory
 
 router = APIRouter(prefix="/api/v1", tags=["runs"], responses=ERROR_RESPONSES)
 
@@ -90,9 +90,4 @@ def update_statuses(
     """`{"<trajectory_id>": "cancelled"}` cancels each run: a pending one never
     starts, a running one loses its sandbox within seconds. A run that already
     ended keeps its status, which the answer shows."""
-    refuse_nul(body.root)
-    records = [run_of(state.store, collection, task, tid) for tid in body.root]  # all exist, or 404
-    result: dict[str, RunStatus] = {}
-    for record in records:
-        result[record.trajectory_id] = state.dispatcher.cancel(record)
-    return StatusResult(result)
+    return StatusResult(service.cancel(state, collection, task, list(body.root)))

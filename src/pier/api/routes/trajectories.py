@@ -4,17 +4,13 @@ run's log by workflow id."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from pier.api.auth import CallerDep, CollectionDep
-from pier.api.errors import ApiError
-from pier.api.forms import invalid
-from pier.api.ingest import ingest
-from pier.api.lookups import run_of, visible_run
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.runs import TrajectoryPage
 from pier.api.schemas.trajectories import (
@@ -25,26 +21,27 @@ from pier.api.schemas.trajectories import (
     TaskStats,
     WorkflowLogs,
 )
+from pier.api.services import runs as service
 from pier.api.state import StateDep
-from pier.api.stats import task_stats
-from pier.db.runs import LabelFilter
-from pier.errors import NotFoundError
-from pier.names import check_task_name, trajectory_id_of
-from pier.record import Label, RunStatus, Trajectory, storage_key
-from pier.storage.archive import zip_stream
+from pier.record import RunStatus, Trajectory
 
 router = APIRouter(prefix="/api/v1", tags=["trajectories"], responses=ERROR_RESPONSES)
 
 MAX_PAGE = 100
 MAX_LOG_LINES = 5000
-STATS_LIMIT = 100_000
+
+
+def _page(records: list[Trajectory], total: int, page: int, limit: int) -> TrajectoryPage:
+    return TrajectoryPage(
+        trajectories=records, total=total, page=page, limit=limit, has_more=page * limit < total
+    )
 
 
 @router.get("/db/trajectory/{collection}/{task}/{trajectory_id}", summary="One run")
 def get_trajectory(collection: CollectionDep, task: str, trajectory_id: str, state: StateDep) -> Trajectory:
     """Status, `steps.run` (inputs; outputs with files, checks, usage and pier's
     stages), labels and error."""
-    return run_of(state.store, collection, task, trajectory_id)
+    return service.get(state, collection, task, trajectory_id)
 
 
 @router.get("/db/trajectories/{collection}/{task}", summary="A task's runs, newest first")
@@ -56,16 +53,8 @@ def list_trajectories(
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     label: Annotated[list[str], Query(description="key or key=value; repeat to require several")] = [],  # noqa: B006
 ) -> TrajectoryPage:
-    records, total = state.store.list_runs(
-        collection, task, limit=limit, offset=(page - 1) * limit, labels=[_label_filter(v) for v in label]
-    )
-    return TrajectoryPage(
-        trajectories=records,
-        total=total,
-        page=page,
-        limit=limit,
-        has_more=page * limit < total,
-    )
+    records, total = service.of_task(state, collection, task, limit=limit, page=page, labels=label)
+    return _page(records, total, page, limit)
 
 
 @router.get(
@@ -77,17 +66,8 @@ def list_trajectories(
     },
 )
 def download(collection: CollectionDep, task: str, trajectory_id: str, state: StateDep) -> StreamingResponse:
-    record = run_of(state.store, collection, task, trajectory_id)
-    if not record.status.terminal:
-        raise ApiError(
-            409, f"run {trajectory_id} is {record.status.value}: download its outputs when it has ended"
-        )
-    try:  # made while it is sent: nothing whole in memory or on disk
-        chunks = zip_stream(state.storage, storage_key(collection, task, trajectory_id))
-    except NotFoundError:
-        raise NotFoundError(f"no stored outputs for run {trajectory_id!r} ({collection}/{task})") from None
     return StreamingResponse(
-        chunks,
+        service.outputs_zip(state, collection, task, trajectory_id),
         media_type="application/zip",
         headers={"Content-Disposition": f'attachment; filename="{trajectory_id}.zip"'},
     )
@@ -111,38 +91,11 @@ def list_runs(
 ) -> TrajectoryPage:
     """A collection token sees its own collection's runs; the admin every
     collection's, or the one named."""
-    if collection is not None:
-        caller.check(collection)
-    elif not caller.admin:
-        collection = caller.collection
-    records, total = state.store.list_runs(
-        collection,
-        task,
-        limit=limit,
-        offset=(page - 1) * limit,
-        statuses=status or None,
-        labels=[_label_filter(v) for v in label],
-        since=_utc(since),
-        until=_utc(until),
-        success=success,
-    )
-    return TrajectoryPage(
-        trajectories=records, total=total, page=page, limit=limit, has_more=page * limit < total
-    )
-
-
-def _utc(moment: datetime | None) -> datetime | None:
-    """A time without a zone is taken as UTC, as the store keeps times."""
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=UTC)
-
-
-def _label_filter(text: str) -> LabelFilter:
-    key, sep, value = text.partition("=")
-    if not key.strip():
-        raise invalid("label", f"{text!r} names no key: write key or key=value")
-    return key, value if sep else None
+    records, total = service.find(
+        state, caller, collection=collection, task=task, statuses=status, success=success, labels=label,
+        since=since, until=until, limit=limit, page=page,
+    )  # fmt: skip
+    return _page(records, total, page, limit)
 
 
 @router.post("/trajectory/{collection}/{task}/{trajectory_id}/labels", summary="Label a run")
@@ -150,19 +103,16 @@ def add_label(
     collection: CollectionDep, task: str, trajectory_id: str, body: LabelCreate, state: StateDep
 ) -> LabelAdded:
     """Labels show on the trajectory and filter lists (`?label=key=value`)."""
-    store = state.store
-    run_of(store, collection, task, trajectory_id)
-    label = Label(key=body.key, value=body.value, author=body.author or collection)
-    store.add_labels(trajectory_id, [label], collection=collection)
-    labels = store.get_run(trajectory_id, collection).labels
+    label, labels = service.add_label(
+        state, collection, task, trajectory_id, body.key, body.value, body.author
+    )
     return LabelAdded(trajectory_id=trajectory_id, label=label, labels=labels)
 
 
 @router.get("/db/stats/{collection}/{task}", summary="A task's runs in figures")
 def get_stats(collection: CollectionDep, task: str, state: StateDep) -> TaskStats:
     """Counts by status, success rate (of ended runs), durations, reported cost."""
-    records, _ = state.store.list_runs(collection, task, limit=STATS_LIMIT)
-    return task_stats(collection, task, records)
+    return service.stats(state, collection, task)
 
 
 @router.post("/trajectories/{collection}/{task}/ingest", summary="Store a run made elsewhere")
@@ -170,7 +120,7 @@ def ingest_trajectory(
     collection: CollectionDep, task: str, body: IngestRequest, state: StateDep
 ) -> IngestResult:
     """Idempotent on `trajectory_id`: a second push replaces the first."""
-    record = ingest(state.store, state.storage, collection, check_task_name(task), body)
+    record = service.ingest(state, collection, task, body)
     return IngestResult(
         trajectory_id=record.trajectory_id,
         name=record.name,
@@ -190,18 +140,12 @@ def workflow_logs(
 ) -> WorkflowLogs:
     """`workflow_id` is `<collection>-<task>--<trajectory_id>` (a bare
     trajectory id works too); lines after `after`, at most `limit`."""
-    store = state.store
-    trajectory_id = trajectory_id_of(workflow_id)
-    try:
-        record = visible_run(store, trajectory_id, caller.may_use, workflow_id)
-    except NotFoundError:
-        raise NotFoundError(f"run {trajectory_id!r} not found: check the workflow id") from None
-    events = store.events(trajectory_id, after_seq=after, limit=limit + 1)
+    found = service.log_of_workflow(state, caller, workflow_id, after, limit)
     return WorkflowLogs(
-        workflow_id=record.workflow_id,
-        trajectory_id=trajectory_id,
-        status=record.status,
-        logs=events[:limit],
-        next_after=events[:limit][-1].seq if events else after,
-        has_more=len(events) > limit,
+        workflow_id=found.record.workflow_id,
+        trajectory_id=found.record.trajectory_id,
+        status=found.record.status,
+        logs=found.lines,
+        next_after=found.next_after,
+        has_more=found.has_more,
     )

@@ -6,8 +6,8 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from pier.api.ingest import COST_LABEL
 from pier.api.schemas.trajectories import DurationStats, TaskStats
+from pier.api.services.ingest import COST_LABEL
 from pier.record import RunStatus, Trajectory
 
 

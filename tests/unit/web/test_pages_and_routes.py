@@ -1,0 +1,87 @@
+"""A page and the API's route over the same service do the same: the same
+change, the same refusal (a page shows the route's message), the same audit
+entry (names, never a value)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from pier import web
+from pier.api.app import create_app
+from pier.db import Store
+from pier.record import Trajectory
+from pier.settings import Settings, get_settings
+from pier.web.session import csrf_token
+
+ADMIN = "admin-token-for-pages"
+
+
+@pytest.fixture
+def client(pier_home, monkeypatch) -> Iterator[TestClient]:
+    monkeypatch.setenv("PIER_ADMIN_TOKEN", ADMIN)
+    monkeypatch.setenv("PIER_SANDBOX_BACKEND", "tests.support.fleet_backend:backend")
+    monkeypatch.setenv("PIER_SWEEP_INTERVAL_SEC", "3600")
+    get_settings.cache_clear()
+    with TestClient(create_app(Settings(), pages=web.install)) as client:
+        client.post("/api/v1/collections", json={"name": "team"}, headers=api())
+        client.cookies.set("pier_session", ADMIN)
+        yield client
+
+
+def api() -> dict[str, str]:
+    return {"Authorization": f"Bearer {ADMIN}"}
+
+
+def form(**fields: str) -> dict[str, str]:
+    return {"csrf": csrf_token(ADMIN), **fields}
+
+
+def audit_of(client: TestClient, action: str) -> list[dict]:
+    found = client.get("/api/v1/audit", headers=api(), params={"action": action}).json()
+    return [e for e in found if e["action"].endswith(action)]
+
+
+def test_the_environment_form_changes_and_audits_as_the_route_does(client: TestClient) -> None:
+    sent = client.post("/collections/team/environment", data=form(name="WEB_VAR", value="s3cr3t"),
+                       follow_redirects=False)  # fmt: skip
+    assert sent.status_code == 303, sent.text
+    names = client.get("/api/v1/collections/team/environment", headers=api()).json()
+    assert names["environment_variables"] == ["WEB_VAR"]
+    (entry,) = audit_of(client, "/collections/{collection}/environment")
+    assert entry["action"] == "POST /collections/{collection}/environment"
+    assert entry["target"] == {"collection": "team", "set": ["WEB_VAR"], "removed": []}
+    assert "s3cr3t" not in json.dumps(entry)
+    client.post("/collections/team/environment", data=form(delete="WEB_VAR"), follow_redirects=False)
+    assert (
+        client.get("/api/v1/collections/team/environment", headers=api()).json()["environment_variables"]
+        == []
+    )
+
+
+def test_a_page_refuses_with_the_routes_message(client: TestClient) -> None:
+    by_api = client.patch("/api/v1/collections/team/environment", headers=api(),
+                          json={"environment_variables": {"1BAD": "x"}})  # fmt: skip
+    assert by_api.status_code == 422
+    by_page = client.post("/collections/team/environment", data=form(name="1BAD", value="x"))
+    assert by_page.status_code == 422
+    detail = by_api.json()["detail"]
+    assert "environment_variables.1BAD" in detail
+    assert detail.replace("'", "&#39;") in by_page.text
+
+
+def test_a_label_from_the_page_is_the_runs_label_in_the_api(client: TestClient, pier_home) -> None:
+    record = Trajectory.new(uuid.uuid4().hex, "team", "t")
+    with Store.open(Settings().db_url) as store:
+        store.create_run(record)
+    sent = client.post(f"/runs/{record.trajectory_id}/labels", data=form(key="review", value="good"),
+                       follow_redirects=False)  # fmt: skip
+    assert sent.status_code == 303, sent.text
+    got = client.get(f"/api/v1/db/trajectory/team/t/{record.trajectory_id}", headers=api()).json()
+    assert [(x["key"], x["value"], x["author"]) for x in got["labels"]] == [("review", "good", "team")]
+    refused = client.post(f"/runs/{record.trajectory_id}/labels", data=form(key=" ", value="x"))
+    assert refused.status_code == 422
