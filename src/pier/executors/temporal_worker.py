@@ -40,7 +40,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from pier.executors.base import Job
 from pier.executors.ports import EventSink, LifecycleHooks, RunPorts
 from pier.executors.spec import RunSpec
-from pier.executors.temporal_client import connect, control_queue
+from pier.executors.temporal_client import TemporalUnavailable, connect, control_queue
 from pier.executors.temporal_workflow import RunWorkflow
 from pier.lifecycle import runner
 from pier.lifecycle.background import PeriodicSweeper
@@ -57,6 +57,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 HEARTBEAT_EVERY_SEC = 1.0
+# while Temporal does not answer at start-up: the first wait, doubling up to the last
+CONNECT_FIRST_WAIT_SEC = 0.5
+CONNECT_MAX_WAIT_SEC = 5.0
 # The workflow's module imports only temporalio; pier (already loaded, with its
 # database models) is passed through rather than re-imported in the sandbox.
 RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("pier"))
@@ -360,7 +363,9 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
     hooks = LifecycleHooks(RunPorts(services, load_vault(settings), publish, None))
     identity = settings.worker_identity or default_identity()
     queue = f"{settings.temporal_task_queue}-{identity}-{uuid.uuid4().hex[:8]}"
-    client = await connect(settings)
+    client = await _connect_until(settings, stop)
+    if client is None:
+        return
     acts = FleetActivities(hooks, identity, queue, settings)
     beat = timedelta(seconds=HEARTBEAT_EVERY_SEC)  # heartbeats (and so cancels) go out this often
     workers = [
@@ -381,6 +386,23 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
             acts.stopping = True
     finally:
         sweeper.stop()
+
+
+async def _connect_until(settings: Settings, stop: asyncio.Event) -> Client | None:
+    """Connect to Temporal, trying again with a doubling wait while it does not
+    answer (a worker started while Temporal restarts takes runs once it is
+    back: start-up never depends on the fleet's state); None when `stop` came
+    first."""
+    wait = CONNECT_FIRST_WAIT_SEC
+    while True:
+        try:
+            return await connect(settings)
+        except TemporalUnavailable as exc:
+            log.warning("%s; trying again in %gs", exc, wait)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), wait)
+            return None
+        wait = min(2 * wait, CONNECT_MAX_WAIT_SEC)
 
 
 def run_worker(settings: Settings, publish: EventSink) -> None:
