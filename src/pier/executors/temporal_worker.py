@@ -68,11 +68,6 @@ CONNECT_MAX_WAIT_SEC = 5.0
 RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("pier"))
 
 
-class AttemptGone(Exception):
-    """Temporal gave up on this attempt at a run before its agent started:
-    the stage does not start it."""
-
-
 def lost_message(worker: str, heartbeat_sec: float, stored: list[str] | None = None) -> str:
     """Why a run lost with its worker failed, and what of it is stored (the
     worker may have been lost while saving: those files are the run's)."""
@@ -177,10 +172,8 @@ class FleetActivities:
                             "declared lost): the agent is not started", ctx.record.trajectory_id)  # fmt: skip
                 ctx.save_record = lambda _record: None
                 ctx.emit = lambda _stage, _line: None
-                runner.cancel(ctx)
-                raise AttemptGone(f"worker {self.identity}'s attempt at the run was given up on")
-            if held == "cancelled":
-                runner.cancel(ctx)  # the sandbox goes: the agent's command ends at once
+            if held != "held":
+                runner.cancel(ctx)  # the sandbox goes: the agent's command cannot start
 
         ctx.on_step = on_step
 

@@ -15,7 +15,7 @@ import pytest
 from temporalio.client import AsyncActivityCancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
-from pier.executors.temporal_worker import AttemptGone, FleetActivities
+from pier.executors.temporal_worker import FleetActivities
 from pier.record import StageRecord, StageStatus
 
 
@@ -75,8 +75,7 @@ def test_an_attempt_temporal_no_longer_knows_never_starts_its_agent(loop) -> Non
     ctx, handle, written = fenced(loop, gone)
     ctx.on_step(step("setup", StageStatus.running))
     assert handle.beats == [], "only the agent's start is fenced"
-    with pytest.raises(AttemptGone):  # the stage never starts
-        ctx.on_step(step("run_agent", StageStatus.running))
+    ctx.on_step(step("run_agent", StageStatus.running))
     assert handle.beats == [("w1",)]
     assert ctx.sandbox.deleted and ctx.cancel.is_set(), "the agent's sandbox must go before it starts"
     ctx.save_record(None)
