@@ -87,6 +87,7 @@ class Fleet:
             "PIER_TEMPORAL_TASK_QUEUE": self.queue,
             "PIER_SECRET_KEY": self.key,
             "PIER_HEARTBEAT_TIMEOUT_SEC": "5",
+            "PIER_SCHEDULE_TO_START_SEC": "5",
             "PIER_WORKER_SLOTS": "2",
             "PIER_OUTBOUND_ALLOW": "127.0.0.1",  # the tests' webhook receivers listen there
             "PYTHONPATH": pythonpath,

@@ -50,8 +50,10 @@ def workflow_config(settings: Settings) -> dict[str, Any]:
         "task_queue": settings.temporal_task_queue,
         "control_queue": control_queue(settings),
         "heartbeat_timeout_sec": settings.heartbeat_timeout_sec,
-        # a run on its worker: prepare + create (an image build) + setup, the agent + collect + check
+        "schedule_to_start_sec": settings.schedule_to_start_sec,
+        # prepare + create (an image build) + setup, or the agent + collect + check
         "run_timeout_sec": settings.create_timeout_sec + settings.max_timeout_sec + 3600,
+        "cleanup_timeout_sec": settings.cleanup_timeout_sec + 30,
         # the run's webhook: the activity stores it in the durable queue the
         # servers deliver from (pier.lifecycle.webhooks); Temporal retries the storing
         "webhook_attempts": STORE_WEBHOOK_ATTEMPTS,

@@ -25,6 +25,9 @@ class FleetSettings(BaseModel):
     heartbeat_timeout_sec: float = Field(
         15, gt=0, description="a worker silent this long is lost: its run restarts or fails"
     )
+    schedule_to_start_sec: float = Field(
+        15, gt=0, description="how long a stage waits for its sandbox's worker to take it"
+    )
     # Faults: how long a run rides out a service that does not answer, and how
     # the server finds the runs a fault left without an owner (docs/faults.md).
     db_retry_sec: float = Field(

@@ -35,7 +35,7 @@ def test_a_frozen_worker_is_declared_lost_by_others_and_takes_new_work_once_back
     agent_sec = fault_fleet.home / "agent-sec"
     agent_sec.write_text("60")  # the first run's agent runs long, on the worker to freeze
     collection = fake_fleet(fault_fleet, PIER_WORKER_SLOTS="1", PIER_HEARTBEAT_TIMEOUT_SEC=str(HEARTBEAT_SEC),
-                            PIER_TEST_AGENT_SEC_FILE=str(agent_sec))  # fmt: skip
+                            PIER_SCHEDULE_TO_START_SEC="5", PIER_TEST_AGENT_SEC_FILE=str(agent_sec))  # fmt: skip
     frozen = fault_fleet.worker("frozen")
     store = fault_fleet.store()
     doomed = collection.run("t")
@@ -75,7 +75,7 @@ def test_a_run_frozen_before_its_agent_started_runs_again_elsewhere_and_stays_co
     fault_fleet: Fleet,
 ) -> None:
     collection = fake_fleet(fault_fleet, PIER_WORKER_SLOTS="1", PIER_HEARTBEAT_TIMEOUT_SEC=str(HEARTBEAT_SEC),
-                            PIER_TEST_CREATE_SEC="3")  # fmt: skip
+                            PIER_SCHEDULE_TO_START_SEC="5", PIER_TEST_CREATE_SEC="3")  # fmt: skip
     frozen = fault_fleet.worker("frozen")
     del fault_fleet.settings["PIER_TEST_CREATE_SEC"]
     store = fault_fleet.store()
