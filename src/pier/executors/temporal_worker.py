@@ -1,23 +1,20 @@
 """`pier worker`: polls Temporal and runs the lifecycle on this host's sandbox
 backend (the workflow is in temporal_workflow.py).
 
-A worker polls the shared task queue for workflows and, while it has a run
-slot free, for `execute`: a run's whole lifecycle, on this host, in one
-activity that heartbeats with the worker's identity. The control queue (a
-lost worker's run failed, a run cancelled before it started, webhooks) is the
-servers' alone: a worker frozen with its long-polls open would otherwise be
-handed the decision that it is lost. A run's webhook is the workflow's to
-deliver (`pier.webhook`, on the control queue, retried by Temporal):
-finishing a run here sends none.
+A worker listens on two task queues: the shared one (workflows, and `claim`:
+a run waits there until a worker has a free slot) and its own queue, named
+after its identity, where the stages that touch its sandboxes run. A run's
+context (its sandbox, plan, agent) lives in this process between `begin` and
+`conclude`. The control queue (a lost worker's run failed, a run cancelled
+before it started, webhooks) is the servers' alone: a worker frozen with its
+long-polls open would otherwise be handed the decision that it is lost. A
+run's webhook is the workflow's to deliver (`pier.webhook`, on the control
+queue, retried by Temporal): finishing a run here sends none.
 
-Before the agent starts, once the record says it is starting, the worker
-confirms with Temporal (a heartbeat it answers) that its attempt is still the
-run's: a worker frozen or cut off past the heartbeat timeout may have been
-declared lost, and the run started again elsewhere, so that attempt must not
-start an agent. A worker that comes back after Temporal gave up on it finds
-its activities cancelled as timed out: it stops those attempts without
-writing to their runs, deletes their sandboxes, frees their slots and takes
-new work.
+A worker that comes back after Temporal gave up on it (frozen, or cut off,
+past the heartbeat timeout) finds its activities cancelled as timed out: it
+stops those attempts without writing to their runs (they may run again
+elsewhere), deletes their sandboxes, frees their slots and takes new work.
 """
 
 from __future__ import annotations
@@ -28,15 +25,15 @@ import logging
 import os
 import signal
 import socket
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import activity
-from temporalio.client import AsyncActivityCancelledError, Client
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -66,6 +63,10 @@ CONNECT_MAX_WAIT_SEC = 5.0
 # The workflow's module imports only temporalio; pier (already loaded, with its
 # database models) is passed through rather than re-imported in the sandbox.
 RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("pier"))
+# Claims a worker takes beyond its run slots: the next run's claim and the
+# workflow's round trips to its `begin` overlap the runs in progress, so a
+# slot that frees takes the next run at once (the run waits in `begin`).
+PREFETCH = 1
 
 
 def lost_message(worker: str, heartbeat_sec: float, stored: list[str] | None = None) -> str:
@@ -105,28 +106,55 @@ def _fresh(record: Trajectory) -> Trajectory:
 
 
 class FleetActivities:
-    def __init__(self, hooks: LifecycleHooks, identity: str, client: Client, settings: Settings):
+    def __init__(self, hooks: LifecycleHooks, identity: str, queue: str, settings: Settings):
         self.hooks = hooks
         self.store = hooks.store
         self.identity = identity
-        self.client = client
+        self.queue = queue
         self.settings = settings
         self.stopping = False
+        self._slots = settings.worker_slots
+        self._held: dict[str, asyncio.TimerHandle | None] = {}  # claimed, up to slots + PREFETCH
+        self._active: set[str] = set()  # begun: at most slots
+        self._waiters: set[asyncio.Future[None]] = set()  # claims and begins waiting for a slot
         self._runs: dict[str, tuple[Job, RunContext]] = {}
-        slots = settings.worker_slots
-        self._pool = ThreadPoolExecutor(max_workers=2 * slots + 4, thread_name_prefix="pier-worker")
+        self._pool = ThreadPoolExecutor(max_workers=2 * self._slots + 4, thread_name_prefix="pier-worker")
 
     def held(self) -> list[str]:
-        return list(self._runs)
+        return list(self._held)
 
-    @activity.defn(name="pier.execute")
-    async def execute(self, raw: dict[str, Any]) -> str:
-        """The run, start to end, on this host; its status. Temporal hands it
-        over only while this worker has a slot free (the worker's activity
-        slots are its run slots)."""
-        activity.heartbeat(self.identity)  # who holds the run, should this worker be lost
+    # the shared queue
+
+    @activity.defn(name="pier.claim")
+    async def claim(self, trajectory_id: str) -> dict[str, str]:
+        """Take the run once this worker holds fewer than slots + PREFETCH
+        claims; answer with this worker's queue. The claim is kept for
+        `begin` (which waits for a run slot), and freed if it never comes."""
+        await self._wait_until(
+            lambda: trajectory_id in self._held or len(self._held) < self._slots + PREFETCH
+        )
+        expiry = 2 * self.settings.schedule_to_start_sec + 5
+        self._held[trajectory_id] = asyncio.get_running_loop().call_later(expiry, self._free, trajectory_id)
+        return {"queue": self.queue, "worker": self.identity}
+
+    # this worker's own queue: the stages that touch its sandboxes
+
+    @activity.defn(name="pier.begin")
+    async def begin(self, raw: dict[str, Any]) -> str:
         spec = RunSpec.model_validate(raw)
         tid = spec.trajectory_id
+        self._keep(tid)
+        try:
+            # a prefetched claim's run waits here, already on this worker, for a run slot
+            await self._wait_until(lambda: tid in self._active or len(self._active) < self._slots)
+        except asyncio.CancelledError:
+            # the run never started here: cancelled (the workflow records it),
+            # this worker declared lost (the workflow starts it again), or stopping
+            self._free(tid)
+            if self.stopping:
+                raise ApplicationError(f"worker {self.identity} stopped", type=WORKER_LOST) from None
+            raise
+        self._active.add(tid)
         job = Job(tid, spec.open(self.hooks.vault))
         record = await self._thread(lambda: self.store.get_run(tid))
         if record.status.terminal:  # ended elsewhere meanwhile (cancelled from the API)
@@ -139,63 +167,45 @@ class FleetActivities:
             error = exc
             await self._thread(lambda: self.hooks.ended(job, None, error))
             return RunStatus.failed.value
-        self._fence(ctx, activity.info().task_token, asyncio.get_running_loop())
         self._runs[tid] = (job, ctx)
+        ctx.log(f"worker {self.identity} runs it", "prepare")
+        await self._supervise(ctx, lambda: runner.begin(ctx), lambda: self._end(job, ctx))
+        if ctx.cancel.is_set():
+            return (await self._thread(lambda: self._end(job, ctx))).status.value
+        return "started"
+
+    @activity.defn(name="pier.conclude")
+    async def conclude(self, trajectory_id: str) -> str:
+        held = self._runs.get(trajectory_id)
+        if held is None:
+            raise ApplicationError(
+                f"worker {self.identity} does not hold run {trajectory_id} (it restarted?)",
+                type=WORKER_LOST,
+                non_retryable=True,
+            )
+        job, ctx = held
+        record = await self._supervise(ctx, lambda: self._end(job, ctx), None)
+        # the run has ended and its sandbox is gone: its slot takes the next run
+        # now, not a workflow round trip later when release comes
+        self._free(trajectory_id)
+        return record.status.value
+
+    @activity.defn(name="pier.release")
+    async def release(self, trajectory_id: str) -> None:
+        """Delete the run's sandbox (a no-op once the run deleted it) and free its slot."""
+        held = self._runs.pop(trajectory_id, None)
         try:
-            ctx.log(f"worker {self.identity} runs it", "prepare")
-            return (await self._supervise(ctx, lambda: self._whole(job, ctx))).status.value
+            if held is not None and held[1].sandbox is not None:
+                # heartbeating: a frozen worker handed its release holds the workflow a heartbeat timeout, no more
+                future = asyncio.get_running_loop().run_in_executor(self._pool, held[1].sandbox.delete)
+                while not future.done():
+                    activity.heartbeat()
+                    await asyncio.wait({future}, timeout=HEARTBEAT_EVERY_SEC)
+                future.result()
         finally:
-            self._runs.pop(tid, None)
+            self._free(trajectory_id)
 
     # helpers
-
-    def _whole(self, job: Job, ctx: RunContext) -> Trajectory:
-        runner.begin(ctx)
-        return self._end(job, ctx)
-
-    def _fence(self, ctx: RunContext, token: bytes, loop: asyncio.AbstractEventLoop) -> None:
-        """Once the record says the agent is starting (a lost worker's run then
-        fails rather than restarts), confirm that this attempt is still the
-        run's before the agent starts; an attempt Temporal gave up on (its run
-        may run again elsewhere) writes nothing more and deletes its sandbox,
-        so its agent never runs."""
-        observe = ctx.on_step
-
-        def on_step(step: StageRecord) -> None:
-            if observe is not None:
-                observe(step)
-            if step.name != "run_agent" or step.status != StageStatus.running:
-                return
-            held = asyncio.run_coroutine_threadsafe(self._still_held(token), loop).result()
-            if held == "gone":
-                log.warning("run %s: this attempt was given up on before its agent started (this worker was "
-                            "declared lost): the agent is not started", ctx.record.trajectory_id)  # fmt: skip
-                ctx.save_record = lambda _record: None
-                ctx.emit = lambda _stage, _line: None
-            if held != "held":
-                runner.cancel(ctx)  # the sandbox goes: the agent's command cannot start
-
-        ctx.on_step = on_step
-
-    async def _still_held(self, token: bytes) -> str:
-        """ "held" once Temporal took a heartbeat of this attempt, "cancelled"
-        when the run is being cancelled, "gone" when Temporal no longer knows
-        the attempt; tried again while Temporal does not answer."""
-        wait = CONNECT_FIRST_WAIT_SEC
-        while True:
-            try:
-                await self.client.get_async_activity_handle(task_token=token).heartbeat(self.identity)
-                return "held"
-            except AsyncActivityCancelledError:
-                return "cancelled"
-            except RPCError as exc:
-                if exc.status == RPCStatusCode.NOT_FOUND:
-                    return "gone"
-                log.warning(
-                    "could not confirm a run's attempt with Temporal (%s); trying again in %gs", exc, wait
-                )
-            await asyncio.sleep(wait)
-            wait = min(2 * wait, CONNECT_MAX_WAIT_SEC)
 
     def _end(self, job: Job, ctx: RunContext) -> Trajectory:
         """Run the rest of the lifecycle; finish up (webhook, followers) unless
@@ -207,14 +217,16 @@ class FleetActivities:
             self.hooks.ended(job, record, None)
         return stored
 
-    async def _supervise(self, ctx: RunContext, work: Callable[[], T]) -> T:
+    async def _supervise(
+        self, ctx: RunContext, work: Callable[[], T], on_cancel: Callable[[], Any] | None
+    ) -> T:
         """Run `work` on a thread, heartbeating; a cancellation (the workflow
-        was cancelled) deletes the sandbox at once, and `work` ends the run
-        cancelled. A worker going away leaves the run to the workflow instead."""
+        was cancelled) deletes the sandbox at once, and `on_cancel` then ends
+        the run. A worker going away leaves the run to the workflow instead."""
         future = asyncio.get_running_loop().run_in_executor(self._pool, work)
         try:
             while not future.done():
-                activity.heartbeat(self.identity)
+                activity.heartbeat()
                 await asyncio.wait({future}, timeout=HEARTBEAT_EVERY_SEC)
         except asyncio.CancelledError:
             declared_lost = _declared_lost()
@@ -226,18 +238,52 @@ class FleetActivities:
             runner.cancel(ctx)
             await asyncio.wait({future})
             if self.stopping:
-                raise ApplicationError(
-                    f"worker {self.identity} stopped", self.identity, type=WORKER_LOST
-                ) from None
+                raise ApplicationError(f"worker {self.identity} stopped", type=WORKER_LOST) from None
             if declared_lost:
+                self._forget(ctx.record.trajectory_id)
                 log.warning("run %s: this worker was declared lost (it did not answer for %gs); its "
                             "attempt is stopped, its sandbox deleted and its slot free",
                             ctx.record.trajectory_id, self.settings.heartbeat_timeout_sec)  # fmt: skip
                 raise ApplicationError(
-                    f"worker {self.identity} was declared lost", self.identity, type=WORKER_LOST
+                    f"worker {self.identity} was declared lost", type=WORKER_LOST
                 ) from None
+            if on_cancel is not None:
+                await self._thread(on_cancel)
             raise
         return future.result()
+
+    def _forget(self, trajectory_id: str) -> None:
+        """A run this worker no longer holds (the workflow moved on without it)."""
+        self._runs.pop(trajectory_id, None)
+        self._free(trajectory_id)
+
+    def _keep(self, trajectory_id: str) -> None:
+        timer = self._held.get(trajectory_id)
+        if timer is not None:
+            timer.cancel()
+        self._held[trajectory_id] = None
+
+    async def _wait_until(self, ready: Callable[[], bool]) -> None:
+        """Heartbeating until `ready()` (a slot or a claim came free). Each
+        wait has a future of its own that `_free` resolves: a slot freed
+        between the check and the wait wakes it at once."""
+        while not ready():
+            activity.heartbeat()
+            woken = asyncio.get_running_loop().create_future()
+            self._waiters.add(woken)
+            try:
+                await asyncio.wait({woken}, timeout=HEARTBEAT_EVERY_SEC)
+            finally:
+                self._waiters.discard(woken)
+
+    def _free(self, trajectory_id: str) -> None:
+        self._active.discard(trajectory_id)
+        timer = self._held.pop(trajectory_id, None)
+        if timer is not None:
+            timer.cancel()
+        for woken in self._waiters:
+            if not woken.done():
+                woken.set_result(None)
 
     async def _thread(self, work: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, work)
@@ -259,29 +305,15 @@ class ControlActivities:
 
     @activity.defn(name="pier.lost")
     async def lost(self, arg: dict[str, str]) -> str:
-        """The run's worker stopped answering (or stopped) while it held the
-        run: "restart" when its agent had not started, else the run fails."""
-        tid = arg["trajectory_id"]
-        return await self._thread(lambda: self._fail(tid, self._worker(tid, arg["worker"])))
+        """The run's worker stopped answering during `conclude`: "restart"
+        when its agent had not started after all, else the run fails."""
+        return await self._thread(lambda: self._fail(arg["trajectory_id"], arg["worker"]))
 
     @activity.defn(name="pier.restarting")
     async def restarting(self, arg: dict[str, str]) -> None:
         tid = arg["trajectory_id"]
-
-        def note() -> None:
-            self.store.append_event(tid, restart_message(self._worker(tid, arg["worker"])), "prepare")
-
-        await self._thread(note)
+        await self._thread(lambda: self.store.append_event(tid, restart_message(arg["worker"]), "prepare"))
         self.hooks.ports.publish(tid)
-
-    def _worker(self, trajectory_id: str, given: str) -> str:
-        """The lost worker's identity: as its heartbeats said, else as the
-        run's log says (none of its heartbeats reached Temporal)."""
-        if given:
-            return given
-        took = [e.line for e in self.store.events(trajectory_id) if e.line.startswith("worker ")]
-        took = [line.split()[1] for line in took if line.endswith(" runs it")]
-        return took[-1] if took else "(unknown)"
 
     @activity.defn(name="pier.cancelled_waiting")
     async def cancelled_waiting(self, raw: dict[str, Any]) -> None:
@@ -360,22 +392,26 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
     # no webhook sender: the workflow delivers webhooks (pier.webhook)
     hooks = LifecycleHooks(RunPorts(services, load_vault(settings), publish, None))
     identity = settings.worker_identity or default_identity()
+    queue = f"{settings.temporal_task_queue}-{identity}-{uuid.uuid4().hex[:8]}"
     client = await _connect_until(settings, stop)
     if client is None:
         return
-    acts = FleetActivities(hooks, identity, client, settings)
+    acts = FleetActivities(hooks, identity, queue, settings)
     beat = timedelta(seconds=HEARTBEAT_EVERY_SEC)  # heartbeats (and so cancels) go out this often
-    # its activity slots are its run slots: it polls for a run only while one is free
-    worker = Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow],
-                    workflow_runner=RUNNER, activities=[acts.execute],
-                    max_concurrent_activities=settings.worker_slots, identity=identity,
-                    max_heartbeat_throttle_interval=beat, default_heartbeat_throttle_interval=beat)  # fmt: skip
+    workers = [
+        Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow],
+               workflow_runner=RUNNER, activities=[acts.claim], max_concurrent_activities=1,
+               identity=identity, max_heartbeat_throttle_interval=beat, default_heartbeat_throttle_interval=beat),
+        Worker(client, task_queue=queue, activities=[acts.begin, acts.conclude, acts.release],
+               max_concurrent_activities=3 * settings.worker_slots,
+               identity=identity, max_heartbeat_throttle_interval=beat, default_heartbeat_throttle_interval=beat),
+    ]  # fmt: skip
     sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings)  # this host's sandboxes
     sweeper.start()
     metrics.watch_queue(lambda: 0, lambda: len(acts.held()))  # a worker queues nothing: Temporal does
-    log.info("pier worker %s: %d slot(s)", identity, settings.worker_slots)
+    log.info("pier worker %s: %d slot(s), queue %s", identity, settings.worker_slots, queue)
     try:
-        async with worker:
+        async with workers[0], workers[1]:
             await stop.wait()
             acts.stopping = True
     finally:

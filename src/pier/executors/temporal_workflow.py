@@ -3,33 +3,34 @@
 It imports only temporalio and the standard library: Temporal replays it in a
 sandbox. What it decides:
 
-1. `execute` on the shared task queue: the run waits there until a worker
-   with a free run slot takes it (a worker polls for one only while it has a
-   slot free), and that worker runs the whole lifecycle on its host, the
-   sandbox's, heartbeating with its identity. One activity per run: with runs
-   queued, a slot that frees takes the next at once, with no workflow round
-   trip between them.
-2. `webhook`, once the run has ended (cancelled included), when it has a
+1. `claim` on the shared task queue: some worker with a free run slot (or
+   one claim beyond its slots: that run then waits in `begin` for a slot,
+   the round trips to it done while the slots were busy) takes the run and
+   answers with its own task queue (worker-specific queues).
+2. `begin` (prepare, create, setup) and `conclude` (the agent to the end) run
+   on that queue, so every stage that touches the sandbox runs on its host;
+   they heartbeat, and a short schedule-to-start timeout notices a worker that
+   is gone before it takes them.
+3. `release` (delete the sandbox, free the slot) always runs after, even on
+   cancellation.
+4. `webhook`, once the run has ended (cancelled included), when it has a
    webhook_url: an activity on the control queue stores the delivery in the
    durable queue every `pier serve` delivers from (retried by Temporal with
    backoff while the database is away). Its secret stays sealed.
 
-A worker lost (its heartbeat stopped: killed, frozen, cut off) or stopping
-while it runs the run: `lost`, on the control queue that only servers poll,
-reads the run's record. Its agent had not started: a restart, the run taken
-again by a worker (its log says which worker was lost). It had: the agent's
-work is gone, and the run fails with a reason that names the worker. The
-worker cannot start the agent of an attempt Temporal has given up on: the
-record says the agent is starting before the worker confirms, by a heartbeat
-Temporal answers, that its attempt is still the run's (see temporal_worker.py).
-Cancelling the workflow reaches the running activity through its heartbeat;
-the activity deletes the sandbox at once and records the run cancelled (a run
-cancelled while it waited in the queue is recorded cancelled by a control
-activity).
+A worker lost before the agent started (begin timed out or failed saying its
+worker stops, or conclude was never taken) costs a restart: the run is claimed again, by another worker. Lost
+after (conclude's heartbeat stopped once the agent had started, as the run's
+record says), the agent's work is gone: `lost` fails the run with a reason
+that names the worker. Cancelling the workflow reaches
+the running activity through its heartbeat; the activity deletes the sandbox
+at once and records the run cancelled (a run cancelled while it waited for a
+slot, in claim or in begin, is recorded cancelled by a control activity).
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -56,17 +57,6 @@ def _worker_lost(exc: ActivityError) -> bool:
     return isinstance(cause, ApplicationError) and cause.type == WORKER_LOST
 
 
-def _holder(exc: ActivityError) -> str:
-    """The identity of the worker that ran the attempt, as its heartbeats
-    said (empty when none reached Temporal: the control activity then reads
-    it from the run's log)."""
-    cause = exc.cause
-    details = cause.last_heartbeat_details if isinstance(cause, TimeoutError) else ()
-    if not details and isinstance(cause, ApplicationError):
-        details = cause.details
-    return str(details[0]) if details else ""
-
-
 def _timeout(exc: ActivityError) -> TimeoutType | None:
     cause = exc.cause
     return cause.type if isinstance(cause, TimeoutError) else None
@@ -89,35 +79,81 @@ class RunWorkflow:
         tid = spec["trajectory_id"]
         while True:
             try:
-                return await workflow.execute_activity(
-                    "pier.execute",
-                    spec,
+                claim = await workflow.execute_activity(
+                    "pier.claim",
+                    tid,
                     task_queue=config["task_queue"],
-                    # the wait in the queue has no bound; this is the run's own time on its worker
-                    start_to_close_timeout=timedelta(seconds=config["run_timeout_sec"]),
+                    start_to_close_timeout=timedelta(days=30),  # the run's wait in the queue
                     heartbeat_timeout=timedelta(seconds=config["heartbeat_timeout_sec"]),
-                    retry_policy=ONCE,
-                    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                    retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
                 )
+            except BaseException as exc:
+                if not is_cancelled_exception(exc):
+                    raise
+                await self._control("pier.cancelled_waiting", spec, config)
+                raise
+            outcome = await self._on_worker(spec, config, claim)
+            if outcome != RESTART:
+                return outcome
+            await self._control("pier.restarting", {"trajectory_id": tid, "worker": claim["worker"]}, config)
+
+    async def _on_worker(self, spec: dict[str, Any], config: dict[str, Any], claim: dict[str, str]) -> str:
+        tid, queue = spec["trajectory_id"], claim["queue"]
+        options: dict[str, Any] = {
+            "task_queue": queue,
+            "schedule_to_start_timeout": timedelta(seconds=config["schedule_to_start_sec"]),
+            "heartbeat_timeout": timedelta(seconds=config["heartbeat_timeout_sec"]),
+            "start_to_close_timeout": timedelta(seconds=config["run_timeout_sec"]),
+            "retry_policy": ONCE,
+            "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        }
+        try:
+            try:
+                began = await workflow.execute_activity("pier.begin", spec, **options)
             except ActivityError as exc:
                 if is_cancelled_exception(exc):
-                    # recorded cancelled unless the activity recorded its end (it had started)
+                    # cancelled before begin ended it (it may have waited for a
+                    # slot): recorded cancelled unless begin recorded its end
                     await self._control("pier.cancelled_waiting", spec, config)
                     raise
+                if _timeout(exc) is not None or _worker_lost(exc):
+                    return RESTART  # the sandbox's worker is gone (or going) before the agent started
+                raise
+            if began != "started":
+                return began
+            try:
+                return await workflow.execute_activity("pier.conclude", tid, **options)
+            except ActivityError as exc:
                 kind = _timeout(exc)
-                if kind is None and not _worker_lost(exc):
+                if kind == TimeoutType.SCHEDULE_TO_START:
+                    return RESTART  # the worker went between the halves: the agent never started
+                if kind is None or is_cancelled_exception(exc):
                     raise
-                worker = _holder(exc)
-                lost = {
-                    "trajectory_id": tid,
-                    "worker": worker,
-                    "timeout": kind.name.lower() if kind else "stopped",
-                }
-                # "restart" when the agent had not started (as the run's record says)
-                outcome = await self._control("pier.lost", lost, config)
-                if outcome != RESTART:
-                    return outcome
-                await self._control("pier.restarting", {"trajectory_id": tid, "worker": worker}, config)
+                lost = {"trajectory_id": tid, "worker": claim["worker"], "timeout": kind.name.lower()}
+                # "restart" when the agent never started after all (the stage was
+                # taken but never ran: its worker, or Temporal, dropped it)
+                return await self._control("pier.lost", lost, config)
+        finally:
+            await self._release(tid, queue, config)
+
+    async def _release(self, tid: str, queue: str, config: dict[str, Any]) -> None:
+        """Delete the sandbox and free the slot, on the sandbox's host; when
+        that host is gone, its sweep removes what it left."""
+        try:
+            await workflow.execute_activity(
+                "pier.release",
+                tid,
+                task_queue=queue,
+                schedule_to_start_timeout=timedelta(seconds=config["schedule_to_start_sec"]),
+                start_to_close_timeout=timedelta(seconds=config["cleanup_timeout_sec"]),
+                # a frozen worker may be handed it: its silence ends the wait
+                heartbeat_timeout=timedelta(seconds=config["heartbeat_timeout_sec"]),
+                retry_policy=ONCE,
+            )
+        except ActivityError:
+            workflow.logger.warning("run %s: its worker did not release it (gone?)", tid)
+        except asyncio.CancelledError:
+            pass
 
     async def _webhook(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Queue the ended run's webhook for delivery, retried with a doubling

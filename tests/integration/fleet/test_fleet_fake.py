@@ -9,8 +9,7 @@ import time
 
 import pytest
 from tests.support.api_server import Collection, make_collection
-from tests.support.faults import events
-from tests.support.fleet import FAKE_BACKEND, Fleet, Follower, ran_on, wait_for
+from tests.support.fleet import FAKE_BACKEND, Fleet, Follower, history_json, ran_on, wait_for
 
 from pier.lifecycle.orphans import end_orphaned_runs
 from pier.record import RunStatus
@@ -261,41 +260,31 @@ def busy_worker_with_a_second_run(fleet: Fleet) -> tuple[Collection, str, str]:
     return collection, long, collection.run("t")
 
 
-def test_a_run_is_one_activity_and_two_workflow_tasks(fleet: Fleet) -> None:
-    """The round trips a run costs: its worker runs it whole in one activity
-    (it was claim, begin, conclude and release: four activities and five
-    workflow tasks), so the workflow decides twice, to start it and to end."""
-    collection = setup(fleet)
-    fleet.worker("w1")
-    tid = collection.run("t")
-    assert collection.wait("t", tid, timeout=60)["status"] == "completed"
-    wait_for(lambda: events(fleet, tid)[-1] == "WORKFLOW_EXECUTION_COMPLETED", 30, "the workflow ended")
-    history = events(fleet, tid)
-    scheduled = [e for e in history if e.startswith("ACTIVITY_TASK_SCHEDULED")]
-    assert [e.split("(")[1].split("@")[0] for e in scheduled] == ["pier.execute"], history
-    assert history.count("WORKFLOW_TASK_COMPLETED") == 2, history
+def begin_scheduled(fleet: Fleet, tid: str) -> bool:
+    return '"pier.begin"' in history_json(fleet.address, "default", tid)
 
 
-def test_a_busy_worker_takes_no_run_beyond_its_slots(fleet: Fleet) -> None:
-    """A worker polls for a run only while it has a slot free: the second
-    run waits in Temporal's queue (where another worker could take it), and
-    starts once the slot frees."""
+def test_a_busy_worker_holds_the_next_run_in_begin_so_its_slot_takes_it_at_once(fleet: Fleet) -> None:
+    """The worker takes one claim beyond its slots: the next run's claim and
+    the workflow's round trips to `begin` happen while the slot is busy (they
+    used to start only once it was free), and the run waits in begin."""
     _collection, long, queued = busy_worker_with_a_second_run(fleet)
-    time.sleep(3)
-    assert "ACTIVITY_TASK_STARTED" not in events(fleet, queued), "a busy worker took a run beyond its slots"
+    wait_for(lambda: begin_scheduled(fleet, queued), 15, "the queued run's begin is on the busy worker")
     store = fleet.store()
-    assert store.get_run(queued).status.value == "pending"
+    assert store.get_run(long).status.value == "running", "the slot was not busy"
+    assert store.get_run(queued).status.value == "pending", "the queued run started beyond the slots"
     ends = all_ended(fleet, [long, queued], 60)
     assert set(ends.values()) == {"completed"}, ends
     assert ran_on(store, queued) == ["w1"]
     store.close()
 
 
-def test_a_run_cancelled_while_it_waits_for_a_slot_ends_cancelled(fleet: Fleet) -> None:
-    """Cancelled while the only worker's slot is busy, the run ends
-    `cancelled` without starting, and the busy run completes."""
+def test_a_run_cancelled_while_it_waits_in_begin_for_a_slot_ends_cancelled(fleet: Fleet) -> None:
+    """Cancelled while it waits on the busy worker for a slot, the run ends
+    `cancelled` without starting (it used to stay pending), and the busy run
+    completes."""
     collection, long, queued = busy_worker_with_a_second_run(fleet)
-    time.sleep(2)
+    wait_for(lambda: begin_scheduled(fleet, queued), 15, "the queued run's begin is on the busy worker")
     with collection.client() as c:
         r = c.post(f"/api/v1/trajectory/{collection.name}/t/statuses", json={queued: "cancelled"})
     assert r.status_code == 200, r.text
