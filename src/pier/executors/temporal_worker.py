@@ -158,6 +158,7 @@ class FleetActivities:
         job = Job(tid, spec.open(self.hooks.vault))
         record = await self._thread(lambda: self.store.get_run(tid))
         if record.status.terminal:  # ended elsewhere meanwhile (cancelled from the API)
+            self._forget(tid)
             return record.status.value
         if record.status == RunStatus.running:  # a lost worker had started it
             await self._thread(lambda: self.store.save_run(_fresh(record)))
@@ -166,12 +167,15 @@ class FleetActivities:
         except Exception as exc:  # e.g. a secret the runbook requires was deleted meanwhile
             error = exc
             await self._thread(lambda: self.hooks.ended(job, None, error))
+            self._forget(tid)
             return RunStatus.failed.value
         self._runs[tid] = (job, ctx)
         ctx.log(f"worker {self.identity} runs it", "prepare")
         await self._supervise(ctx, lambda: runner.begin(ctx), lambda: self._end(job, ctx))
         if ctx.cancel.is_set():
-            return (await self._thread(lambda: self._end(job, ctx))).status.value
+            ended = await self._thread(lambda: self._end(job, ctx))
+            self._forget(tid)  # its sandbox is gone: no release comes
+            return ended.status.value
         return "started"
 
     @activity.defn(name="pier.conclude")
@@ -185,9 +189,9 @@ class FleetActivities:
             )
         job, ctx = held
         record = await self._supervise(ctx, lambda: self._end(job, ctx), None)
-        # the run has ended and its sandbox is gone: its slot takes the next run
-        # now, not a workflow round trip later when release comes
-        self._free(trajectory_id)
+        # the run has ended and its sandbox is gone: its slot takes the next
+        # run now, and no release comes (the workflow skips it)
+        self._forget(trajectory_id)
         return record.status.value
 
     @activity.defn(name="pier.release")

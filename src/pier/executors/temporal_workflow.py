@@ -11,8 +11,9 @@ sandbox. What it decides:
    on that queue, so every stage that touches the sandbox runs on its host;
    they heartbeat, and a short schedule-to-start timeout notices a worker that
    is gone before it takes them.
-3. `release` (delete the sandbox, free the slot) always runs after, even on
-   cancellation.
+3. `release` (delete the sandbox, free the slot) runs after, even on
+   cancellation, unless begin or conclude returned: a stage that returns has
+   let the run go itself (one activity and one workflow task fewer per run).
 4. `webhook`, once the run has ended (cancelled included), when it has a
    webhook_url: an activity on the control queue stores the delivery in the
    durable queue every `pier serve` delivers from (retried by Temporal with
@@ -48,6 +49,7 @@ from temporalio.workflow import ActivityCancellationType
 WORKFLOW = "pier-run"
 ONCE = RetryPolicy(maximum_attempts=1)
 RESTART = "restart"
+RELEASED_BY_STAGE = "released-by-stage"  # begin and conclude free their run themselves when they return
 WORKER_LOST = "PierWorkerLost"  # an activity's error type: its worker is going away
 
 
@@ -107,6 +109,10 @@ class RunWorkflow:
             "retry_policy": ONCE,
             "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         }
+        # a stage that returned has let the run go (its sandbox deleted, its
+        # slot free): release is for the ones that did not (histories from
+        # before this change replay with a release after every run)
+        released = False
         try:
             try:
                 began = await workflow.execute_activity("pier.begin", spec, **options)
@@ -120,9 +126,12 @@ class RunWorkflow:
                     return RESTART  # the sandbox's worker is gone (or going) before the agent started
                 raise
             if began != "started":
+                released = workflow.patched(RELEASED_BY_STAGE)
                 return began
             try:
-                return await workflow.execute_activity("pier.conclude", tid, **options)
+                concluded = await workflow.execute_activity("pier.conclude", tid, **options)
+                released = workflow.patched(RELEASED_BY_STAGE)
+                return concluded
             except ActivityError as exc:
                 kind = _timeout(exc)
                 if kind == TimeoutType.SCHEDULE_TO_START:
@@ -134,7 +143,8 @@ class RunWorkflow:
                 # taken but never ran: its worker, or Temporal, dropped it)
                 return await self._control("pier.lost", lost, config)
         finally:
-            await self._release(tid, queue, config)
+            if not released:
+                await self._release(tid, queue, config)
 
     async def _release(self, tid: str, queue: str, config: dict[str, Any]) -> None:
         """Delete the sandbox and free the slot, on the sandbox's host; when

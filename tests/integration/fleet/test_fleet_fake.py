@@ -9,6 +9,7 @@ import time
 
 import pytest
 from tests.support.api_server import Collection, make_collection
+from tests.support.faults import events
 from tests.support.fleet import FAKE_BACKEND, Fleet, Follower, history_json, ran_on, wait_for
 
 from pier.lifecycle.orphans import end_orphaned_runs
@@ -295,3 +296,18 @@ def test_a_run_cancelled_while_it_waits_in_begin_for_a_slot_ends_cancelled(fleet
     assert all_ended(fleet, [long], 60) == {long: "completed"}
     assert ran_on(store, queued) == [], "the cancelled run started"
     store.close()
+
+
+def test_a_completed_run_costs_three_activities_no_release(fleet: Fleet) -> None:
+    """conclude lets the run go itself (its sandbox is deleted, its slot
+    free), so the workflow schedules no release after it: one activity and
+    one workflow task fewer per run."""
+    collection = setup(fleet)
+    fleet.worker("w1")
+    tid = collection.run("t")
+    assert collection.wait("t", tid, timeout=60)["status"] == "completed"
+    wait_for(lambda: events(fleet, tid)[-1] == "WORKFLOW_EXECUTION_COMPLETED", 30, "the workflow ended")
+    history = events(fleet, tid)
+    scheduled = [e.split("(")[1].split("@")[0] for e in history if e.startswith("ACTIVITY_TASK_SCHEDULED")]
+    assert scheduled == ["pier.claim", "pier.begin", "pier.conclude"], history
+    assert history.count("WORKFLOW_TASK_COMPLETED") == 4, history
