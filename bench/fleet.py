@@ -180,7 +180,8 @@ def _counts(store, ids: list[str]) -> dict[str, int]:
 
 
 def backlog(args: argparse.Namespace, pg: str, address: str) -> None:
-    fake = {"PIER_SANDBOX_BACKEND": FAKE_BACKEND}
+    # the whole backlog queued in one collection: past its default queue quota
+    fake = {"PIER_SANDBOX_BACKEND": FAKE_BACKEND, "PIER_QUOTA_QUEUED_RUNS": str(args.backlog_runs)}
     workers, slots = 2, args.slots
     total = workers * slots
     print(f"{args.backlog_runs} runs queued at once, fake backend, {workers} workers x {slots} slots")

@@ -81,25 +81,28 @@ def pollers(fleet: Fleet, queue: str) -> set[str]:
     return asyncio.run(describe())
 
 
-def _history(fleet: Fleet, workflow_id: str) -> str:
+def events(fleet: Fleet, workflow_id: str) -> list[str]:
     """A workflow's events in short: type, and the activity and queue of scheduled ones."""
 
     async def fetch() -> list:
         client = await Client.connect(fleet.address)
         return (await client.get_workflow_handle(workflow_id).fetch_history()).events
 
-    try:
-        events = asyncio.run(fetch())
-    except Exception as exc:
-        return f"(no history: {exc})"
     short = []
-    for event in events:
+    for event in asyncio.run(fetch()):
         kind = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
         if event.HasField("activity_task_scheduled_event_attributes"):
             attrs = event.activity_task_scheduled_event_attributes
             kind += f"({attrs.activity_type.name}@{attrs.task_queue.name[-8:]})"
         short.append(kind)
-    return " ".join(short)
+    return short
+
+
+def _history(fleet: Fleet, workflow_id: str) -> str:
+    try:
+        return " ".join(events(fleet, workflow_id))
+    except Exception as exc:
+        return f"(no history: {exc})"
 
 
 def assert_clean(

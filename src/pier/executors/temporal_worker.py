@@ -40,8 +40,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from pier.executors.base import Job
 from pier.executors.ports import EventSink, LifecycleHooks, RunPorts
 from pier.executors.spec import RunSpec
-from pier.executors.temporal_client import connect, control_queue
-from pier.executors.temporal_workflow import RunWorkflow
+from pier.executors.temporal_client import TemporalUnavailable, connect, control_queue
+from pier.executors.temporal_workflow import WORKER_LOST, RunWorkflow
 from pier.lifecycle import runner
 from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.context import RunContext
@@ -57,10 +57,16 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 HEARTBEAT_EVERY_SEC = 1.0
+# while Temporal does not answer at start-up: the first wait, doubling up to the last
+CONNECT_FIRST_WAIT_SEC = 0.5
+CONNECT_MAX_WAIT_SEC = 5.0
 # The workflow's module imports only temporalio; pier (already loaded, with its
 # database models) is passed through rather than re-imported in the sandbox.
 RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("pier"))
-WORKER_LOST = "PierWorkerLost"  # an activity's error type: its worker is going away
+# Claims a worker takes beyond its run slots: the next run's claim and the
+# workflow's round trips to its `begin` overlap the runs in progress, so a
+# slot that frees takes the next run at once (the run waits in `begin`).
+PREFETCH = 1
 
 
 def lost_message(worker: str, heartbeat_sec: float, stored: list[str] | None = None) -> str:
@@ -108,8 +114,9 @@ class FleetActivities:
         self.settings = settings
         self.stopping = False
         self._slots = settings.worker_slots
-        self._held: dict[str, asyncio.TimerHandle | None] = {}
-        self._changed = asyncio.Event()
+        self._held: dict[str, asyncio.TimerHandle | None] = {}  # claimed, up to slots + PREFETCH
+        self._active: set[str] = set()  # begun: at most slots
+        self._waiters: set[asyncio.Future[None]] = set()  # claims and begins waiting for a slot
         self._runs: dict[str, tuple[Job, RunContext]] = {}
         self._pool = ThreadPoolExecutor(max_workers=2 * self._slots + 4, thread_name_prefix="pier-worker")
 
@@ -120,13 +127,12 @@ class FleetActivities:
 
     @activity.defn(name="pier.claim")
     async def claim(self, trajectory_id: str) -> dict[str, str]:
-        """Take the run once a slot is free; answer with this worker's queue.
-        The slot is kept for `begin`, and freed if it never comes."""
-        while trajectory_id not in self._held and len(self._held) >= self._slots:
-            activity.heartbeat()
-            self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), HEARTBEAT_EVERY_SEC)
+        """Take the run once this worker holds fewer than slots + PREFETCH
+        claims; answer with this worker's queue. The claim is kept for
+        `begin` (which waits for a run slot), and freed if it never comes."""
+        await self._wait_until(
+            lambda: trajectory_id in self._held or len(self._held) < self._slots + PREFETCH
+        )
         expiry = 2 * self.settings.schedule_to_start_sec + 5
         self._held[trajectory_id] = asyncio.get_running_loop().call_later(expiry, self._free, trajectory_id)
         return {"queue": self.queue, "worker": self.identity}
@@ -138,9 +144,21 @@ class FleetActivities:
         spec = RunSpec.model_validate(raw)
         tid = spec.trajectory_id
         self._keep(tid)
+        try:
+            # a prefetched claim's run waits here, already on this worker, for a run slot
+            await self._wait_until(lambda: tid in self._active or len(self._active) < self._slots)
+        except asyncio.CancelledError:
+            # the run never started here: cancelled (the workflow records it),
+            # this worker declared lost (the workflow starts it again), or stopping
+            self._free(tid)
+            if self.stopping:
+                raise ApplicationError(f"worker {self.identity} stopped", type=WORKER_LOST) from None
+            raise
+        self._active.add(tid)
         job = Job(tid, spec.open(self.hooks.vault))
         record = await self._thread(lambda: self.store.get_run(tid))
         if record.status.terminal:  # ended elsewhere meanwhile (cancelled from the API)
+            self._forget(tid)
             return record.status.value
         if record.status == RunStatus.running:  # a lost worker had started it
             await self._thread(lambda: self.store.save_run(_fresh(record)))
@@ -149,12 +167,15 @@ class FleetActivities:
         except Exception as exc:  # e.g. a secret the runbook requires was deleted meanwhile
             error = exc
             await self._thread(lambda: self.hooks.ended(job, None, error))
+            self._forget(tid)
             return RunStatus.failed.value
         self._runs[tid] = (job, ctx)
         ctx.log(f"worker {self.identity} runs it", "prepare")
         await self._supervise(ctx, lambda: runner.begin(ctx), lambda: self._end(job, ctx))
         if ctx.cancel.is_set():
-            return (await self._thread(lambda: self._end(job, ctx))).status.value
+            ended = await self._thread(lambda: self._end(job, ctx))
+            self._forget(tid)  # its sandbox is gone: no release comes
+            return ended.status.value
         return "started"
 
     @activity.defn(name="pier.conclude")
@@ -168,9 +189,9 @@ class FleetActivities:
             )
         job, ctx = held
         record = await self._supervise(ctx, lambda: self._end(job, ctx), None)
-        # the run has ended and its sandbox is gone: its slot takes the next run
-        # now, not a workflow round trip later when release comes
-        self._free(trajectory_id)
+        # the run has ended and its sandbox is gone: its slot takes the next
+        # run now, and no release comes (the workflow skips it)
+        self._forget(trajectory_id)
         return record.status.value
 
     @activity.defn(name="pier.release")
@@ -246,11 +267,27 @@ class FleetActivities:
             timer.cancel()
         self._held[trajectory_id] = None
 
+    async def _wait_until(self, ready: Callable[[], bool]) -> None:
+        """Heartbeating until `ready()` (a slot or a claim came free). Each
+        wait has a future of its own that `_free` resolves: a slot freed
+        between the check and the wait wakes it at once."""
+        while not ready():
+            activity.heartbeat()
+            woken = asyncio.get_running_loop().create_future()
+            self._waiters.add(woken)
+            try:
+                await asyncio.wait({woken}, timeout=HEARTBEAT_EVERY_SEC)
+            finally:
+                self._waiters.discard(woken)
+
     def _free(self, trajectory_id: str) -> None:
+        self._active.discard(trajectory_id)
         timer = self._held.pop(trajectory_id, None)
         if timer is not None:
             timer.cancel()
-        self._changed.set()
+        for woken in self._waiters:
+            if not woken.done():
+                woken.set_result(None)
 
     async def _thread(self, work: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, work)
@@ -360,7 +397,9 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
     hooks = LifecycleHooks(RunPorts(services, load_vault(settings), publish, None))
     identity = settings.worker_identity or default_identity()
     queue = f"{settings.temporal_task_queue}-{identity}-{uuid.uuid4().hex[:8]}"
-    client = await connect(settings)
+    client = await _connect_until(settings, stop)
+    if client is None:
+        return
     acts = FleetActivities(hooks, identity, queue, settings)
     beat = timedelta(seconds=HEARTBEAT_EVERY_SEC)  # heartbeats (and so cancels) go out this often
     workers = [
@@ -381,6 +420,23 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
             acts.stopping = True
     finally:
         sweeper.stop()
+
+
+async def _connect_until(settings: Settings, stop: asyncio.Event) -> Client | None:
+    """Connect to Temporal, trying again with a doubling wait while it does not
+    answer (a worker started while Temporal restarts takes runs once it is
+    back: start-up never depends on the fleet's state); None when `stop` came
+    first."""
+    wait = CONNECT_FIRST_WAIT_SEC
+    while True:
+        try:
+            return await connect(settings)
+        except TemporalUnavailable as exc:
+            log.warning("%s; trying again in %gs", exc, wait)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), wait)
+            return None
+        wait = min(2 * wait, CONNECT_MAX_WAIT_SEC)
 
 
 def run_worker(settings: Settings, publish: EventSink) -> None:

@@ -3,26 +3,30 @@
 It imports only temporalio and the standard library: Temporal replays it in a
 sandbox. What it decides:
 
-1. `claim` on the shared task queue: some worker with a free run slot takes
-   the run and answers with its own task queue (worker-specific queues).
+1. `claim` on the shared task queue: some worker with a free run slot (or
+   one claim beyond its slots: that run then waits in `begin` for a slot,
+   the round trips to it done while the slots were busy) takes the run and
+   answers with its own task queue (worker-specific queues).
 2. `begin` (prepare, create, setup) and `conclude` (the agent to the end) run
    on that queue, so every stage that touches the sandbox runs on its host;
    they heartbeat, and a short schedule-to-start timeout notices a worker that
    is gone before it takes them.
-3. `release` (delete the sandbox, free the slot) always runs after, even on
-   cancellation.
+3. `release` (delete the sandbox, free the slot) runs after, even on
+   cancellation, unless begin or conclude returned: a stage that returns has
+   let the run go itself (one activity and one workflow task fewer per run).
 4. `webhook`, once the run has ended (cancelled included), when it has a
    webhook_url: an activity on the control queue stores the delivery in the
    durable queue every `pier serve` delivers from (retried by Temporal with
    backoff while the database is away). Its secret stays sealed.
 
-A worker lost before the agent started (begin timed out, or conclude was never
-taken) costs a restart: the run is claimed again, by another worker. Lost
+A worker lost before the agent started (begin timed out or failed saying its
+worker stops, or conclude was never taken) costs a restart: the run is claimed again, by another worker. Lost
 after (conclude's heartbeat stopped once the agent had started, as the run's
 record says), the agent's work is gone: `lost` fails the run with a reason
 that names the worker. Cancelling the workflow reaches
 the running activity through its heartbeat; the activity deletes the sandbox
-at once and records the run cancelled.
+at once and records the run cancelled (a run cancelled while it waited for a
+slot, in claim or in begin, is recorded cancelled by a control activity).
 """
 
 from __future__ import annotations
@@ -33,12 +37,26 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType, is_cancelled_exception
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    TimeoutError,
+    TimeoutType,
+    is_cancelled_exception,
+)
 from temporalio.workflow import ActivityCancellationType
 
 WORKFLOW = "pier-run"
 ONCE = RetryPolicy(maximum_attempts=1)
 RESTART = "restart"
+RELEASED_BY_STAGE = "released-by-stage"  # begin and conclude free their run themselves when they return
+WORKER_LOST = "PierWorkerLost"  # an activity's error type: its worker is going away
+
+
+def _worker_lost(exc: ActivityError) -> bool:
+    """The activity's worker is going away (it stopped the attempt)."""
+    cause = exc.cause
+    return isinstance(cause, ApplicationError) and cause.type == WORKER_LOST
 
 
 def _timeout(exc: ActivityError) -> TimeoutType | None:
@@ -91,17 +109,29 @@ class RunWorkflow:
             "retry_policy": ONCE,
             "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         }
+        # a stage that returned has let the run go (its sandbox deleted, its
+        # slot free): release is for the ones that did not (histories from
+        # before this change replay with a release after every run)
+        released = False
         try:
             try:
                 began = await workflow.execute_activity("pier.begin", spec, **options)
             except ActivityError as exc:
-                if _timeout(exc) is not None and not is_cancelled_exception(exc):
-                    return RESTART  # the sandbox's worker is gone before the agent started
+                if is_cancelled_exception(exc):
+                    # cancelled before begin ended it (it may have waited for a
+                    # slot): recorded cancelled unless begin recorded its end
+                    await self._control("pier.cancelled_waiting", spec, config)
+                    raise
+                if _timeout(exc) is not None or _worker_lost(exc):
+                    return RESTART  # the sandbox's worker is gone (or going) before the agent started
                 raise
             if began != "started":
+                released = workflow.patched(RELEASED_BY_STAGE)
                 return began
             try:
-                return await workflow.execute_activity("pier.conclude", tid, **options)
+                concluded = await workflow.execute_activity("pier.conclude", tid, **options)
+                released = workflow.patched(RELEASED_BY_STAGE)
+                return concluded
             except ActivityError as exc:
                 kind = _timeout(exc)
                 if kind == TimeoutType.SCHEDULE_TO_START:
@@ -113,7 +143,8 @@ class RunWorkflow:
                 # taken but never ran: its worker, or Temporal, dropped it)
                 return await self._control("pier.lost", lost, config)
         finally:
-            await self._release(tid, queue, config)
+            if not released:
+                await self._release(tid, queue, config)
 
     async def _release(self, tid: str, queue: str, config: dict[str, Any]) -> None:
         """Delete the sandbox and free the slot, on the sandbox's host; when

@@ -10,7 +10,7 @@ import time
 
 import httpx
 import pytest
-from tests.support.faults import assert_clean, ends_within, fake_fleet
+from tests.support.faults import assert_clean, ends_within, fake_fleet, pollers
 from tests.support.fleet import Fleet, ran_on, wait_for
 from tests.support.private import Postgres, Temporal
 
@@ -78,12 +78,16 @@ def test_temporal_down_refuses_runs_with_nothing_stored_and_a_keyed_retry_makes_
 ) -> None:
     """Temporal is killed: /health/ready says so (503), POST /run answers 503
     within the submit timeout and leaves no run behind (it used to answer 500
-    and keep a pending run no one would start). Once Temporal is back, the
-    client's retry with the same Idempotency-Key makes one run, and a second
+    and keep a pending run no one would start). A worker started meanwhile
+    waits for Temporal (it used to exit), and the one that was polling polls
+    again once Temporal is back. Then the client's retry with the same
+    Idempotency-Key makes one run, which a worker runs at once, and a second
     retry gets that run back."""
     collection = fake_fleet(fault_fleet, PIER_SUBMIT_TIMEOUT_SEC="5")
     fault_fleet.worker("w1")
+    wait_for(lambda: "w1" in pollers(fault_fleet, fault_fleet.queue), 60, "w1 polls")
     private_temporal.kill()
+    late = fault_fleet.worker("w2")  # starts while Temporal is down
     key = {"Idempotency-Key": "order-42"}
     with collection.client() as c:
         ready = c.get("/health/ready")
@@ -96,7 +100,10 @@ def test_temporal_down_refuses_runs_with_nothing_stored_and_a_keyed_retry_makes_
         assert took < 5 + 5, f"refused after {took:.0f}s"
     store = fault_fleet.store()
     assert store.list_runs(collection=collection.name)[1] == 0, "a refused run was left stored"
+    time.sleep(3)
+    assert late.proc.poll() is None, f"w2 exited while Temporal was down:\n{late.log_tail()}"
     private_temporal.start()
+    wait_for(lambda: {"w1", "w2"} <= pollers(fault_fleet, fault_fleet.queue), 30, "both workers poll again")
     with collection.client() as c:
         wait_for(lambda: c.get("/health/ready").status_code == 200, 60, "the server is ready again")
         first = c.post(f"/api/v1/run/{collection.name}/t", json={}, headers=key)
@@ -104,11 +111,7 @@ def test_temporal_down_refuses_runs_with_nothing_stored_and_a_keyed_retry_makes_
     assert first.status_code == again.status_code == 200, (first.text, again.text)
     tid = first.json()["trajectory_id"]
     assert again.json()["trajectory_id"] == tid, "a retry with the same key made a second run"
-    # w1's pollers reconnect to the restarted Temporal on the SDK's own backoff,
-    # which can take longer than a run: what this test is about is the server's
-    # side (refuse, keep nothing, one run per key), so a fresh worker takes it too.
-    fault_fleet.worker("w2")
-    ends = ends_within(store, [tid], 2 * RUN_BOUND_SEC)
+    ends = ends_within(store, [tid], RUN_BOUND_SEC, fault_fleet)
     assert ends.statuses() == {tid: "completed"}, ends.errors()
     assert [r.trajectory_id for r in store.list_runs(collection=collection.name)[0]] == [tid]
     assert_clean(fault_fleet, store, [tid])

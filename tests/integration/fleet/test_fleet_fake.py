@@ -9,7 +9,8 @@ import time
 
 import pytest
 from tests.support.api_server import Collection, make_collection
-from tests.support.fleet import FAKE_BACKEND, Fleet, Follower, ran_on, wait_for
+from tests.support.faults import events
+from tests.support.fleet import FAKE_BACKEND, Fleet, Follower, history_json, ran_on, wait_for
 
 from pier.lifecycle.orphans import end_orphaned_runs
 from pier.record import RunStatus
@@ -244,3 +245,69 @@ def test_a_run_cancelled_while_it_waits_for_a_worker_never_starts(fleet: Fleet) 
     store = fleet.store()
     assert ran_on(store, tid) == [], "the cancelled run never reached a worker"
     store.close()
+
+
+def busy_worker_with_a_second_run(fleet: Fleet) -> tuple[Collection, str, str]:
+    """One worker, one slot, busy with a long run; a second run submitted."""
+    agent_sec = fleet.home / "agent-sec"
+    agent_sec.write_text("20")
+    collection = setup(fleet, PIER_WORKER_SLOTS="1", PIER_TEST_AGENT_SEC_FILE=str(agent_sec))
+    fleet.worker("w1")
+    long = collection.run("t")
+    store = fleet.store()
+    wait_for(lambda: store.get_run(long).stage("run_agent").status == "running", 60, "the long run's agent")
+    store.close()
+    agent_sec.write_text("0")
+    return collection, long, collection.run("t")
+
+
+def begin_scheduled(fleet: Fleet, tid: str) -> bool:
+    return '"pier.begin"' in history_json(fleet.address, "default", tid)
+
+
+def test_a_busy_worker_holds_the_next_run_in_begin_so_its_slot_takes_it_at_once(fleet: Fleet) -> None:
+    """The worker takes one claim beyond its slots: the next run's claim and
+    the workflow's round trips to `begin` happen while the slot is busy (they
+    used to start only once it was free), and the run waits in begin."""
+    _collection, long, queued = busy_worker_with_a_second_run(fleet)
+    wait_for(lambda: begin_scheduled(fleet, queued), 15, "the queued run's begin is on the busy worker")
+    store = fleet.store()
+    assert store.get_run(long).status.value == "running", "the slot was not busy"
+    assert store.get_run(queued).status.value == "pending", "the queued run started beyond the slots"
+    ends = all_ended(fleet, [long, queued], 60)
+    assert set(ends.values()) == {"completed"}, ends
+    assert ran_on(store, queued) == ["w1"]
+    store.close()
+
+
+def test_a_run_cancelled_while_it_waits_in_begin_for_a_slot_ends_cancelled(fleet: Fleet) -> None:
+    """Cancelled while it waits on the busy worker for a slot, the run ends
+    `cancelled` without starting (it used to stay pending), and the busy run
+    completes."""
+    collection, long, queued = busy_worker_with_a_second_run(fleet)
+    wait_for(lambda: begin_scheduled(fleet, queued), 15, "the queued run's begin is on the busy worker")
+    with collection.client() as c:
+        r = c.post(f"/api/v1/trajectory/{collection.name}/t/statuses", json={queued: "cancelled"})
+    assert r.status_code == 200, r.text
+    record = collection.wait("t", queued, timeout=30)
+    assert record["status"] == "cancelled" and "before it started" in record["error"], record
+    store = fleet.store()
+    assert store.get_run(long).status.value == "running", "the cancel reached the wrong run"
+    assert all_ended(fleet, [long], 60) == {long: "completed"}
+    assert ran_on(store, queued) == [], "the cancelled run started"
+    store.close()
+
+
+def test_a_completed_run_costs_three_activities_no_release(fleet: Fleet) -> None:
+    """conclude lets the run go itself (its sandbox is deleted, its slot
+    free), so the workflow schedules no release after it: one activity and
+    one workflow task fewer per run."""
+    collection = setup(fleet)
+    fleet.worker("w1")
+    tid = collection.run("t")
+    assert collection.wait("t", tid, timeout=60)["status"] == "completed"
+    wait_for(lambda: events(fleet, tid)[-1] == "WORKFLOW_EXECUTION_COMPLETED", 30, "the workflow ended")
+    history = events(fleet, tid)
+    scheduled = [e.split("(")[1].split("@")[0] for e in history if e.startswith("ACTIVITY_TASK_SCHEDULED")]
+    assert scheduled == ["pier.claim", "pier.begin", "pier.conclude"], history
+    assert history.count("WORKFLOW_TASK_COMPLETED") == 4, history
