@@ -85,7 +85,13 @@ def protocol_for(settings: Settings) -> type[TimedProtocol]:
 
 
 def serve(
-    app: FastAPI, settings: Settings, *, host: str, port: int, log_level: str, sockets: list[socket.socket] | None = None
+    app: FastAPI,
+    settings: Settings,
+    *,
+    host: str,
+    port: int,
+    log_level: str,
+    sockets: list[socket.socket] | None = None,
 ) -> None:
     """Serve app; on `sockets` when given (already bound and listening: a port in
     use was refused before any start-up work)."""

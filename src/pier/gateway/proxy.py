@@ -148,7 +148,9 @@ class _Call:
 
     def __init__(self, grant: Grant, path: str, body: bytes):
         self.grant = grant
-        self.model = metrics.model_label(grant.provider, model_of(path, _json(body)) if is_generation(path) else None)
+        self.model = metrics.model_label(
+            grant.provider, model_of(path, _json(body)) if is_generation(path) else None
+        )
         self.generation = is_generation(path)
         self.began = time.monotonic()
         self.began_ns = time.time_ns()

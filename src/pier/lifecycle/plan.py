@@ -232,7 +232,9 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     checked(lambda: check_destinations(step.image, step.base_image, checks, network, settings.outbound), None)
     # A secret's `inject.hosts` join the allow-list: judged like its entries.
     checked(
-        lambda: refuse_disallowed([h for i in injections for h in i.hosts], settings.outbound, "secrets.inject.hosts"),
+        lambda: refuse_disallowed(
+            [h for i in injections for h in i.hosts], settings.outbound, "secrets.inject.hosts"
+        ),
         None,
     )
     isolation = checked(lambda: check_isolation(step.checks_isolation), "same", "checks_isolation")

@@ -36,4 +36,5 @@ def install(app: FastAPI) -> None:
     def favicon() -> Response:
         # Browsers ask for it whatever the page says: the same icon as the pages' link.
         return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
+
     app.include_router(experiment_router)

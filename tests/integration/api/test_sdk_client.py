@@ -97,7 +97,9 @@ def test_trial_keys_never_fill_a_key_a_sandbox_would_see(sdk_server: Server, bas
     assert status["active"] is True and status["runs_used"] == 0, status
     automatic = c.post(url, json={})
     assert automatic.status_code == 422 and "PIER_TRIAL_PROBE" in automatic.json()["detail"], automatic.text
-    assert c.get(f"/api/v1/trial/{collection.name}").json()["runs_used"] == 0, "a refused run spent a trial run"
+    assert c.get(f"/api/v1/trial/{collection.name}").json()["runs_used"] == 0, (
+        "a refused run spent a trial run"
+    )
 
 
 def _readme_snippet() -> str:

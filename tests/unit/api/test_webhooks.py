@@ -114,7 +114,9 @@ def vault() -> Vault:
 
 
 def sender(store: Store, vault: Vault, **config: float) -> WebhookSender:
-    made = WebhookSender(store, vault, SenderConfig(**{"backoff_sec": 0.1, "window_sec": 60, **config}), LOOPBACK)
+    made = WebhookSender(
+        store, vault, SenderConfig(**{"backoff_sec": 0.1, "window_sec": 60, **config}), LOOPBACK
+    )
     made.start()
     return made
 
@@ -319,7 +321,9 @@ def test_the_sender_connects_to_the_checked_address_keeping_the_host_header():
     policy = allowing([f"127.0.0.1:{port}"], resolver=lambda host, p: ["127.0.0.1"])
     try:
         with new_client(policy) as client:
-            assert post(client, Delivery(f"http://hooks.example:{port}/x", None, b"{}", "r"), 5).problem is None
+            assert (
+                post(client, Delivery(f"http://hooks.example:{port}/x", None, b"{}", "r"), 5).problem is None
+            )
     finally:
         server.shutdown()
     assert seen == [f"hooks.example:{port}"]

@@ -45,7 +45,9 @@ class FolderSandbox:
 
     def exec(self, command: str, **_kw: object) -> ExecResult:
         assert command == SURVEY, command
-        size = sum(len(data) for files in self.folders.values() for data in files.values() if isinstance(data, bytes))
+        size = sum(
+            len(data) for files in self.folders.values() for data in files.values() if isinstance(data, bytes)
+        )
         return ExecResult(0, f"bytes {size}\n" + "".join(f"s {path}\n" for path in self.sockets), 0.0)
 
     def get_archive(self, path: str) -> Iterator[bytes]:

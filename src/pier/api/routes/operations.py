@@ -55,7 +55,9 @@ def audit_log(
     action: Annotated[str | None, Query(description="actions containing this text, e.g. DELETE")] = None,
     actor: Annotated[str | None, Query(description="admin, token:<id>, anonymous")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    before: Annotated[int | None, Query(ge=1, le=2**63 - 1, description="entries older than this id (paging)")] = None,
+    before: Annotated[
+        int | None, Query(ge=1, le=2**63 - 1, description="entries older than this id (paging)")
+    ] = None,
 ) -> list[AuditEntry]:
     return audit.entries(
         state, caller, collection=collection, action=action, actor=actor, limit=limit, before_id=before
