@@ -10,7 +10,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from tests.support.api_server import make_collection, postgres_schema
+from tests.integration.fleet.conftest import fleet_on
+from tests.support.api_server import make_collection
 from tests.support.fleet import FAKE_BACKEND, Fleet, wait_for
 from tests.support.private import Temporal
 
@@ -29,14 +30,10 @@ AHEAD_AT_MOST = 4
 @pytest.fixture
 def fair_fleet(tmp_path) -> Iterator[Fleet]:
     temporal = Temporal.create()  # with fairness on (tests/support/private.py)
-    schema = postgres_schema()
-    fleet = Fleet(home=tmp_path / "home", db_url=next(schema), address=temporal.address)
-    fleet.home.mkdir()
     try:
-        yield fleet
+        with fleet_on(tmp_path, temporal.address) as fleet:
+            yield fleet
     finally:
-        fleet.close()
-        next(schema, None)
         temporal.destroy()
 
 
