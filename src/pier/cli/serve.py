@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="port to listen on")] = 8000,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
 ) -> None:
     """Serve the run API (FastAPI under uvicorn); docs at /docs."""

@@ -48,3 +48,10 @@ def test_help_shows_no_type_after_a_flag():
     options = (line.strip().lstrip("│").strip() for line in shown.splitlines())
     lines = {line.split()[0]: line for line in options if line.startswith("--")}
     assert "NAME=VALUE" in lines["--var"] and "<int>" in lines["--timeout"], lines
+
+
+def test_serve_on_a_port_past_65535_is_a_usage_error_not_a_traceback(pier_home):
+    result = runner.invoke(app, ["serve", "--port", "99999"])
+    assert result.exit_code == 2, result.output
+    assert "--port" in result.output and "65535" in result.output
+    assert "Traceback" not in result.output and "OverflowError" not in result.output
