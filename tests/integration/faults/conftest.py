@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from sqlalchemy import create_engine, make_url, text
@@ -35,20 +36,28 @@ def private_temporal() -> Iterator[Temporal]:
 @pytest.fixture
 def fault_fleet(tmp_path, private_pg: Postgres, private_temporal: Temporal) -> Iterator[Fleet]:
     """A fleet on this module's own PostgreSQL and Temporal (a test may stop either)."""
-    private_pg.start_if_stopped()
     private_temporal.start_if_stopped()
-    schema = f"pier_faults_{uuid.uuid4().hex[:12]}"
-    _admin(private_pg, f'CREATE SCHEMA "{schema}"')
-    url = make_url(private_pg.url).update_query_dict({"options": f"-csearch_path={schema}"})
-    fleet = Fleet(home=tmp_path / "home", db_url=url.render_as_string(hide_password=False),
-                  address=private_temporal.address)  # fmt: skip
-    fleet.home.mkdir()
+    with fresh_schema(private_pg, "pier_faults") as db_url:
+        fleet = Fleet(home=tmp_path / "home", db_url=db_url, address=private_temporal.address)
+        fleet.home.mkdir()
+        try:
+            yield fleet
+        finally:
+            fleet.close()
+
+
+@contextmanager
+def fresh_schema(pg: Postgres, prefix: str) -> Iterator[str]:
+    """The URL of a new schema on `pg` (started if a test stopped it), dropped after."""
+    pg.start_if_stopped()
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    _admin(pg, f'CREATE SCHEMA "{schema}"')
+    url = make_url(pg.url).update_query_dict({"options": f"-csearch_path={schema}"})
     try:
-        yield fleet
+        yield url.render_as_string(hide_password=False)
     finally:
-        fleet.close()
-        private_pg.start_if_stopped()
-        _admin(private_pg, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        pg.start_if_stopped()
+        _admin(pg, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def _admin(pg: Postgres, statement: str) -> None:

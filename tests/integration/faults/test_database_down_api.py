@@ -8,13 +8,12 @@ answers as before, with nothing done twice."""
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, make_url, text
+from tests.integration.faults.conftest import fresh_schema
 from tests.support.api_server import ADMIN_TOKEN, Collection, Server, make_collection
 from tests.support.fleet import FAKE_BACKEND, REPO, wait_for
 from tests.support.private import Postgres
@@ -22,23 +21,15 @@ from tests.support.private import Postgres
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def private_pg() -> Iterator[Postgres]:
-    pg = Postgres.create()
-    try:
-        yield pg
-    finally:
-        pg.destroy()
-
-
 @pytest.fixture
 def collection(tmp_path: Path, private_pg: Postgres) -> Iterator[Collection]:
     """A `pier serve` (the in-process executor, the fake backend) on a fresh
     schema of the private PostgreSQL, and a collection with task `t`."""
-    private_pg.start_if_stopped()
-    schema = f"pier_dbdown_{uuid.uuid4().hex[:12]}"
-    _admin(private_pg, f'CREATE SCHEMA "{schema}"')
-    url = make_url(private_pg.url).update_query_dict({"options": f"-csearch_path={schema}"})
+    with fresh_schema(private_pg, "pier_dbdown") as db_url:
+        yield from _served(tmp_path, db_url)
+
+
+def _served(tmp_path: Path, db_url: str) -> Iterator[Collection]:
     home = tmp_path / "home"
     home.mkdir()
     settings = {
@@ -47,24 +38,13 @@ def collection(tmp_path: Path, private_pg: Postgres) -> Iterator[Collection]:
         "PIER_METRICS_TOKEN": "metrics-" + "m" * 32,
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
     }
-    server = Server(home, url.render_as_string(hide_password=False), settings=settings).start()
+    server = Server(home, db_url, settings=settings).start()
     try:
         made = make_collection(server, "pier-fake:latest", prefix="dbdown")
         made.put_task("t", "echo hi")
         yield made
     finally:
         server.stop()
-        private_pg.start_if_stopped()
-        _admin(private_pg, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
-def _admin(pg: Postgres, statement: str) -> None:
-    engine = create_engine(pg.url)
-    try:
-        with engine.begin() as connection:
-            connection.execute(text(statement))
-    finally:
-        engine.dispose()
 
 
 def _requests(collection: Collection, tid: str) -> list[tuple[str, str, dict]]:
