@@ -39,10 +39,26 @@ def advisory_key(name: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+# How long a connect to PostgreSQL may take before it fails. libpq's default is
+# to wait for ever, so a server that takes the TCP connection and then says
+# nothing (frozen, or behind a path that drops its answers) would hang every
+# request and run that needs the store; bounded, the caller gets the driver's
+# error, which the API answers 503 and a run's writes retry (pier.db.retry). A
+# URL that names its own `connect_timeout` keeps it.
+CONNECT_TIMEOUT_SEC = 10
+
+
+def _bounded(url: URL) -> URL:
+    if "connect_timeout" in url.query:
+        return url
+    return url.update_query_dict({"connect_timeout": str(CONNECT_TIMEOUT_SEC)})
+
+
 def conninfo(database_url: str) -> str:
     """A libpq URL from a SQLAlchemy one (postgresql+psycopg://...), for a
-    plain psycopg connection (LISTEN/NOTIFY)."""
-    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    plain psycopg connection (LISTEN/NOTIFY), with the connect bound."""
+    url = _bounded(make_url(database_url)).set(drivername="postgresql")
+    return url.render_as_string(hide_password=False)
 
 
 def is_postgres(database_url: str) -> bool:
@@ -56,7 +72,7 @@ def create_store_engine(url: str) -> Engine:
     if backend == "sqlite":
         return _sqlite_engine(parsed)
     if backend == "postgresql":
-        return create_engine(parsed, pool_pre_ping=True)
+        return create_engine(_bounded(parsed), pool_pre_ping=True)
     raise InputError(
         f"unsupported database URL {parsed.render_as_string()!r}: "
         "pier's store runs on sqlite:///PATH or postgresql+psycopg://USER:PASS@HOST/DB"

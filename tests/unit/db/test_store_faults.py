@@ -88,3 +88,69 @@ def test_a_dropped_run_leaves_nothing(store: Store) -> None:
     assert store.run_request(record.trajectory_id) is None
     assert store.run_for_key("c", "k") is None
     assert store.events(record.trajectory_id) == []
+
+
+def test_a_database_that_accepts_but_never_answers_fails_the_connect_within_its_bound(monkeypatch) -> None:
+    """A PostgreSQL host that takes the TCP connection and then says nothing (a
+    frozen server, a half-open path through a firewall): libpq's default is to
+    wait for ever, which hangs every request and run that needs the store. pier
+    gives each connect a bound (10 s unless the URL names its own
+    `connect_timeout`; 1 s here), so the caller gets the driver's error, which
+    the API answers 503 and a run's writes retry."""
+    import socket
+    import threading
+    import time
+
+    from sqlalchemy import text
+
+    from pier.db.engine import create_store_engine
+
+    monkeypatch.setattr("pier.db.engine.CONNECT_TIMEOUT_SEC", 1)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # the kernel completes the handshake; nobody ever reads
+    port = silent.getsockname()[1]
+    engine = create_store_engine(f"postgresql+psycopg://pier:pier@127.0.0.1:{port}/pier")
+    outcome: list[BaseException | None] = []
+
+    def connect() -> None:
+        try:
+            with engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    started = time.monotonic()
+    thread = threading.Thread(target=connect, daemon=True)
+    thread.start()
+    thread.join(timeout=20)
+    try:
+        assert outcome, "the connect to a server that never answers was still waiting after 20 s"
+        assert isinstance(outcome[0], OperationalError), outcome[0]
+        assert time.monotonic() - started < 10
+    finally:
+        silent.close()
+        engine.dispose()
+
+
+def test_every_connection_to_postgresql_has_a_connect_bound_unless_the_url_names_its_own() -> None:
+    """The store's engine and the plain connections that LISTEN (conninfo) both
+    carry the bound; an operator's own `connect_timeout` in the URL wins."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from pier.db.engine import conninfo, create_store_engine
+
+    default = create_store_engine("postgresql+psycopg://u:p@127.0.0.1:1/db")
+    given = create_store_engine("postgresql+psycopg://u:p@127.0.0.1:1/db?connect_timeout=3")
+    try:
+        assert str(default.dialect.create_connect_args(default.url)[1]["connect_timeout"]) == "10"
+        assert str(given.dialect.create_connect_args(given.url)[1]["connect_timeout"]) == "3"
+    finally:
+        default.dispose()
+        given.dispose()
+    assert conninfo_to_dict(conninfo("postgresql+psycopg://u:p@h/db"))["connect_timeout"] == "10"
+    assert (
+        conninfo_to_dict(conninfo("postgresql+psycopg://u:p@h/db?connect_timeout=4"))["connect_timeout"]
+        == "4"
+    )
