@@ -91,6 +91,20 @@ def retried(call: Callable[[], T], budget_sec: float, what: str) -> T:
         return result
 
 
+def log_failed_round(logger: logging.Logger, what: str, exc: BaseException) -> None:
+    """A background loop's round failed with `exc` and the loop goes on. A
+    database that does not answer is an expected fault (docs/faults.md): one
+    line saying so, not a stack trace per round for the whole outage; any
+    other error keeps its trace, for whoever must fix it."""
+    cause = unreachable(exc)
+    if cause is not None:
+        logger.warning(
+            "%s: the database is unreachable (%s); trying again next round", what, _first_line(cause)
+        )
+    else:
+        logger.error("%s", what, exc_info=exc)
+
+
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 

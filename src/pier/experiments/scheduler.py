@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from pier.db.retry import log_failed_round
 from pier.experiments.service import Experiments
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,8 @@ class ExperimentScheduler:
         while not self._stop.is_set():
             try:
                 self.experiments.poll()
-            except Exception:  # a store hiccup: the next poll may do better; the thread lives on
-                log.exception("experiment poll failed")
+            except Exception as exc:  # a store hiccup: the next poll may do better; the thread lives on
+                log_failed_round(log, "experiment poll failed", exc)
             self._wake.wait(self.poll_sec)
             self._wake.clear()
             self._stop.wait(MIN_GAP_SEC)  # runs ending in a burst: one pass for the lot

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import cast
 
 from pier.db import Store
+from pier.db.retry import log_failed_round
 from pier.errors import NotFoundError, PierError
 from pier.lifecycle.orphans import end_orphaned_runs
 from pier.lifecycle.uploads import expire_uploads
@@ -123,5 +124,5 @@ class PeriodicSweeper:
         while not self._stop.wait(self._interval):
             try:
                 self._sweep()
-            except Exception:  # the next round may do better; the thread must live on
-                log.exception("sweep failed")
+            except Exception as exc:  # the next round may do better; the thread must live on
+                log_failed_round(log, "sweep failed", exc)

@@ -42,6 +42,7 @@ import httpx
 
 from pier.db import Store
 from pier.db.deliveries import DELIVERED, FAILED, PENDING, StoredDelivery
+from pier.db.retry import log_failed_round
 from pier.errors import InputError
 from pier.outbound import OutboundPolicy, OutboundRefused
 from pier.record import utcnow
@@ -216,8 +217,8 @@ class WebhookSender:
             self._wake.clear()
             try:
                 self._dispatch()
-            except Exception:  # the database may be away for a while: try again next round
-                log.exception("webhook sender: could not read the delivery queue")
+            except Exception as exc:  # the database may be away for a while: try again next round
+                log_failed_round(log, "webhook sender: could not read the delivery queue", exc)
 
     def _dispatch(self) -> None:
         now = utcnow()

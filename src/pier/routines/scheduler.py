@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from pier.db import Store, StoredRoutine
+from pier.db.retry import log_failed_round
 from pier.errors import InputError
 from pier.record import utcnow
 from pier.routines.schedule import next_tick
@@ -84,8 +85,8 @@ class Scheduler:
         while True:  # first at once: ticks missed while the server was down fire now
             try:
                 self.poll()
-            except Exception:  # a store hiccup: the next poll may do better; the thread lives on
-                log.exception("routine poll failed")
+            except Exception as exc:  # a store hiccup: the next poll may do better; the thread lives on
+                log_failed_round(log, "routine poll failed", exc)
             if self._stop.wait(self.poll_sec):
                 return
 

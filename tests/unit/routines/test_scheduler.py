@@ -205,3 +205,33 @@ def test_an_id_is_never_given_again_after_a_delete(store, routines):
     second = routines.create("c", "t", "nightly", "* * * * *")
     assert second.id != first.id
     assert store.routine_runs(second) == []  # never the deleted routine's runs
+
+
+def test_a_database_outage_is_one_line_per_round_not_a_stack_trace(caplog):
+    """A background loop's round during a database outage (docs/faults.md: an
+    expected fault) logs one line saying the database is unreachable; another
+    error keeps its stack trace. On the code before, each round of the outage
+    logged a full trace."""
+    import logging
+
+    from sqlalchemy.exc import OperationalError
+
+    class Down:
+        def __init__(self, error: Exception):
+            self.error = error
+
+        def due_routines(self, now):
+            raise self.error
+
+    refused = OperationalError("SELECT", {}, Exception("connection refused\nIs the server running?"))
+    for error, traced in ((refused, False), (ValueError("a bug"), True)):
+        caplog.clear()
+        poller = Scheduler(Down(error), lambda r: None, poll_sec=60)  # type: ignore[arg-type]
+        poller._stop.set()  # one round, then the loop ends
+        with caplog.at_level(logging.WARNING, logger="pier.routines.scheduler"):
+            poller._loop()
+        [record] = caplog.records
+        assert (record.exc_info is not None) is traced, record.getMessage()
+        if not traced:
+            assert "the database is unreachable (" in record.getMessage()
+            assert "connection refused" in record.getMessage()
