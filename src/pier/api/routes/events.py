@@ -5,12 +5,20 @@ Each log line is one event (`id` = its seq, `event: log`, `data` = JSON
 or `last_event_id` in the query for clients that cannot set headers), follows
 the run while it goes on, and ends with `event: end` (data {status}) once the
 run has ended and every line has been sent.
+
+A database that stops answering while a stream is open does not cut it: the
+stream says so in a comment line, keeps the connection alive and reads again
+each POLL_SEC for up to PIER_DB_RETRY_SEC (a run's own writes wait as long),
+then goes on from the last line it sent. Cut, a browser's EventSource would
+reconnect into a 503, which ends it for good.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated
@@ -26,9 +34,11 @@ from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.services import runs
 from pier.api.state import ApiState, StateDep
 from pier.api.tokens import hash_token
+from pier.db.retry import unreachable
 from pier.db.schemas import Event
 from pier.record import Trajectory
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/v1", tags=["runs"], responses=ERROR_RESPONSES)
 
 BATCH = 500
@@ -98,10 +108,25 @@ async def _follow(
     try:
         yield f"retry: {RETRY_MS}\n\n"
         idle = 0.0
+        outage: float | None = None  # when the database stopped answering this stream
         while True:
             wake.clear()  # before reading, so a line written meanwhile wakes the next wait
-            status = (await run_in_threadpool(state.store.get_run, trajectory_id, collection)).status
-            events = await run_in_threadpool(state.store.events, trajectory_id, seq, BATCH)
+            try:
+                status = (await run_in_threadpool(state.store.get_run, trajectory_id, collection)).status
+                events = await run_in_threadpool(state.store.events, trajectory_id, seq, BATCH)
+            except Exception as exc:
+                now = time.monotonic()
+                if unreachable(exc) is None or (
+                    outage is not None and now - outage > state.settings.db_retry_sec
+                ):
+                    raise
+                if outage is None:
+                    outage = now
+                    log.warning("run %s's log stream: the database is unreachable; waiting", trajectory_id)
+                yield ": the database is unreachable; waiting\n\n"
+                await asyncio.sleep(POLL_SEC)
+                continue
+            outage = None
             for event in events:
                 yield log_event(event)
                 seq = event.seq
