@@ -49,9 +49,9 @@ async def caller_for_token(state: ApiState, token: str) -> Caller | None:
     collection = state.tokens.get(token_hash)
     if collection is None:
         collection = await run_in_threadpool(state.store.collection_for_token_hash, token_hash)
-    if collection is None:
-        return None
-    state.tokens.add(token_hash, collection)
+        if collection is None:
+            return None
+        state.tokens.add(token_hash, collection)  # from now, not from its last use: revocation reaches here
     return Caller(collection=collection)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
+from collections.abc import Callable
 
 from pier.db import Store
 
@@ -29,20 +31,33 @@ def issue_token(store: Store, collection: str, label: str | None = None) -> str:
 
 class KnownTokens:
     """Token hash -> collection for tokens already seen valid: remembering them
-    spares every request a database read in a worker thread. Revoking a token
-    through this server forgets it here at once."""
+    spares most requests a database read in a worker thread. Revoking a token
+    through this server forgets it here at once; another replica on the same
+    database cannot know, so each token is remembered for REMEMBER_SEC only:
+    a token revoked anywhere is refused everywhere within that bound
+    (docs/security.md)."""
 
-    def __init__(self, size: int = 10_000):
+    REMEMBER_SEC = 5.0
+
+    def __init__(self, size: int = 10_000, clock: Callable[[], float] = time.monotonic):
         self._size = size
-        self._known: dict[str, str] = {}
+        self._clock = clock
+        self._known: dict[str, tuple[str, float]] = {}
 
     def get(self, token_hash: str) -> str | None:
-        return self._known.get(token_hash)
+        known = self._known.get(token_hash)
+        if known is None:
+            return None
+        collection, seen = known
+        if self._clock() - seen > self.REMEMBER_SEC:
+            self._known.pop(token_hash, None)
+            return None
+        return collection
 
     def add(self, token_hash: str, collection: str) -> None:
         if len(self._known) >= self._size:
             self._known.clear()
-        self._known[token_hash] = collection
+        self._known[token_hash] = (collection, self._clock())
 
     def forget(self, token_hash: str) -> None:
         self._known.pop(token_hash, None)

@@ -150,3 +150,34 @@ def test_known_tokens_remember_up_to_their_size_then_start_over():
     assert (known.get("h1"), known.get("h2"), known.get("h3")) == ("alpha", "beta", None)
     known.add("h2", "beta")  # full: starts over, keeping the newest
     assert known.get("h1") is None and known.get("h2") == "beta"
+
+
+def test_a_token_revoked_through_one_replica_is_refused_by_another_within_its_memory(store: CountingStore):
+    """Two `pier serve` replicas on one database (docs/fleet.md), each with
+    its own memory of tokens seen valid. Mallory's token is revoked through
+    replica A; replica B, which had just served her, must stop honouring it
+    within KnownTokens' memory (REMEMBER_SEC), not for as long as it runs. On
+    the code before, B remembered the token for ever."""
+    clock = [1000.0]
+    replica_a, replica_b = make_app(store, ADMIN), make_app(store, ADMIN)
+    for replica in (replica_a, replica_b):
+        replica.state.pier.tokens = KnownTokens(clock=lambda: clock[0])
+    a, b = TestClient(replica_a), TestClient(replica_b)
+    token = issue_token(store._store, "alpha", label="mallory")
+    assert a.get("/c/alpha", headers=bearer(token)).status_code == 200
+    assert b.get("/c/alpha", headers=bearer(token)).status_code == 200
+    [stored] = [t for t in store._store.list_tokens("alpha") if t.label == "mallory"]
+    store._store.revoke_token("alpha", stored.id)  # through replica A: A forgets at once, B cannot know
+    replica_a.state.pier.tokens.forget(hash_token(token))
+    assert a.get("/c/alpha", headers=bearer(token)).status_code == 401
+    clock[0] += KnownTokens.REMEMBER_SEC / 2  # inside B's memory: still honoured, and used again
+    assert b.get("/c/alpha", headers=bearer(token)).status_code == 200
+    clock[0] += KnownTokens.REMEMBER_SEC / 2 + 0.1  # past it, counted from B's look-up, not from the last use
+    assert b.get("/c/alpha", headers=bearer(token)).status_code == 401, (
+        "replica B still honours a revoked token"
+    )
+    store.lookups = 0
+    fresh = issue_token(store._store, "alpha")
+    for _ in range(3):
+        assert b.get("/c/alpha", headers=bearer(fresh)).status_code == 200
+    assert store.lookups == 1, "within its memory a valid token is still looked up once"
