@@ -155,7 +155,7 @@ def stream_process(
 
     def chunks() -> Iterator[bytes]:
         assert proc.stdout is not None
-        while chunk := proc.stdout.read1(1 << 16):
+        while chunk := os.read(proc.stdout.fileno(), 1 << 16):
             yield chunk
         state["ended"] = True
 
