@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pier.errors import PierError, StageError
+from pier.errors import PierError, SandboxError, StageError
 from pier.lifecycle.context import RunContext
 from pier.redact import Redactor
 from pier.sandbox.base import Sandbox
@@ -143,20 +143,23 @@ def _tar_out(ctx: RunContext, sandbox: Sandbox, present: list[str], skipped: lis
     argv = ["tar", "-c", "-f", "-", "-C", "/", *routes]
     mine: list[str] = []
     problem = ""
-    with sandbox.exec_stdout(argv, workdir="/") as stream:
-        try:
-            extract_routed(stream, routes, budget=_budget(ctx), skipped=mine)
-            for _padding in stream:  # tar pads its archive past the end-of-archive blocks
-                pass
-        except tarfile.TarError as exc:
-            problem = f"its archive could not be read ({exc})"
-        except OverBudget:
-            skipped.extend(mine)
-            raise
-        if not problem:
-            ended = stream.result()
-            if not ended.ok:
-                problem = f"it exited {ended.exit_code}: {ended.output.strip()[-300:]}"
+    try:
+        with sandbox.exec_stdout(argv, workdir="/") as stream:
+            try:
+                extract_routed(stream, routes, budget=_budget(ctx), skipped=mine)
+                for _padding in stream:  # tar pads its archive past the end-of-archive blocks
+                    pass
+            except tarfile.TarError as exc:
+                problem = f"its archive could not be read ({exc})"
+            except OverBudget:
+                skipped.extend(mine)
+                raise
+            if not problem:
+                ended = stream.result()
+                if not ended.ok:
+                    problem = f"it exited {ended.exit_code}: {ended.output.strip()[-300:]}"
+    except SandboxError as exc:  # no exec now (a stopped sandbox): the engine's archives may still read it
+        problem = str(exc)
     if problem:
         ctx.log(f"tar in the sandbox did not copy the output folders out, {problem}; reading them one by one")
         for dest in routes.values():

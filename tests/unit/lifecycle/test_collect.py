@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pier.errors import StageError
+from pier.errors import SandboxError, StageError
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.outputs import SURVEY, Survey, collect_outputs, survey
 from pier.record import Trajectory
@@ -44,6 +44,7 @@ class FolderSandbox:
 
     has_tar = False  # set for every test by the `way` fixture
     tar_exit = 0
+    exec_refused = False  # exec_stdout raises SandboxError (a sandbox stopped after the survey)
 
     def __init__(self, folders: dict[str, dict[str, bytes | Special]], sockets: tuple[str, ...] = ()):
         self.folders = folders
@@ -76,6 +77,8 @@ class FolderSandbox:
     ) -> StdoutStream:
         assert self.has_tar and argv[:6] == ["tar", "-c", "-f", "-", "-C", "/"], argv
         self.reads.append("tar")
+        if self.exec_refused:
+            raise SandboxError("the sandbox filled its disk limit of 1G and was stopped")
         tops = {f"/{top}": top for top in argv[6:]}
         assert set(tops) <= set(self.folders), f"tar of {sorted(tops)}: not all are folders"
         data = self._tar(tops) + b"\0" * 10240  # GNU tar pads to its record size
@@ -273,16 +276,26 @@ def test_with_tar_the_three_folders_come_out_of_one_exec_and_no_archive_read(tmp
     assert (tmp_path / "out" / "assets" / "in.txt").read_bytes() == b"in"
 
 
-def test_a_failing_tar_leaves_nothing_of_its_own_and_the_archives_are_read(tmp_path: Path, way: str):
+@pytest.mark.parametrize(
+    "failure, said",
+    [
+        ("exit", "it exited 2: tar: something failed"),
+        ("refused", "the sandbox filled its disk limit of 1G and was stopped"),
+    ],
+)
+def test_a_failing_tar_leaves_nothing_of_its_own_and_the_archives_are_read(
+    tmp_path: Path, way: str, failure: str, said: str
+):
     sandbox = FolderSandbox({"/logs/agent": {"agent.log": b"hello\n"}, "/app/results": {"r.txt": b"ok"}})
-    sandbox.tar_exit = 2
+    sandbox.tar_exit = 2 if failure == "exit" else 0
+    sandbox.exec_refused = failure == "refused"
     ctx, lines = context(tmp_path, sandbox)
     collect_outputs(ctx)
     if way == "tar":
         assert sandbox.reads == ["tar", "/logs/agent", "/app/results", "/app/assets"]
-        assert lines[0] == (
-            "tar in the sandbox did not copy the output folders out, it exited 2: tar: something failed; "
-            "reading them one by one"
+        assert (
+            lines[0]
+            == f"tar in the sandbox did not copy the output folders out, {said}; reading them one by one"
         )
     assert (tmp_path / "out" / "results" / "r.txt").read_bytes() == b"ok"
     assert ctx.record.outputs.warnings == [] and lines[-1] == "collected 1 result file(s)"
