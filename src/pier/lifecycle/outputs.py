@@ -37,7 +37,7 @@ OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app
 SURVEY = (
     "du -sb " + " ".join(OUTPUT_DIRS.values())
     + " 2>/dev/null | awk '{s += $1} END {print \"bytes \" s + 0}'; "
-    "command -v tar >/dev/null 2>&1 && echo tar; for d in " + " ".join(OUTPUT_DIRS.values())
+    "hash tar 2>/dev/null && echo tar; for d in " + " ".join(OUTPUT_DIRS.values())
     + '; do if [ -d "$d" ] && [ ! -L "$d" ]; then echo "dir $d"; '
     + 'elif [ -e "$d" ] || [ -L "$d" ]; then echo "other $d"; fi; done; '
     "find " + " ".join(OUTPUT_DIRS.values())
