@@ -53,8 +53,8 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, code: str, home: Path, db_url: str | None):
-        self.port = free_port()
+    def __init__(self, code: str, home: Path, db_url: str | None, port: int | None = None):
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "PIER_HOME": str(home), "PIER_ADMIN_TOKEN": ADMIN, "PIER_SWEEP_FOREIGN": "false"}
         if db_url:

@@ -39,7 +39,7 @@ def burst_api(args: argparse.Namespace, home: Path) -> tuple[float, list[float]]
     os.environ["PIER_MAX_CONCURRENT_RUNS"] = str(args.slots)
     if args.pool:
         os.environ["PIER_WARM_POOL"] = json.dumps([{"image": args.image, "size": args.pool}])
-    server = Server(NORMAL_SERVER, home, None)
+    server = Server(NORMAL_SERVER, home, None, args.port)
     try:
         token = setup_collection(server.url, "burst", runbook(SCRIPT, args.image))
         if args.pool:
@@ -56,7 +56,9 @@ def burst_api(args: argparse.Namespace, home: Path) -> tuple[float, list[float]]
     return args.runs / max(latencies), latencies
 
 
-def wait_all(url: str, token: str, ids: list[str], began: float, timeout: float, task: str = "burst") -> list[datetime]:
+def wait_all(
+    url: str, token: str, ids: list[str], began: float, timeout: float, task: str = "burst"
+) -> list[datetime]:
     """Each run's `ended`, once every run has one (polled once a second)."""
     ended: dict[str, datetime] = {}
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
@@ -75,7 +77,8 @@ def wait_all(url: str, token: str, ids: list[str], began: float, timeout: float,
 
 def raw_job(image: str, out: Path) -> None:
     cid = subprocess.check_output(
-        ["docker", "run", "-d", "--init", image, "sleep", "infinity"], text=True
+        ["docker", "run", "-d", "--init", "--label", "pier.bench=burst", image, "sleep", "infinity"],
+        text=True,
     ).strip()
     try:
         subprocess.run(["docker", "exec", cid, "bash", "-c", "mkdir -p /app/results && echo 'first line' "
@@ -113,6 +116,7 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=0, help="PIER_WARM_POOL size for the server (0: none)")
     parser.add_argument("--pool-wait", type=float, default=20, help="seconds to let the pool fill")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--port", type=int, default=None, help="the server's port (default: a free one)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pier-burst-") as tmp:
         work = Path(tmp)

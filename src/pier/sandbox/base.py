@@ -6,7 +6,7 @@ sandbox. pier.sandbox.conformance checks that a backend keeps this contract."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
@@ -140,6 +140,52 @@ class ExecResult:
         return self.exit_code == 0 and not self.timed_out
 
 
+class StdoutStream:
+    """A command's stdout as it comes, bytes unchanged (nothing decoded, stderr
+    kept apart): what reads files out of a sandbox in one command (`tar -c`)
+    rather than one engine archive per folder. Iterate it for the chunks; once
+    they end, result() says how the command ended, its output being the command's
+    stderr (the last MAX_STDERR_CHARS characters). close() stops the command
+    (killed, when it has not ended) and the reading; a `with` block closes it."""
+
+    MAX_STDERR_CHARS = 1 << 16
+
+    def __init__(self, chunks: Iterable[bytes], finish: Callable[[], ExecResult], close: Callable[[], None]):
+        self._chunks = iter(chunks)
+        self._finish, self._close = finish, close
+        self._ended = self._closed = False
+        self._result: ExecResult | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            self._ended = True
+            raise
+
+    def result(self) -> ExecResult:
+        """How the command ended; only once its stdout was read to its end."""
+        if not self._ended:
+            raise RuntimeError("StdoutStream.result() before its stdout was read to its end")
+        if self._result is None:
+            self._result = self._finish()
+        return self._result
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._close()
+
+    def __enter__(self) -> StdoutStream:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
 @dataclass(frozen=True)
 class SandboxInfo:
     """A sandbox seen by the sweeper, from its labels."""
@@ -171,6 +217,15 @@ class Sandbox(ABC):
         """Run a command (a string goes through `bash -c`). Streams output lines to
         on_line as they come. On timeout the command's processes are killed and
         the result has timed_out=True. clean_env starts from `env -i`.
+        Raises SandboxError only when the sandbox itself is unreachable."""
+
+    @abstractmethod
+    def exec_stdout(
+        self, argv: Sequence[str], *, workdir: str = "/", timeout: float | None = None
+    ) -> StdoutStream:
+        """Start argv (never through a shell) with the sandbox's env and stream its
+        stdout as bytes (StdoutStream); stderr is kept apart, for its result. On
+        timeout its processes are killed and the result has timed_out=True.
         Raises SandboxError only when the sandbox itself is unreachable."""
 
     @abstractmethod

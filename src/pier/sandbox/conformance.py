@@ -204,6 +204,42 @@ def exec_streams_lines(h: Harness) -> None:
 
 
 @check
+def exec_stdout_is_bytes_apart_from_stderr(h: Harness) -> None:
+    """exec_stdout hands stdout on byte for byte (every byte value, no decoding,
+    no stderr in it) in the workdir given; its result, once the stdout ended,
+    has the exit code and the stderr."""
+    sandbox = h.make()
+    blob = bytes(range(256)) * 1024
+    sandbox.put_files("/app/bin", {"blob": blob})
+    with sandbox.exec_stdout(["bash", "-c", "cat blob; echo err >&2; exit 3"], workdir="/app/bin") as out:
+        data = b"".join(out)
+        result = out.result()
+    expect(data == blob, f"stdout came back as {len(data)} bytes, not the {len(blob)} written")
+    expect(result.exit_code == 3 and not result.timed_out, f"exit code 3 expected, got {result}")
+    expect(result.output == "err\n", f"stderr {result.output!r} is not 'err'")
+
+
+@check
+def exec_stdout_timeout_and_close(h: Harness) -> None:
+    """exec_stdout's command is killed at its time limit (timed_out), and when
+    its stream is closed before its stdout ended; the sandbox stays usable."""
+    sandbox = h.make()
+    with sandbox.exec_stdout(["bash", "-c", "echo started; sleep 100"], workdir="/app", timeout=2) as out:
+        data = b"".join(out)
+        result = out.result()
+    expect(data == b"started\n", f"stdout {data!r}")
+    expect(result.timed_out and not result.ok, f"not marked timed out: {result}")
+    expect(result.duration_s >= 2, f"stopped before its time limit ({result.duration_s:.1f}s)")
+    tick = "while :; do echo x >> tick; echo line; sleep 0.05; done"
+    with sandbox.exec_stdout(["bash", "-c", tick], workdir="/app") as out:
+        expect(next(iter(out), b"").startswith(b"line"), "no first line from a command that writes lines")
+    count = "wc -c < tick"
+    later = sandbox.exec(f"before=$({count}); sleep 1; after=$({count}); echo $before $after", timeout=30)
+    before, after = later.output.split()
+    expect(before == after, f"the command went on after its stream was closed: tick grew {before} -> {after}")
+
+
+@check
 def timeout_kills_children(h: Harness) -> None:
     """On timeout every process the command started is killed (background ones,
     double-forked ones, those in a new session) and the sandbox stays usable."""

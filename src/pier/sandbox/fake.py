@@ -50,10 +50,19 @@ from pier.sandbox.base import (
     SandboxInfo,
     SandboxSource,
     SandboxSpec,
+    StdoutStream,
 )
 from pier.sandbox.capabilities import refuse_unsupported, unenforced_notes
 from pier.sandbox.dockerfile import recipe_tag
-from pier.sandbox.fakeproc import ExecCall, Killer, kill_marked, new_marker, process_env, run_process
+from pier.sandbox.fakeproc import (
+    ExecCall,
+    Killer,
+    kill_marked,
+    new_marker,
+    process_env,
+    run_process,
+    stream_process,
+)
 from pier.sandbox.sweeper import owner_label
 from pier.settings import Settings
 
@@ -249,6 +258,26 @@ class FakeSandbox(Sandbox):
         self.oom = self.oom or outcome.oom
         self._alive()
         return outcome.result
+
+    def exec_stdout(
+        self, argv: Sequence[str], *, workdir: str = "/", timeout: float | None = None
+    ) -> StdoutStream:
+        """Scripted, the program's reply is the command's stdout (as UTF-8) and
+        its exit code, with no stderr; in process mode a host process runs."""
+        self._alive()
+        call = ExecCall(list(argv), {}, workdir, timeout, False)
+        if self._backend.processes:
+            cwd = self.host_path(workdir)
+            cwd.mkdir(parents=True, exist_ok=True)
+            marker = new_marker()
+            env = process_env(call, self.spec.env, self.host_path("/root"), marker)
+            return stream_process(call, cwd=cwd, env=env, kill=self.kill_on_stop)
+        reply = self._backend.program(self, call) or replied()
+        return StdoutStream(
+            iter([reply.output.encode()] if reply.output else []),
+            lambda: ExecResult(reply.exit_code, "", reply.duration_s, reply.timed_out),
+            lambda: None,
+        )
 
     def put_archive(self, dest_dir: str, tar_bytes: bytes | Iterator[bytes]) -> None:
         self._alive()

@@ -12,13 +12,14 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pier.sandbox.base import ExecResult, LineSink
+from pier.sandbox.base import ExecResult, LineSink, StdoutStream
 
 MARKER_VAR = "PIER_FAKE_EXEC_ID"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -112,6 +113,73 @@ def run_process(
         timed_out=stop.reason == "timeout",
     )
     return ProcessOutcome(result, oom=stop.reason == "memory")
+
+
+def stream_process(
+    call: ExecCall, *, cwd: Path, env: Mapping[str, str], kill: Killer | None = None
+) -> StdoutStream:
+    """Start call as a host process whose stdout streams as bytes and whose stderr
+    is kept apart (read by a thread), killed past its timeout or when closed
+    before its stdout ended."""
+    argv = list(call.command)
+    marker = env[MARKER_VAR]
+    killer = kill or kill_marked
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:  # no such program: what a shell would say
+        failed = ExecResult(127, f"{argv[0]}: {exc.strerror}\n", 0.0)
+        return StdoutStream(iter(()), lambda: failed, lambda: None)
+    assert proc.stdout is not None and proc.stderr is not None
+    errors: list[bytes] = []
+    reader = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    fired = threading.Event()
+
+    def on_time() -> None:
+        fired.set()
+        killer(marker, proc.pid)
+
+    timer = threading.Timer(call.timeout, on_time) if call.timeout is not None else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    state = {"ended": False}
+
+    def chunks() -> Iterator[bytes]:
+        assert proc.stdout is not None
+        while chunk := os.read(proc.stdout.fileno(), 1 << 16):
+            yield chunk
+        state["ended"] = True
+
+    def finish() -> ExecResult:
+        code = proc.wait()
+        if timer is not None:
+            timer.cancel()
+        reader.join(CLOSE_GRACE_S)
+        text = b"".join(errors).decode(errors="replace")[-StdoutStream.MAX_STDERR_CHARS :]
+        if fired.is_set():
+            code = TIMEOUT_EXIT_CODE
+        return ExecResult(code, text, time.monotonic() - started, timed_out=fired.is_set())
+
+    def close() -> None:
+        if timer is not None:
+            timer.cancel()
+        if not state["ended"]:
+            killer(marker, proc.pid)
+        assert proc.stdout is not None
+        proc.stdout.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(CLOSE_GRACE_S)
+
+    return StdoutStream(chunks(), finish, close)
 
 
 def new_marker() -> str:

@@ -6,7 +6,7 @@ import io
 import shutil
 import tarfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, BinaryIO, cast
 
@@ -86,11 +86,13 @@ def tar_of_path(path: Path) -> bytes:
 
 
 class OverBudget(Exception):
-    """A tar stream holds more than its Budget allows; `written` files were kept."""
+    """A tar stream holds more than its Budget allows; `written` files were kept.
+    `top`: the folder (a route of extract_routed) the file that passed it was in."""
 
-    def __init__(self, message: str, written: list[Path]):
+    def __init__(self, message: str, written: list[Path], top: str = ""):
         super().__init__(message)
         self.written = written
+        self.top = top
 
 
 class Budget:
@@ -121,6 +123,11 @@ _KINDS = {
 }
 
 
+# Where a member goes: (the name of its folder, that folder's dest, its name under it),
+# or None for a member written nowhere (a folder's own entry, or outside every folder).
+Placement = tuple[str, Path, str]
+
+
 def extract_stream(
     chunks: Iterable[bytes],
     dest: Path,
@@ -135,16 +142,59 @@ def extract_stream(
     The stream is read as it comes (one chunk and one file buffer in memory),
     never whole. Past `budget`, raises OverBudget before writing the file that
     would pass it."""
+    dest.mkdir(parents=True, exist_ok=True)
+    root = dest.resolve()
+
+    def place(name: str) -> Placement | None:
+        under = _stripped(name, strip_top)
+        return None if under is None else ("", root, under)
+
+    return _extract(chunks, place, budget, skipped)
+
+
+def extract_routed(
+    chunks: Iterable[bytes],
+    routes: Mapping[str, Path],
+    budget: Budget | None = None,
+    skipped: list[str] | None = None,
+) -> list[Path]:
+    """extract_stream for one tar of several folders (`tar -c -C / logs/agent
+    app/results`): each member goes into the dest its folder routes to (`routes`:
+    the folder as the tar names it, e.g. "app/results", -> dest), under its name
+    below that folder; members of no route are left out. Every dest is made.
+    A skipped member is named by its sandbox path ("/app/results/pipe: ...");
+    OverBudget's `top` is the route ("app/results")."""
+    roots = {top.strip("/"): dest for top, dest in routes.items()}
+    for dest in roots.values():
+        dest.mkdir(parents=True, exist_ok=True)
+    resolved = {top: dest.resolve() for top, dest in roots.items()}
+
+    def place(name: str) -> Placement | None:
+        clean = name.strip("/")
+        for top, root in resolved.items():
+            if clean.startswith(top + "/"):
+                return (top, root, clean[len(top) + 1 :])
+        return None
+
+    return _extract(chunks, place, budget, skipped)
+
+
+def _extract(
+    chunks: Iterable[bytes],
+    place: Callable[[str], Placement | None],
+    budget: Budget | None,
+    skipped: list[str] | None,
+) -> list[Path]:
     data = ChunkReader(chunks)
     written: list[Path] = []
     by_member: dict[str, Path] = {}  # archive name -> where its file was written
-    dest.mkdir(parents=True, exist_ok=True)
-    root = dest.resolve()
     with tarfile.open(fileobj=cast(IO[bytes], data), mode="r|", bufsize=CHUNK) as tar:
         for member in tar:
-            name = _stripped(member.name, strip_top)
-            if name is None:
+            placed = place(member.name)
+            if placed is None:
                 continue
+            top, root, name = placed
+            shown = f"/{top}/{name}" if top else name
             target = (root / name).resolve()
             if not target.is_relative_to(root):
                 continue
@@ -153,17 +203,17 @@ def extract_stream(
                 continue
             if not (member.isfile() or member.islnk()):
                 if skipped is not None:
-                    skipped.append(f"{name}: {_KINDS.get(member.type, 'not a regular file')}")
+                    skipped.append(f"{shown}: {_KINDS.get(member.type, 'not a regular file')}")
                 continue
             source = by_member.get(member.linkname) if member.islnk() else None
             if member.islnk() and source is None:
                 if skipped is not None:
-                    skipped.append(f"{name}: a hard link to {member.linkname}, which was not collected")
+                    skipped.append(f"{shown}: a hard link to {member.linkname}, which was not collected")
                 continue
             size = source.stat().st_size if source is not None else member.size
             refused = budget.take(name, size) if budget else None
             if refused:
-                raise OverBudget(refused, written)
+                raise OverBudget(refused, written, top)
             target.parent.mkdir(parents=True, exist_ok=True)
             if source is not None:
                 shutil.copyfile(source, target)

@@ -1,6 +1,7 @@
 """Results never lose a file silently, on the real engine: a second name of a
 file (a hard link) is collected as a file; a fifo and a socket are not, and the
-run's warning names them."""
+run's warning names them. The same whether collect reads the folders with one
+tar in the sandbox or, in a sandbox without tar, with the engine's archives."""
 
 from __future__ import annotations
 
@@ -29,8 +30,11 @@ python3 -c "import socket; socket.socket(socket.AF_UNIX).bind('{{results_dir}}/s
 """
 
 
-def test_hard_links_are_kept_and_fifos_and_sockets_named(runtime, base_image):
-    request = RunRequest(collection="odd", task_name="odd", task=task_from_runbook(parse(RUNBOOK)),
+@pytest.mark.parametrize("tar", ["tar", "no tar"])
+def test_hard_links_are_kept_and_fifos_and_sockets_named(runtime, base_image, tar):
+    runbook = RUNBOOK if tar == "tar" else RUNBOOK.replace("```\n", 'rm -f "$(command -v tar)"\n```\n', 1)
+    assert tar == "tar" or "rm -f" in runbook
+    request = RunRequest(collection="odd", task_name="odd", task=task_from_runbook(parse(runbook)),
                          run_params={"snapshot": "", "image": base_image})  # fmt: skip
     record = run(Services(get_settings()), request)
 

@@ -1,6 +1,8 @@
 """The collect stage against a stand-in sandbox that serves folders as tar
-streams, as an engine does: what lands where, what is redacted, which results
-come first, and the contract that a run must leave results."""
+streams, as an engine does (one archive per folder) and as `tar -c` in the
+sandbox does (one stream of all three): what lands where, what is redacted,
+which results come first, and the contract that a run must leave results. Every
+test runs both ways (the `way` fixture): what collect keeps must not depend on it."""
 
 from __future__ import annotations
 
@@ -13,12 +15,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from pier.errors import StageError
+from pier.errors import SandboxError, StageError
 from pier.lifecycle.context import RunContext
-from pier.lifecycle.outputs import SURVEY, collect_outputs
+from pier.lifecycle.outputs import SURVEY, Survey, collect_outputs, survey
 from pier.record import Trajectory
 from pier.redact import Redactor
-from pier.sandbox.base import ExecResult
+from pier.sandbox.base import ExecResult, StdoutStream
 from pier.settings import Settings
 
 SECRET = "sk-live-0123456789"
@@ -36,46 +38,81 @@ class FolderSandbox:
     """Serves `folders` ({sandbox folder: {relative name: bytes}}) through get_archive,
     with the Docker engine's rule: a container stays locked while an archive of it
     is being read, so a second get_archive before the first stream is read to its
-    end (or closed) waits for ever. Here it fails at once instead of hanging."""
+    end (or closed) waits for ever. Here it fails at once instead of hanging.
+    With `has_tar` its survey says tar is there, and exec_stdout serves
+    `tar -c -f - -C / <folders>` as GNU tar writes it (exiting `tar_exit`)."""
+
+    has_tar = False  # set for every test by the `way` fixture
+    tar_exit = 0
+    exec_refused = False  # exec_stdout raises SandboxError (a sandbox stopped after the survey)
 
     def __init__(self, folders: dict[str, dict[str, bytes | Special]], sockets: tuple[str, ...] = ()):
         self.folders = folders
         self.sockets = sockets  # what `find -type s` finds: the engine leaves them out of archives
         self.open: str | None = None
+        self.reads: list[str] = []  # get_archive's paths, and "tar" for each exec_stdout
 
     def exec(self, command: str, **_kw: object) -> ExecResult:
         assert command == SURVEY, command
         size = sum(
             len(data) for files in self.folders.values() for data in files.values() if isinstance(data, bytes)
         )
-        return ExecResult(0, f"bytes {size}\n" + "".join(f"s {path}\n" for path in self.sockets), 0.0)
+        found = ["tar"] if self.has_tar else []
+        found += [f"dir {path}" for path in self.folders]
+        found += [f"bytes {size}", *(f"s {path}" for path in self.sockets)]
+        return ExecResult(0, "".join(f"{line}\n" for line in found), 0.0)
 
     def get_archive(self, path: str) -> Iterator[bytes]:
         assert self.open is None, (
             f"get_archive({path}) while {self.open} is still being read: deadlocks on Docker"
         )
+        self.reads.append(path)
         if path not in self.folders:
             raise FileNotFoundError(path)
-        top = PurePosixPath(path).name
+        self.open = path
+        return self._stream(self._tar({path: PurePosixPath(path).name}))
+
+    def exec_stdout(
+        self, argv: list[str], *, workdir: str = "/", timeout: float | None = None
+    ) -> StdoutStream:
+        assert self.has_tar and argv[:6] == ["tar", "-c", "-f", "-", "-C", "/"], argv
+        self.reads.append("tar")
+        if self.exec_refused:
+            raise SandboxError("the sandbox filled its disk limit of 1G and was stopped")
+        tops = {f"/{top}": top for top in argv[6:]}
+        assert set(tops) <= set(self.folders), f"tar of {sorted(tops)}: not all are folders"
+        data = self._tar(tops) + b"\0" * 10240  # GNU tar pads to its record size
+        result = ExecResult(self.tar_exit, "tar: something failed\n" if self.tar_exit else "", 0.0)
+        return StdoutStream(iter([data[:700], data[700:]]), lambda: result, lambda: None)
+
+    def _tar(self, tops: dict[str, str]) -> bytes:
+        """A tar of folders ({sandbox folder: its name in the tar})."""
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
-            tar.addfile(_folder(top))
-            for name, data in self.folders[path].items():
-                info = tarfile.TarInfo(f"{top}/{name}")
-                if isinstance(data, Special):
-                    info.type, info.linkname = data.type, data.linkname.replace("TOP", top)
-                    tar.addfile(info)
-                    continue
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        self.open = path
-        return self._stream(buffer.getvalue())
+            for path, top in tops.items():
+                tar.addfile(_folder(top))
+                for name, data in self.folders[path].items():
+                    info = tarfile.TarInfo(f"{top}/{name}")
+                    if isinstance(data, Special):
+                        info.type, info.linkname = data.type, data.linkname.replace("TOP", top)
+                        tar.addfile(info)
+                        continue
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        return buffer.getvalue()
 
     def _stream(self, data: bytes) -> Iterator[bytes]:
         try:
             yield data
         finally:
             self.open = None
+
+
+@pytest.fixture(autouse=True, params=["tar", "archives"])
+def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How the folders come out: one tar exec, or the engine's archive per folder."""
+    monkeypatch.setattr(FolderSandbox, "has_tar", request.param == "tar")
+    return request.param
 
 
 def _folder(name: str) -> tarfile.TarInfo:
@@ -224,3 +261,61 @@ def test_a_hard_link_counts_against_the_output_budget(tmp_path: Path):
     ctx.settings = Settings(home=tmp_path / "home", max_output_files=1)
     with pytest.raises(StageError, match="more than 1 files"):
         collect_outputs(ctx)
+
+
+def test_with_tar_the_three_folders_come_out_of_one_exec_and_no_archive_read(tmp_path: Path, way: str):
+    sandbox = FolderSandbox({
+        "/logs/agent": {"agent.log": b"hello\n"},
+        "/app/results": {"r.txt": b"ok"},
+        "/app/assets": {"in.txt": b"in"},
+    })  # fmt: skip
+    ctx, _ = context(tmp_path, sandbox)
+    collect_outputs(ctx)
+    expected = ["tar"] if way == "tar" else ["/logs/agent", "/app/results", "/app/assets"]
+    assert sandbox.reads == expected
+    assert (tmp_path / "out" / "assets" / "in.txt").read_bytes() == b"in"
+
+
+@pytest.mark.parametrize(
+    "failure, said",
+    [
+        ("exit", "it exited 2: tar: something failed"),
+        ("refused", "the sandbox filled its disk limit of 1G and was stopped"),
+    ],
+)
+def test_a_failing_tar_leaves_nothing_of_its_own_and_the_archives_are_read(
+    tmp_path: Path, way: str, failure: str, said: str
+):
+    sandbox = FolderSandbox({"/logs/agent": {"agent.log": b"hello\n"}, "/app/results": {"r.txt": b"ok"}})
+    sandbox.tar_exit = 2 if failure == "exit" else 0
+    sandbox.exec_refused = failure == "refused"
+    ctx, lines = context(tmp_path, sandbox)
+    collect_outputs(ctx)
+    if way == "tar":
+        assert sandbox.reads == ["tar", "/logs/agent", "/app/results", "/app/assets"]
+        assert (
+            lines[0]
+            == f"tar in the sandbox did not copy the output folders out, {said}; reading them one by one"
+        )
+    assert (tmp_path / "out" / "results" / "r.txt").read_bytes() == b"ok"
+    assert ctx.record.outputs.warnings == [] and lines[-1] == "collected 1 result file(s)"
+
+
+def test_the_survey_reads_tar_the_folders_and_what_is_no_folder():
+    class Answer:
+        def exec(self, command: str, **_kw: object) -> ExecResult:
+            lines = [
+                "tar",
+                "dir /app/results",
+                "other /app/assets",
+                "dir /etc",
+                "bytes 12",
+                "p /app/results/f",
+            ]
+            return ExecResult(0, "\n".join(lines) + "\n", 0.0)
+
+    ctx = SimpleNamespace(require_sandbox=lambda: Answer(), settings=Settings(), log=print)
+    found = survey(ctx)  # type: ignore[arg-type]
+    assert found == Survey(
+        12, ("/app/results/f: a named pipe (fifo)",), True, ("/app/results",), ("/app/assets",)
+    )

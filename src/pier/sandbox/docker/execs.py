@@ -23,14 +23,14 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
 import docker
 from docker.utils.socket import frames_iter
 
-from pier.sandbox.base import ExecResult, LineSink
+from pier.sandbox.base import ExecResult, LineSink, StdoutStream
 
 log = logging.getLogger(__name__)
 
@@ -289,6 +289,71 @@ def run_exec(
     if code is None:
         code = 137 if timed_out else -1
     return ExecResult(exit_code=code, output=output, duration_s=duration, timed_out=timed_out)
+
+
+def stream_exec(
+    api: docker.APIClient,
+    container_id: str,
+    argv: Sequence[str],
+    *,
+    workdir: str = "/",
+    timeout: float | None = None,
+    errors: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
+) -> StdoutStream:
+    """Start argv with stdout and stderr apart (the engine frames them) and hand
+    its stdout on as bytes. Three round trips, as for run_exec (create, start,
+    the exit code); a kill only when it is closed early or runs past timeout.
+    `errors` wraps every engine call and read (it turns Docker's errors into
+    SandboxError)."""
+    marker = uuid.uuid4().hex
+    started = time.monotonic()
+    seconds = "0" if timeout is None else f"{max(timeout, 0.1):g}"
+    with errors():
+        exec_id = api.exec_create(
+            container_id,
+            ["timeout", "-s", "KILL", seconds, *argv],
+            environment={MARKER_VAR: marker},
+            workdir=workdir,
+            stdout=True,
+            stderr=True,
+            tty=False,
+        )["Id"]
+        frames = api.exec_start(exec_id, stream=True, demux=True)
+    stderr = OutputCollector(None, limit=StdoutStream.MAX_STDERR_CHARS)
+    kill = partial(kill_marked, api, container_id, marker)
+    close = partial(_close_quietly, frames)
+    watchdog = Watchdog(timeout, kill=kill, close=close).start()
+    state = {"ended": False}
+
+    def chunks() -> Iterator[bytes]:
+        with errors():
+            for out, err in frames:
+                if err:
+                    stderr.feed(err)
+                if out:
+                    yield out
+        state["ended"] = True
+
+    def finish() -> ExecResult:
+        watchdog.stop()
+        close()
+        duration = time.monotonic() - started
+        with errors():
+            code = wait_exit_code(api, exec_id)
+        timed_out = watchdog.fired or (
+            timeout is not None and code in TIMEOUT_EXIT_CODES and duration >= timeout
+        )
+        if code is None:
+            code = 137 if timed_out else -1
+        return ExecResult(exit_code=code, output=stderr.finish(), duration_s=duration, timed_out=timed_out)
+
+    def stop() -> None:
+        watchdog.stop()
+        if not state["ended"]:
+            kill()  # closed early: the command must not go on writing to nobody
+        close()
+
+    return StdoutStream(chunks(), finish, stop)
 
 
 # Extracts a tar from stdin into $1, made first when missing, as the sandbox sees

@@ -14,12 +14,12 @@ import docker
 import docker.errors
 
 from pier.errors import SandboxError
-from pier.sandbox.base import ExecResult, LineSink, Sandbox
+from pier.sandbox.base import ExecResult, LineSink, Sandbox, StdoutStream
 from pier.sandbox.docker import diskguard
 from pier.sandbox.docker.client import docker_errors
 from pier.sandbox.docker.containers import container_state, remove_container
 from pier.sandbox.docker.diskguard import DiskWatch
-from pier.sandbox.docker.execs import exec_untar, run_exec
+from pier.sandbox.docker.execs import exec_untar, run_exec, stream_exec
 from pier.sandbox.docker.oomwatch import OomWatch
 from pier.sandbox.tarutil import tar_members
 
@@ -121,6 +121,20 @@ class DockerSandbox(Sandbox):
             raise
         self._refuse_if_stopped()
         return result
+
+    def exec_stdout(
+        self, argv: Sequence[str], *, workdir: str = "/", timeout: float | None = None
+    ) -> StdoutStream:
+        self._refuse_if_stopped()
+        self._flush()
+        return stream_exec(
+            self._api,
+            self.id,
+            argv,
+            workdir=workdir,
+            timeout=timeout,
+            errors=lambda: self._errors("reading a command's output"),
+        )
 
     def limit_reached(self) -> str | None:
         disk = self._disks.get(self.id) if self._disks else None
