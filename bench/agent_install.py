@@ -16,13 +16,14 @@ a run spends on its agent before it starts (the sandbox's create is the same in
 every case and not counted). Needs a Docker engine and the package registries.
 
     uv run python bench/agent_install.py [--image pier-base:bookworm] [--agents codex,hermes]
-                                         [--snapshot python312-uv]
+                                         [--snapshot python312-uv] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import time
 import uuid
@@ -66,9 +67,12 @@ def layer_run(backend: DockerBackend, image: str, agent: str) -> tuple[float, st
     return time.perf_counter() - began, layer.image, layer.built_s is not None
 
 
-def first_run(backend: DockerBackend, image: str, agent: str, spec: InstallSpec) -> tuple[float, float]:
-    """A first run with open network: (its set-up seconds, seconds from its start
-    until the layer it started building is ready)."""
+def first_run(
+    backend: DockerBackend, image: str, agent: str, spec: InstallSpec
+) -> tuple[float, float, float]:
+    """A first run with open network: (its set-up seconds, of which not the install
+    (the layer's lookup and the build's start), seconds from its start until the
+    layer it started building is ready)."""
     recipe = get_agent(agent).layer()
     fresh = DockerBackend(Settings())
     fresh.ping()
@@ -83,13 +87,15 @@ def first_run(backend: DockerBackend, image: str, agent: str, spec: InstallSpec)
         began = time.perf_counter()
         layer = fresh.ensure_layer(image, recipe, lambda line: None, 900, wait=False)
         assert not layer.ready, f"{layer.image} exists already"
+        installing = time.perf_counter()
         run_install(sandbox, spec, lambda line: None, timeout=600)
+        install = time.perf_counter() - installing
         assert fresh.start_layer_build(image, recipe, 900), "a build of it was under way already"
         set_up = time.perf_counter() - began
     finally:
         sandbox.delete()  # while the build goes on, as the run's agent would
     assert fresh.wait_for_layer_build(image, recipe, 900), "the background build failed"
-    return set_up, time.perf_counter() - began
+    return set_up, set_up - install, time.perf_counter() - began
 
 
 def fresh_copy(image: str) -> str:
@@ -108,22 +114,34 @@ def drop(backend: DockerBackend, image: str) -> None:
     subprocess.run(["docker", "rmi", "-f", image], capture_output=True, check=False)
 
 
-def measure(backend: DockerBackend, label: str, image: str, agents: list[str]) -> None:
-    print(f"\n{label}: {image}")
+def measure(backend: DockerBackend, label: str, image: str, agents: list[str], repeat: int) -> None:
+    """Each figure the median of `repeat` rounds, the cases taking turns in each round
+    (the machine's load moves between them less than between blocks of one case)."""
+    print(f"\n{label}: {image} (medians of {repeat})")
     print(f"{'agent':<12} {'version':<9} {'per run':>8} {'1st run':>8} {'/per run':>8} {'ready at':>8} "
-          f"{'1st, waits':>10} {'/per run':>8} {'2nd run':>8}")  # fmt: skip
+          f"{'1st, waits':>10} {'/per run':>8} {'2nd run':>8} {'layer cost in 1st':>17}")  # fmt: skip
     for name in agents:
         spec: InstallSpec = get_agent(name).install_spec  # type: ignore[attr-defined]
-        baseline = per_run_install(backend, image, spec)
-        first, ready = first_run(backend, image, name, spec)
-        second, layer, rebuilt = layer_run(backend, image, name)
-        assert not rebuilt, "the layer the first run started was not used"
-        assert backend.remove_layer(layer)
-        waited, again, built = layer_run(backend, image, name)
-        assert built and again == layer, (built, again, layer)
-        print(f"{name:<12} {spec.pin.version:<9} {baseline:>7.1f}s {first:>7.1f}s {first / baseline:>7.2f}x "
-              f"{ready:>7.1f}s {waited:>9.1f}s {waited / baseline:>7.2f}x {second * 1000:>6.0f}ms",
+        rounds = []
+        for _ in range(repeat):
+            baseline = per_run_install(backend, image, spec)
+            first, extra, ready = first_run(backend, image, name, spec)
+            second, layer, rebuilt = layer_run(backend, image, name)
+            assert not rebuilt, "the layer the first run started was not used"
+            assert backend.remove_layer(layer)
+            waited, again, built = layer_run(backend, image, name)
+            assert built and again == layer, (built, again, layer)
+            assert backend.remove_layer(layer)  # the next round starts with no layer
+            rounds.append((baseline, first, ready, waited, second, extra))
+        base, first, ready, waited, second, extra = (
+            statistics.median(column) for column in zip(*rounds, strict=True)
+        )
+        print(f"{name:<12} {spec.pin.version:<9} {base:>7.1f}s {first:>7.1f}s {first / base:>7.2f}x "
+              f"{ready:>7.1f}s {waited:>9.1f}s {waited / base:>7.2f}x {second * 1000:>6.0f}ms {extra * 1000:>15.0f}ms",
               flush=True)  # fmt: skip
+        if repeat > 1:
+            print("  rounds (per run, 1st run, ready at, 1st waits): " + "; ".join(
+                f"{b:.1f} {f:.1f} {r:.1f} {w:.1f}" for b, f, r, w, _, _ in rounds))  # fmt: skip
 
 
 def pin_change(backend: DockerBackend, image: str, agent: str) -> None:
@@ -145,6 +163,7 @@ def main() -> None:
     parser.add_argument("--image", default="pier-base:bookworm", help="the bare image")
     parser.add_argument("--agents", default=",".join(AGENTS))
     parser.add_argument("--snapshot", default="", help="also on this snapshot (built if missing)")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds per agent (medians printed)")
     args = parser.parse_args()
     settings = Settings()
     backend = DockerBackend(settings)
@@ -152,7 +171,7 @@ def main() -> None:
     print("load average (1, 5, 15 min) at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     copies = [fresh_copy(args.image)]
     try:
-        measure(backend, "bare image (a fresh copy)", copies[0], agents)
+        measure(backend, "bare image (a fresh copy)", copies[0], agents, args.repeat)
         pin_change(backend, copies[0], agents[0])
         if args.snapshot:
             snapshot = SnapshotCatalog(settings).get(args.snapshot)
@@ -160,7 +179,7 @@ def main() -> None:
             print(f"\nbuilding (or finding) snapshot {args.snapshot} ...", flush=True)
             ref = backend.ensure_image(snapshot.source(), lambda line: None, settings.create_timeout_sec)
             copies.append(fresh_copy(ref))
-            measure(backend, f"snapshot {args.snapshot} (a fresh copy)", copies[-1], agents)
+            measure(backend, f"snapshot {args.snapshot} (a fresh copy)", copies[-1], agents, args.repeat)
     finally:
         for copy in copies:
             drop(backend, copy)
