@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 from tests.support.runs import run_folder
 
+from pier.agents import get_agent
 from pier.lifecycle.service import RunRequest, Services, run
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_RUN, LayerRecipe, Limits, SandboxSpec
@@ -68,7 +70,7 @@ def in_sandbox(backend: DockerBackend, image: str, command: str) -> str:
         sandbox.delete()
 
 
-def test_the_second_run_uses_the_layer_the_first_built_and_it_holds_nothing_of_that_run(
+def test_the_first_run_installs_in_its_sandbox_and_builds_the_layer_off_its_path_the_second_uses_it(
     docker_backend, own_image, model_server
 ):
     key = f"sk-pier-layer-{uuid.uuid4().hex}"
@@ -76,15 +78,22 @@ def test_the_second_run_uses_the_layer_the_first_built_and_it_holds_nothing_of_t
 
     first, first_log = start(own_image, env)
     assert first.success, first.error
-    assert any(line.startswith("agent layer: built in ") for line in first_log), first_log
+    assert first.outputs.sandbox.image == own_image  # it did not wait for a layer
+    said = [line for line in first_log if line.startswith("agent layer:")]
+    assert said[0].startswith("agent layer: not built yet (codex 0.171.0, pier-agent/codex:"), said
+    assert re.fullmatch(r"agent layer: building in the background; installed in the sandbox in [0-9.]+ s",
+                        said[1]), said  # fmt: skip
     assert "pier: codex 0.171.0 installed" in first_log  # the install's own lines reach the run log
-    layer = first.outputs.sandbox.image
-    assert layer.startswith("pier-agent/codex:") and layer != own_image
     assert (run_folder(first) / "results" / "answer.md").is_file()
+
+    # The runs' PIER_HOME (the build's lock) is this test's, not the session backend's.
+    recipe = get_agent("codex").layer()
+    assert DockerBackend(get_settings()).wait_for_layer_build(own_image, recipe, 900), "the build failed"
 
     second, second_log = start(own_image, env)
     assert second.success, second.error
-    assert second.outputs.sandbox.image == layer
+    layer = second.outputs.sandbox.image
+    assert layer.startswith("pier-agent/codex:") and layer != own_image
     assert [line for line in second_log if line.startswith("agent layer:")] == [
         f"agent layer: cached (codex 0.171.0, {layer})"
     ]
@@ -156,3 +165,48 @@ def test_a_layer_in_use_is_kept_by_remove_and_an_unused_one_goes(docker_backend,
         sandbox.delete()
     assert docker_backend.remove_layer(layer) is True
     assert not docker_backend.image_exists(layer)
+
+
+START = """
+import json, sys
+from pier.sandbox.base import LayerRecipe
+from pier.sandbox.docker.backend import DockerBackend
+from pier.settings import Settings
+recipe = LayerRecipe(**json.loads(sys.argv[2]))
+print(json.dumps(DockerBackend(Settings()).start_layer_build(sys.argv[1], recipe, 300)))
+"""
+
+
+def test_a_background_build_outlives_its_starter_stays_single_and_a_run_meanwhile_does_not_wait(
+    docker_backend, own_image
+):
+    backend = DockerBackend(get_settings())  # this test's PIER_HOME, as the starter's
+    # The sleep keeps the build going while the others ask.
+    recipe = LayerRecipe("pier-test-layer", "3.0", "sleep 4; echo 3.0 > /opt/pier-layer-version\n")
+    given = json.dumps({"name": recipe.name, "version": recipe.version, "script": recipe.script})
+    # Started by a process that exits at once (as a one-shot `pier run` does).
+    starter = subprocess.run([sys.executable, "-c", START, own_image, given], capture_output=True, text=True,
+                             timeout=120, env=os.environ.copy())  # fmt: skip
+    assert starter.returncode == 0 and starter.stdout.strip() == "true", starter.stderr
+
+    # Under way: no second build, and a run arriving now finds no layer at once.
+    assert backend.start_layer_build(own_image, recipe, 300) is False
+    meanwhile = backend.ensure_layer(own_image, recipe, lambda line: None, 300, wait=False)
+    assert meanwhile.ready is False and meanwhile.built_s is None
+    # A run that must wait (no open network) waits for that build and builds nothing.
+    assert build_in_processes(own_image, recipe, 1) == [{"image": meanwhile.image, "built": False}]
+
+    assert backend.wait_for_layer_build(own_image, recipe, 300) is True
+    found = backend.ensure_layer(own_image, recipe, lambda line: None, 300, wait=False)
+    assert found.ready and found.image == meanwhile.image
+    assert in_sandbox(docker_backend, found.image, "cat /opt/pier-layer-version").strip() == "3.0"
+    assert backend.start_layer_build(own_image, recipe, 300) is False  # it exists: nothing to do
+    built = [layer for layer in docker_backend.list_layers() if layer.base == own_image]
+    assert [(layer.image, layer.version) for layer in built] == [(found.image, "3.0")]
+    # Holds nothing of the build: neither the script nor the CA bundle handed to it.
+    assert (
+        in_sandbox(docker_backend, found.image, "ls /tmp/pier-layer.sh /tmp/pier-ca.crt 2>&1; true").count(
+            "No such file"
+        )
+        == 2
+    )

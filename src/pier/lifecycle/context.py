@@ -15,7 +15,7 @@ from pier.lifecycle.pool import WarmPool
 from pier.lifecycle.scratch import scratch_dir
 from pier.record import StageRecord, Trajectory
 from pier.redact import Redactor
-from pier.sandbox.base import Sandbox, SandboxBackend, SandboxSource
+from pier.sandbox.base import LayerRecipe, Sandbox, SandboxBackend, SandboxSource
 from pier.settings import Settings
 from pier.storage.base import RunStorage
 from pier.tasks.model import Task
@@ -46,6 +46,8 @@ class RunContext:
     source: SandboxSource | None = None
     image: str | None = None
     agent_layer: str | None = None  # the image is this agent layer: the CLI is in it already
+    # No layer yet: the sandbox installs, then the layer of (image, recipe) is built in the background.
+    layer_pending: tuple[str, LayerRecipe] | None = None
     sandbox: Sandbox | None = None
     agent: Agent | None = None
     launch: AgentLaunch | None = None

@@ -16,7 +16,7 @@ from typing import Any
 
 from pier.agents import Agent
 from pier.agents.base import AgentLaunch
-from pier.errors import StageError
+from pier.errors import SandboxError, StageError
 from pier.gateway.routing import ModelRoute, without_provider_keys
 from pier.lifecycle.assets import setup_tar
 from pier.lifecycle.checking import check_stage, check_tools, record_eval, refuse_missing_check_tools
@@ -120,17 +120,42 @@ def _create(ctx: RunContext, spec: SandboxSpec, deadline: float) -> Sandbox:
 def agent_layer(ctx: RunContext, image: str) -> str:
     """The image with the run's agent CLI in it (built once per image and pin, then
     cached), or `image` itself when the agent installs nothing, layers are off
-    (PIER_AGENT_LAYERS=false) or the backend makes none: setup installs it then."""
+    (PIER_AGENT_LAYERS=false) or the backend makes none: setup installs it then.
+    A missing layer is built while the run waits only when its sandbox cannot
+    install (no open network); otherwise the sandbox installs, as fast as a build
+    would without its commit, and setup starts the build in the background."""
+    plan = ctx.require_plan()
     recipe = ctx.agent.layer() if ctx.agent is not None and ctx.settings.agent_layers else None
     if recipe is None:
         return image
-    layer = ctx.backend.ensure_layer(image, recipe, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
+    background = ctx.settings.agent_layer_background and plan.network and plan.network_allow is None
+    timeout = ctx.settings.agent_install_timeout_sec
+    layer = ctx.backend.ensure_layer(image, recipe, ctx.log, timeout=timeout, wait=not background)
     if layer is None:
+        return image
+    if not layer.ready:
+        ctx.layer_pending = (image, recipe)
+        ctx.log(f"agent layer: not built yet ({recipe.name} {recipe.version}, {layer.image}); "
+                "the sandbox installs the CLI")  # fmt: skip
         return image
     ctx.agent_layer = layer.image
     how = "cached" if layer.built_s is None else f"built in {layer.built_s:.1f} s"
     ctx.log(f"agent layer: {how} ({recipe.name} {recipe.version}, {layer.image})")
     return layer.image
+
+
+def _build_layer_after_install(ctx: RunContext, installed_s: float) -> None:
+    """The run's sandbox installed the CLI: build the layer for later runs, off this
+    run's path (once: a build under way already is left to finish)."""
+    assert ctx.layer_pending is not None
+    image, recipe = ctx.layer_pending
+    try:
+        started = ctx.backend.start_layer_build(image, recipe, ctx.settings.agent_install_timeout_sec)
+    except (SandboxError, OSError) as exc:  # the run has its CLI; a later run tries the build again
+        ctx.log(f"warning: agent layer: the background build did not start: {exc}")
+        return
+    how = "building in the background" if started else "another build of it is under way"
+    ctx.log(f"agent layer: {how}; installed in the sandbox in {installed_s:.1f} s")
 
 
 def _claim(ctx: RunContext, spec: SandboxSpec) -> Sandbox | None:
@@ -268,8 +293,11 @@ def setup(ctx: RunContext) -> None:
     _place(ctx, SANDBOX_DIRS, plan.assets, _launch_files(launch))
     _verify_tools(ctx)
     if launch is None:
+        began = time.monotonic()
         with metrics.agent_install.labels(plan.agent).time():
             agent.install(sandbox, ctx.log, timeout=ctx.settings.agent_install_timeout_sec)
+        if ctx.layer_pending is not None:
+            _build_layer_after_install(ctx, time.monotonic() - began)
         launch = _launch(ctx)
         _place(ctx, (), (), _launch_files(launch))
     if launch.summary:

@@ -105,6 +105,7 @@ class LayerRecipe:
 class Layer:
     image: str  # the derived image's ref
     built_s: float | None = None  # how long the build took; None: it was there already
+    ready: bool = True  # False: not built yet (ensure_layer with wait=False builds nothing)
 
 
 @dataclass(frozen=True)
@@ -322,12 +323,26 @@ class SandboxBackend(ABC):
         """Raise SandboxError saying how to start the engine if it does not answer
         (within `timeout` seconds when given: a health check must answer quickly)."""
 
-    def ensure_layer(self, image: str, recipe: LayerRecipe, log: LineSink, timeout: float) -> Layer | None:
+    def ensure_layer(
+        self, image: str, recipe: LayerRecipe, log: LineSink, timeout: float, wait: bool = True
+    ) -> Layer | None:
         """An image made once from `image` plus what recipe installs, reused while
         image, recipe and its script stay the same; concurrent callers build it
         once. None when this backend makes no layers (the agent installs in each
-        sandbox then). Raises ImageError when the build fails."""
+        sandbox then). Raises ImageError when the build fails. With wait=False a
+        missing layer is not built: the Layer returned is not ready (the caller
+        installs in its sandbox, then may start_layer_build)."""
         return None
+
+    def start_layer_build(self, image: str, recipe: LayerRecipe, timeout: float) -> bool:
+        """Build the layer off the caller's path (it may outlive the caller) and
+        return at once: True when this call started the build, False when the layer
+        exists, another build of it is under way, or this backend makes none."""
+        return False
+
+    def wait_for_layer_build(self, image: str, recipe: LayerRecipe, timeout: float) -> bool:
+        """Wait until no build of the layer is under way; whether it exists now."""
+        return False
 
     def list_layers(self) -> list[LayerInfo]:
         """Every agent layer on the engine (none for a backend without layers)."""

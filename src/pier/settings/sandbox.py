@@ -93,6 +93,11 @@ class SandboxSettings(BaseModel):
     agent_layers: bool = Field(
         True, description="build each agent CLI once per image into a cached layer (false: install per run)"
     )
+    agent_layer_background: bool = Field(
+        True,
+        description="a run that finds no layer installs in its sandbox and the layer is built in the "
+        "background after (false: the run waits for the build); runs without open network always wait",
+    )
     cleanup_timeout_sec: int = Field(60, description="deleting a sandbox, at most")
     sweep_grace_sec: int = Field(300, description="a sandbox past its run's deadline by this much is swept")
     sweep_interval_sec: float = Field(300, gt=0, description="how often the server sweeps sandboxes")

@@ -167,22 +167,39 @@ class DockerBackend(SandboxBackend):
         self._sources[ref] = source
         return ref
 
-    def ensure_layer(self, image: str, recipe: LayerRecipe, log: LineSink, timeout: float) -> Layer:
+    def ensure_layer(
+        self, image: str, recipe: LayerRecipe, log: LineSink, timeout: float, wait: bool = True
+    ) -> Layer:
         """As the contract says; a layer found in the last IMAGE_CACHE_SEC is not
         looked up again. Marks the layer used (for `pier sweep --images`)."""
         key = (image, recipe)
         known = self._layer_ready.get(key)
         if known is not None and time.monotonic() - known[1] < IMAGE_CACHE_SEC:
             layer = Layer(known[0])
+        elif not wait:
+            with docker_errors(f"looking up the {recipe.name} layer on {image}", self._url):
+                layer = layers.find_layer(self.api, image, recipe, self._ca_bytes)
+            if not layer.ready:
+                return layer
         else:
             with docker_errors(f"preparing the {recipe.name} layer on {image}", self._url):
                 layer = layers.ensure_layer(
                     self.api, image, recipe, self._ca_bytes, self._settings.layers_dir, log, timeout
                 )
-            self._layer_ready[key] = (layer.image, time.monotonic())
-            self._layers[layer.image] = (image, recipe)
+        self._layer_ready[key] = (layer.image, time.monotonic())
+        self._layers[layer.image] = (image, recipe)
         layers.mark_used(self._settings.layers_dir, layer.image)
         return layer
+
+    def start_layer_build(self, image: str, recipe: LayerRecipe, timeout: float) -> bool:
+        with docker_errors(f"starting the build of the {recipe.name} layer on {image}", self._url):
+            return layers.start_build(self.api, image, recipe, self._ca_bytes, self._settings.layers_dir,
+                                      self._settings.docker_host, timeout)  # fmt: skip
+
+    def wait_for_layer_build(self, image: str, recipe: LayerRecipe, timeout: float) -> bool:
+        with docker_errors(f"waiting for the build of the {recipe.name} layer on {image}", self._url):
+            return layers.wait_for_build(self.api, image, recipe, self._ca_bytes, self._settings.layers_dir,
+                                         timeout)  # fmt: skip
 
     def list_layers(self) -> list[LayerInfo]:
         with docker_errors("listing agent layers", self._url):

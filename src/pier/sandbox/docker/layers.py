@@ -10,11 +10,15 @@ mtime of a file named after it (Docker keeps no such time), for pruning by age."
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -105,28 +109,112 @@ def ensure_layer(
         if image_exists(api, tag):  # another run built it while this one waited
             return Layer(tag)
         began = time.monotonic()
-        labels = {
-            LABEL_LAYER: recipe.name,
-            LABEL_LAYER_VERSION: recipe.version,
-            LABEL_LAYER_BASE: image,
-            LABEL_CREATED: str(int(time.time())),
-        }
-        dockerfile = layer_dockerfile(image_id, bool(ca_bytes), labels)
-        files = {"Dockerfile": dockerfile.encode(), SCRIPT_NAME: recipe.script.encode()}
-        if ca_bytes:
-            files[CA_CONTEXT_NAME] = ca_bytes
-        try:
-            # No build cache: a layer built again (pruned, or its tag removed) really
-            # installs, rather than re-tagging the steps of the build it replaces.
-            build_with_context(api, tag, files, {}, _install_lines(log), timeout, nocache=True)
-        except ImageError as exc:
-            what = recipe.title or f"{recipe.name} {recipe.version}"
-            raise ImageError(
-                f"installing {what} into an agent layer on {image} failed: {exc}\n"
-                "Check that the engine's builds reach the package registry, or use an image that has "
-                "the CLI at this version."
-            ) from exc
+        build_layer(api, image, image_id, tag, recipe, ca_bytes, log, timeout)
         return Layer(tag, built_s=time.monotonic() - began)
+
+
+def find_layer(api: docker.APIClient, image: str, recipe: LayerRecipe, ca_bytes: bytes | None) -> Layer:
+    """The layer of recipe on image: ready when it exists, else not (nothing built)."""
+    tag = layer_tag(str(api.inspect_image(image)["Id"]), recipe, ca_bytes)
+    return Layer(tag, ready=image_exists(api, tag))
+
+
+def build_layer(
+    api: docker.APIClient,
+    image: str,
+    image_id: str,
+    tag: str,
+    recipe: LayerRecipe,
+    ca_bytes: bytes | None,
+    log: LineSink,
+    timeout: float,
+) -> None:
+    """Build the layer tag (the caller holds its lock). Raises ImageError."""
+    labels = {
+        LABEL_LAYER: recipe.name,
+        LABEL_LAYER_VERSION: recipe.version,
+        LABEL_LAYER_BASE: image,
+        LABEL_CREATED: str(int(time.time())),
+    }
+    dockerfile = layer_dockerfile(image_id, bool(ca_bytes), labels)
+    files = {"Dockerfile": dockerfile.encode(), SCRIPT_NAME: recipe.script.encode()}
+    if ca_bytes:
+        files[CA_CONTEXT_NAME] = ca_bytes
+    try:
+        # No build cache: a layer built again (pruned, or its tag removed) really
+        # installs, rather than re-tagging the steps of the build it replaces.
+        build_with_context(api, tag, files, {}, _install_lines(log), timeout, nocache=True)
+    except ImageError as exc:
+        what = recipe.title or f"{recipe.name} {recipe.version}"
+        raise ImageError(
+            f"installing {what} into an agent layer on {image} failed: {exc}\n"
+            "Check that the engine's builds reach the package registry, or use an image that has "
+            "the CLI at this version."
+        ) from exc
+
+
+def start_build(
+    api: docker.APIClient,
+    image: str,
+    recipe: LayerRecipe,
+    ca_bytes: bytes | None,
+    lock_dir: Path,
+    docker_host: str | None,
+    timeout: float,
+) -> bool:
+    """Build the layer in a detached process (it outlives the caller, a one-shot
+    `pier run` as well as a server) and return at once: True when this call started
+    it; False when the layer exists or another build of it holds the lock. The
+    process is handed the lock this call took, so the lock is held from before this
+    returns until the build ends: wait_for_build waits on it, with no race."""
+    image_id = str(api.inspect_image(image)["Id"])
+    tag = layer_tag(image_id, recipe, ca_bytes)
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / f"{_file_name(tag)}.lock", "a") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # another process (or a thread of this one) is building it
+        if image_exists(api, tag):
+            return False  # built since it was looked up (the lock goes with the file's close)
+        job = {
+            "image": image,
+            "image_id": image_id,
+            "tag": tag,
+            "recipe": dataclasses.asdict(recipe),
+            "ca": base64.b64encode(ca_bytes).decode() if ca_bytes else None,
+            "docker_host": docker_host,
+            "timeout": timeout,
+            "lock_fd": handle.fileno(),
+        }
+        job_path = lock_dir / f"{_file_name(tag)}.job.json"
+        job_path.write_text(json.dumps(job))
+        with open(build_log_path(lock_dir, tag), "w") as out:
+            subprocess.Popen(
+                [sys.executable, "-m", "pier.sandbox.docker.layer_build", str(job_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                pass_fds=(handle.fileno(),),
+                start_new_session=True,  # not stopped with the caller's terminal or process group
+            )
+    return True
+
+
+def build_log_path(lock_dir: Path, tag: str) -> Path:
+    """Where a background build of tag writes its output (the last one's stays)."""
+    return lock_dir / f"{_file_name(tag)}.build.log"
+
+
+def wait_for_build(api: docker.APIClient, image: str, recipe: LayerRecipe, ca_bytes: bytes | None,
+                   lock_dir: Path, timeout: float) -> bool:  # fmt: skip
+    """Wait until no build of the layer holds its lock; whether the layer exists."""
+    tag = layer_tag(str(api.inspect_image(image)["Id"]), recipe, ca_bytes)
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / f"{_file_name(tag)}.lock", "a") as handle:
+        _flock(handle.fileno(), tag, timeout)
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    return image_exists(api, tag)
 
 
 @contextlib.contextmanager
