@@ -7,7 +7,7 @@ runs per second (N / time until the last one ended) and the ready latency of
 each run (from the burst's start to its record's `ended`: results stored) as
 p50/p95. Then the same N jobs by raw docker (`docker run -d`, `docker exec`,
 `docker cp` of the results, `docker rm -f`), S at a time, timed the same way.
-Goal: pier's runs/s at least 0.9x raw (issue 25). Needs a Docker engine and the image.
+Goal: pier's runs/s at least 0.9x raw. Needs a Docker engine and the image.
 
     uv run python bench/burst.py [--runs 100] [--slots 8] [--image pier-base:bookworm] [--pool 0]
 """
