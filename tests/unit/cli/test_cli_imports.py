@@ -71,6 +71,8 @@ def loaded_by_command(argv: tuple[str, ...], home) -> tuple[set[str], set[str]]:
         "print(json.dumps(sorted(sys.modules)), file=sys.__stderr__)"
     )
     env = {**os.environ, "PIER_HOME": str(home), "PIER_SANDBOX_BACKEND": "docker"}
+    for name in ("TTY_COMPATIBLE", "FORCE_COLOR"):  # would make rich take the pipe for a terminal
+        env.pop(name, None)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
                           cwd=ROOT)  # fmt: skip
     modules = json.loads(done.stderr.strip().splitlines()[-1])
@@ -98,3 +100,20 @@ def test_the_command_probe_sees_the_run_path(tmp_path):
     """The check above can fail: `pier run` loads the runner (it exits at its bad input)."""
     _, modules = loaded_by_command(("run", str(tmp_path / "missing")), tmp_path)
     assert "pier.lifecycle.runner" in modules
+
+
+# What each read-only command must not load besides (its output piped, as here):
+# rich when it prints only plain lines, the process table (psutil) and the
+# sandbox package when no run is unfinished (the orphan check has nothing to judge).
+NOT_LOADED = {
+    ("runs",): {"rich", "psutil", "pier.sandbox", "pier.lifecycle.outcomes", "pier.lifecycle.scratch"},
+    ("logs", "0123456789abcdef"): {"psutil", "pier.sandbox", "pier.lifecycle.outcomes"},
+    ("routine", "list"): {"rich", "psutil", "pier.sandbox", "pier.lifecycle.orphans"},
+}
+
+
+@pytest.mark.parametrize("argv", sorted(NOT_LOADED), ids=" ".join)
+def test_a_read_command_loads_nothing_it_does_not_use(argv, home):
+    libraries, modules = loaded_by_command(argv, home)
+    loaded = libraries | modules
+    assert not {name for name in NOT_LOADED[argv] if name in loaded}, argv
