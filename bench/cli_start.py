@@ -10,8 +10,10 @@ timing (only a first call ever migrates).
 
 With --compare PATH (another checkout's `pier`, e.g. the main branch's venv), each
 command is timed with both, one call after the other, so the two see the same load.
+With --instructions, each command's instruction count (valgrind's cachegrind,
+which a loaded machine does not change) is printed instead, against `python -c pass`'s.
 
-    uv run python bench/cli_start.py [--runs 7] [--compare ../main/.venv/bin/pier]
+    uv run python bench/cli_start.py [--runs 7] [--compare ../main/.venv/bin/pier] [--instructions]
 """
 
 from __future__ import annotations
@@ -72,6 +74,29 @@ def medians(samples: list[tuple[float, float]]) -> tuple[float, float]:
     return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
 
 
+def instructions(cmd: list[str], env: dict[str, str]) -> int:
+    """The instructions `cmd` executes (valgrind --tool=cachegrind, no cache simulation)."""
+    done = subprocess.run(
+        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", *cmd],
+        env=env, cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    match = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if match is None:
+        raise SystemExit(f"no instruction count from valgrind for {' '.join(cmd)}: {done.stderr[-500:]}")
+    return int(match.group(1).replace(",", ""))
+
+
+def print_instructions(piers: dict[str, str], env: dict[str, str]) -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind")
+    base = instructions([sys.executable, "-c", "pass"], env)
+    print(f"python -c pass (baseline): {base / 1e9:.3f} G instructions")
+    for name, argv, _goal, _codes in COMMANDS:
+        for which, binary in piers.items():
+            count = instructions([binary, *argv], env)
+            print(f"{name:30s} {which:9s} {count / 1e9:.3f} G instructions {count / base:5.1f}x")
+
+
 def top_imports(env: dict[str, str], count: int = 8) -> list[tuple[int, str]]:
     code = "import sys; sys.argv = ['pier', 'runs']\nfrom pier.cli import app\ntry:\n    app()\nexcept SystemExit:\n    pass"
     done = subprocess.run(
@@ -89,6 +114,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--compare", help="another `pier` to time beside this one (e.g. main's)")
+    parser.add_argument("--instructions", action="store_true", help="count instructions (valgrind) instead")
     args = parser.parse_args()
 
     pier = shutil.which("pier", path=str(Path(sys.executable).parent))
@@ -101,6 +127,9 @@ def main() -> None:
         env = {**os.environ, "PIER_HOME": home}
         for binary in piers.values():  # migrate once, outside the timing
             subprocess.run([binary, "runs"], env=env, cwd=ROOT, capture_output=True, check=True)
+        if args.instructions:
+            print_instructions(piers, env)
+            return
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         baseline = median_seconds([sys.executable, "-c", "pass"], args.runs, env)
         samples: dict[tuple[str, str], list[tuple[float, float]]] = {}

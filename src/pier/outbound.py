@@ -24,8 +24,6 @@ import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-import psutil
-
 from pier.errors import InputError
 
 SETTING = "PIER_OUTBOUND_ALLOW"
@@ -115,6 +113,8 @@ def system_resolver(host: str, port: int) -> list[str]:
 def local_networks() -> tuple[set[IP], set[Network]]:
     """This machine's own addresses and the networks its interfaces are on (the
     Docker bridges among them), read from the interfaces now."""
+    import psutil  # here: every pier command reads the settings, which import this module
+
     addresses: set[IP] = set()
     networks: set[Network] = set()
     for entries in psutil.net_if_addrs().values():

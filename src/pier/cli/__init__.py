@@ -10,7 +10,11 @@ progress, `pier run --remote`, the runbook linter); no command imports another
 
 from __future__ import annotations
 
+import copy
 import os
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 import typer
 
@@ -54,7 +58,42 @@ def _no_type_for_flags() -> None:
 
 
 _no_type_for_flags()
-app = typer.Typer(
+
+
+class CommandTree(typer.Typer):
+    """A Typer that, called with a command's name (`pier runs ...`), builds
+    only that command under its groups: typer reads every command function's
+    signature to build a click command, and for a command that only reads that
+    was a good part of its start-up. Everything else (no command, an unknown
+    or misspelt one, a shell's completion) sees the whole tree."""
+
+    def __call__(self, args: Sequence[str] | None = None, **kwargs: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        completing = any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ)
+        tree = self if completing else _only_path(self, argv)
+        return typer.Typer.__call__(tree, argv if args is not None else None, **kwargs)
+
+
+def _only_path(typer_app: typer.Typer, argv: list[str]) -> typer.Typer:
+    """typer_app with only the command or group argv[0] names (and in that group,
+    only what argv[1] names, and so on); typer_app itself when argv[0] is none."""
+    if not argv:
+        return typer_app
+    commands = [c for c in typer_app.registered_commands if c.name == argv[0]]
+    groups = [g for g in typer_app.registered_groups if g.name == argv[0]]
+    if len(commands) + len(groups) != 1:
+        return typer_app
+    pruned = copy.copy(typer_app)
+    pruned.registered_commands = commands
+    pruned.registered_groups = groups
+    if groups and groups[0].typer_instance is not None:
+        group = copy.copy(groups[0])
+        group.typer_instance = _only_path(groups[0].typer_instance, argv[1:])
+        pruned.registered_groups = [group]
+    return pruned
+
+
+app = CommandTree(
     help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True, rich_markup_mode=None
 )
 

@@ -35,6 +35,31 @@ class LazyConsole:
             self._console = make_console(self._stderr)
         return getattr(self._console, name)
 
+    @property
+    def is_terminal(self) -> bool:
+        """rich's answer; a pipe is told apart without loading rich (a list piped
+        to grep prints plain lines and never needs it)."""
+        if self._console is None and plainly_no_terminal(sys.stderr if self._stderr else sys.stdout):
+            return False
+        return bool(self.__getattr__("is_terminal"))
+
+
+def plainly_no_terminal(stream: IO[str]) -> bool:
+    """True where rich's Console.is_terminal is sure to be False for `stream`:
+    TTY_COMPATIBLE=0, an empty FORCE_COLOR, or, without either variable, a
+    stream that is no TTY. False only means: ask rich (a TTY may still be
+    Jupyter's or IDLE's, which rich counts as none)."""
+    tty_compatible = os.environ.get("TTY_COMPATIBLE", "")
+    if tty_compatible in ("0", "1"):
+        return tty_compatible == "0"
+    force_color = os.environ.get("FORCE_COLOR")
+    if force_color is not None:
+        return force_color == ""
+    try:
+        return not stream.isatty()
+    except (AttributeError, ValueError):  # rich: no isatty, or a closed file, is no terminal
+        return True
+
 
 # What an agent prints must not steer the terminal that shows it: escape sequences
 # (CSI colours and cursor moves, OSC 8 hyperlinks, OSC 52 clipboard writes), a
@@ -130,6 +155,19 @@ def refusals() -> Iterator[None]:
         raise fail(str(exc), code=1) from None
 
 
+def say(text: str) -> None:
+    """A plain message on stderr, as `err.print(text, highlight=False)` shows it.
+    Text without markup or emoji codes goes to a stream that is no terminal as
+    it is (what rich would write), without loading rich."""
+    if "[" in text or ":" in text or not plainly_no_terminal(sys.stderr):
+        err.print(text, highlight=False)
+        return
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except BrokenPipeError:
+        silence(sys.stderr)
+
+
 def show_list(
     columns: tuple[str, ...], rows: list[list[str]], as_json: bool, items: list[Any], empty: str = ""
 ) -> None:
@@ -143,7 +181,7 @@ def show_list(
                 return
         return
     if not rows and empty:
-        err.print(empty, highlight=False)
+        say(empty)
         return
     if not out.is_terminal:
         for row in [list(columns), *rows]:

@@ -8,7 +8,6 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Self
 
 from sqlalchemy import Engine, text
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from pier.db.engine import SQLITE_BEGIN, advisory_key
@@ -65,7 +64,11 @@ class StoreBase:
     def _insert(self, model: Any) -> Any:
         """INSERT with ON CONFLICT support for the engine's dialect."""
         if self.dialect == "postgresql":
+            from sqlalchemy.dialects import postgresql  # loaded only on PostgreSQL
+
             return postgresql.insert(model)
+        from sqlalchemy.dialects import sqlite
+
         return sqlite.insert(model)
 
     def _lock(self, session: Session, name: str) -> None:

@@ -6,11 +6,26 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, DateTime, Dialect, Integer
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
-# JSONB on PostgreSQL so later issues can index or query inside records.
-JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+class JSONB(TypeDecorator[Any]):
+    """JSON, as JSONB on PostgreSQL so later issues can index or query inside
+    records. The PostgreSQL dialect is loaded only on PostgreSQL: a store on
+    SQLite (every `pier` command's by default) never pays for it."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB as PostgresJSONB
+
+            return dialect.type_descriptor(PostgresJSONB())
+        return dialect.type_descriptor(JSON())
+
+
+JSONType = JSONB()
 
 # SQLite only autoincrements a column declared exactly INTEGER PRIMARY KEY.
 BigIntPK = BigInteger().with_variant(Integer(), "sqlite")

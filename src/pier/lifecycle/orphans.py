@@ -13,14 +13,19 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from pier.db import Store
-from pier.lifecycle.outcomes import SERVER_STOPPED, end_record
-from pier.lifecycle.scratch import scratch_dir
 from pier.record import RunStatus, Trajectory
-from pier.sandbox.base import LABEL_RUN, SandboxBackend
-from pier.sandbox.sweeper import owner_alive
-from pier.settings import Settings
+
+if TYPE_CHECKING:
+    from pier.db import Store
+    from pier.sandbox.base import SandboxBackend
+    from pier.settings import Settings
+
+# Every command that looks at runs calls end_orphaned_runs first (`pier runs`,
+# `pier logs`), and there is mostly no unfinished run to judge: what judging and
+# ending one takes (the process table, the sandbox labels, the run's outcome and
+# scratch folder) is imported only when there is one.
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +37,14 @@ def owner_gone(record: Trajectory) -> bool:
     """The run's owner is known to have ended (a zombie counts as ended). A run
     without an owner (accepted by the server, not started yet) or owned on
     another host is not judged here."""
+    from pier.sandbox.sweeper import owner_alive
+
     return record.owner is not None and owner_alive(record.owner) is False
 
 
 def orphan_message(store: Store, record: Trajectory) -> str:
+    from pier.lifecycle.outcomes import SERVER_STOPPED
+
     if store.run_request(record.trajectory_id) is not None:  # the API accepted it: a server ran it
         return SERVER_STOPPED
     pid = (record.owner or "").rsplit(":", 2)[-2:-1] or ["?"]
@@ -65,6 +74,9 @@ def end_orphaned_runs(
 
 
 def end_orphan(store: Store, settings: Settings, record: Trajectory) -> Trajectory:
+    from pier.lifecycle.outcomes import end_record
+    from pier.lifecycle.scratch import scratch_dir
+
     message = orphan_message(store, record)
     record = end_record(record, RunStatus.failed, message)
     store.save_run(record)
@@ -77,6 +89,8 @@ def end_orphan(store: Store, settings: Settings, record: Trajectory) -> Trajecto
 def remove_sandboxes(backend: Callable[[], SandboxBackend], trajectory_ids: set[str]) -> int:
     """Remove the sandboxes of these runs; the number removed. Never raises: with
     no engine now, the next sweep removes them (their runs have ended)."""
+    from pier.sandbox.base import LABEL_RUN
+
     try:
         engine = backend()
         doomed = [s.id for s in engine.list_sandboxes() if s.labels.get(LABEL_RUN) in trajectory_ids]

@@ -65,16 +65,23 @@ READ_ONLY = {
 
 def loaded_by_command(argv: tuple[str, ...], home) -> tuple[set[str], set[str]]:
     """(top-level libraries, pier modules) a fresh `pier ARGV` loaded, whatever it exited."""
+    modules = modules_loaded_by(argv, home)
+    return {m.split(".")[0] for m in modules}, {m for m in modules if m.startswith("pier.")}
+
+
+def modules_loaded_by(argv: tuple[str, ...], home) -> set[str]:
+    """Every module a fresh `pier ARGV` loaded, whatever it exited."""
     code = (
         "import sys, json\nfrom pier.cli import app\n"
         f"try:\n    app({list(argv)!r}, prog_name='pier')\nexcept SystemExit:\n    pass\n"
         "print(json.dumps(sorted(sys.modules)), file=sys.__stderr__)"
     )
     env = {**os.environ, "PIER_HOME": str(home), "PIER_SANDBOX_BACKEND": "docker"}
+    for name in ("TTY_COMPATIBLE", "FORCE_COLOR"):  # would make rich take the pipe for a terminal
+        env.pop(name, None)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
                           cwd=ROOT)  # fmt: skip
-    modules = json.loads(done.stderr.strip().splitlines()[-1])
-    return {m.split(".")[0] for m in modules}, {m for m in modules if m.startswith("pier.")}
+    return set(json.loads(done.stderr.strip().splitlines()[-1]))
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +105,23 @@ def test_the_command_probe_sees_the_run_path(tmp_path):
     """The check above can fail: `pier run` loads the runner (it exits at its bad input)."""
     _, modules = loaded_by_command(("run", str(tmp_path / "missing")), tmp_path)
     assert "pier.lifecycle.runner" in modules
+
+
+# What each read-only command must not load besides (its output piped, as here):
+# rich when it prints only plain lines, the process table (psutil) and the
+# sandbox package when no run is unfinished (the orphan check has nothing to judge),
+# the PostgreSQL dialect on a SQLite store.
+ON_SQLITE = {"sqlalchemy.dialects.postgresql"}
+NOT_LOADED = {
+    ("runs",): {"rich", "psutil", "pier.sandbox", "pier.lifecycle.outcomes", "pier.lifecycle.scratch"}
+    | ON_SQLITE,
+    ("logs", "0123456789abcdef"): {"psutil", "pier.sandbox", "pier.lifecycle.outcomes"} | ON_SQLITE,
+    ("routine", "list"): {"rich", "psutil", "pier.sandbox", "pier.lifecycle.orphans"} | ON_SQLITE,
+}
+
+
+@pytest.mark.parametrize("argv", sorted(NOT_LOADED), ids=" ".join)
+def test_a_read_command_loads_nothing_it_does_not_use(argv, home):
+    modules = modules_loaded_by(argv, home)
+    loaded = modules | {m.split(".")[0] for m in modules}
+    assert NOT_LOADED[argv] & loaded == set(), argv
