@@ -21,7 +21,7 @@ agent: script
 snapshot: ""
 ---
 ```bash
-for i in 1 2 3 4 5; do echo "tick $i"; sleep 0.5; done
+for i in 1 2 3 4 5; do echo "tick $i"; sleep 1.5; done  # running for 7 s: seen by a `pier runs` poll under load
 echo done > {{results_dir}}/out.txt
 ```
 """
