@@ -56,7 +56,9 @@ def burst_api(args: argparse.Namespace, home: Path) -> tuple[float, list[float]]
     return args.runs / max(latencies), latencies
 
 
-def wait_all(url: str, token: str, ids: list[str], began: float, timeout: float, task: str = "burst") -> list[datetime]:
+def wait_all(
+    url: str, token: str, ids: list[str], began: float, timeout: float, task: str = "burst"
+) -> list[datetime]:
     """Each run's `ended`, once every run has one (polled once a second)."""
     ended: dict[str, datetime] = {}
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:

@@ -45,6 +45,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -63,7 +64,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def measure(server: Server, image: str, fleet: Fleet, runs: int) -> dict[str, float]:
+def measure(server: Server, image: str, fleet: Fleet, runs: int) -> dict[str, Any]:
     collection = make_collection(server, image, prefix="bench")
     collection.put_task("t", "mkdir -p /app/results && echo ok > /app/results/out.txt")
     began = time.monotonic()
@@ -81,7 +82,7 @@ def measure(server: Server, image: str, fleet: Fleet, runs: int) -> dict[str, fl
     bad = [r.error for r in records if r.status.value != "completed"]
     waits = [(r.started - r.created).total_seconds() for r in records if r.started]
     return {"runs/s": runs / wall, "wall": wall, "p50": percentile(waits, 0.5), "p95": percentile(waits, 0.95),
-            "failed": len(bad)}  # fmt: skip
+            "failed": len(bad), "ids": ids}  # fmt: skip
 
 
 def throughput(args: argparse.Namespace, pg: str, address: str) -> None:
@@ -112,6 +113,86 @@ def throughput(args: argparse.Namespace, pg: str, address: str) -> None:
     overhead = (one["wall"] - base["wall"]) / args.runs
     print(f"orchestration overhead per run, Temporal (1 worker) vs in-process, same slots: {overhead * 1000:+.0f} ms"
           f" (ratio {one['wall'] / base['wall']:.2f}x)")  # fmt: skip
+
+
+def history_steps(address: str, ids: list[str], keep: Path | None = None) -> dict[str, list[float]]:
+    """Each run's workflow history, cut into steps (seconds between events):
+    a workflow task's wait for a poller (scheduled -> started) and its
+    processing (started -> completed), an activity's wait (scheduled ->
+    started) and its run, and the hops the slot waits on (an activity's end
+    to the next one's start). `keep`: write the histories there (JSON)."""
+    import asyncio
+
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import Client
+
+    steps: dict[str, list[float]] = {}
+
+    def add(name: str, seconds: float) -> None:
+        steps.setdefault(name, []).append(seconds)
+
+    async def collect() -> None:
+        client = await Client.connect(address)
+        for tid in ids:
+            history = await client.get_workflow_handle(tid).fetch_history()
+            if keep is not None:
+                (keep / f"{tid}.json").write_text(history.to_json())
+            at: dict[int, float] = {}
+            names: dict[int, str] = {}
+            wft, last_end = 0, None
+            for event in history.events:
+                t = event.event_time.ToDatetime().timestamp()
+                at[event.event_id] = t
+                kind = event.event_type
+                if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+                    start = t
+                elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+                    wft += 1
+                elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                    a = event.workflow_task_started_event_attributes
+                    add(f"wft{wft} wait (scheduled->started)", t - at[a.scheduled_event_id])
+                elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                    a = event.workflow_task_completed_event_attributes
+                    add(f"wft{wft} processing (started->completed)", t - at[a.started_event_id])
+                elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    names[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+                elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                    a = event.activity_task_started_event_attributes
+                    name = names[a.scheduled_event_id]
+                    add(f"{name} wait (scheduled->started)", t - at[a.scheduled_event_id])
+                    if last_end is not None:
+                        add(f"hop: previous activity's end -> {name} started", t - last_end)
+                elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                    a = event.activity_task_completed_event_attributes
+                    add(f"{names[a.scheduled_event_id]} run (started->completed)", t - at[a.started_event_id])
+                    last_end = t
+                elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+                    add("hop: last activity's end -> workflow completed", t - (last_end or start))
+                    add("workflow, start -> completed", t - start)
+
+    asyncio.run(collect())
+    return steps
+
+
+def breakdown(args: argparse.Namespace, pg: str, address: str) -> None:
+    """One worker's runs, each cut into steps from its workflow history."""
+    backend = {"PIER_SANDBOX_BACKEND": FAKE_BACKEND}
+    with scratch_fleet(pg, address, backend) as fleet:
+        fleet.settings["PIER_WORKER_SLOTS"] = str(args.slots)
+        server = fleet.server()
+        fleet.worker("bench1")
+        got = measure(server, "pier-fake:latest", fleet, args.runs)
+    keep = Path(args.keep_histories) if args.keep_histories else None
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    steps = history_steps(address, got["ids"], keep)
+    print(f"{args.runs} runs, 1 worker x {args.slots} slots, fake backend: {got['wall']:.1f} s; "
+          f"each step's p50 / p95 / mean over the runs, ms")  # fmt: skip
+    for name, values in steps.items():
+        ms = [v * 1000 for v in values]
+        print(
+            f"{name:<52} {percentile(ms, 0.5):>7.0f} {percentile(ms, 0.95):>7.0f} {sum(ms) / len(ms):>7.0f}"
+        )
 
 
 @contextmanager
@@ -273,8 +354,9 @@ def latency(args: argparse.Namespace, pg: str, address: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--part", choices=["all", "throughput", "latency"], default="latency",
-        help="latency: about a minute (the default); throughput and all: a few minutes",
+        "--part", choices=["all", "throughput", "latency", "breakdown"], default="latency",
+        help="latency: about a minute (the default); throughput and all: a few minutes; breakdown: "
+        "one worker's runs cut into steps from their workflow histories",
     )  # fmt: skip
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--backend", choices=["fake", "docker"], default="fake")
@@ -285,6 +367,9 @@ def main() -> None:
     parser.add_argument("--line-gap", type=float, default=0.01, help="seconds between the agent's lines")
     parser.add_argument("--backlog", action="store_true", help="the backlog figures only (a few minutes)")
     parser.add_argument("--backlog-runs", type=int, default=200)
+    parser.add_argument(
+        "--keep-histories", help="--part breakdown: write the histories (JSON) in this folder"
+    )
     args = parser.parse_args()
     pg, address = os.environ.get("PIER_TEST_POSTGRES_URL"), os.environ.get("PIER_TEST_TEMPORAL_ADDRESS")
     if not pg or not address:
@@ -293,6 +378,9 @@ def main() -> None:
         )
     if args.backlog:
         backlog(args, pg, address)
+        return
+    if args.part == "breakdown":
+        breakdown(args, pg, address)
         return
     if args.part in ("all", "throughput"):
         throughput(args, pg, address)
