@@ -52,7 +52,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.api_server import Server, make_collection
-from tests.support.fleet import FAKE_BACKEND, Fleet, Follower
+from tests.support.fleet import FAKE_BACKEND, Fleet, Follower, Worker
 
 from pier.db.engine import conninfo, scratch_schema
 
@@ -85,6 +85,20 @@ def measure(server: Server, image: str, fleet: Fleet, runs: int) -> dict[str, An
             "failed": len(bad), "ids": ids}  # fmt: skip
 
 
+def polling(workers: list[Worker], timeout: float = 120) -> None:
+    """Wait until each worker has started (it logs its queue as it starts
+    polling): the in-process server is up before its runs are sent, and so
+    are the workers; a worker's start-up is not the orchestration's cost."""
+    deadline = time.monotonic() + timeout
+    for worker in workers:
+        while "slot(s), queue" not in (
+            worker.log_path.read_text(errors="replace") if worker.log_path.exists() else ""
+        ):
+            if time.monotonic() > deadline or worker.proc.poll() is not None:
+                sys.exit(f"worker {worker.identity} did not start: {worker.log_tail()}")
+            time.sleep(0.1)
+
+
 def throughput(args: argparse.Namespace, pg: str, address: str) -> None:
     image = (
         "pier-fake:latest"
@@ -103,8 +117,8 @@ def throughput(args: argparse.Namespace, pg: str, address: str) -> None:
                 name = "in-process"
             else:
                 server = fleet.server()
-                for n in range(workers):
-                    fleet.worker(f"bench{n + 1}")
+                started = [fleet.worker(f"bench{n + 1}") for n in range(workers)]
+                polling(started)
                 name = f"temporal, {workers} worker(s)"
             got = results[name] = measure(server, image, fleet, args.runs)
             print(f"{name:<22} {got['runs/s']:>7.2f} {got['wall']:>7.1f} {got['p50']:>9.2f} {got['p95']:>9.2f} "
@@ -180,7 +194,7 @@ def breakdown(args: argparse.Namespace, pg: str, address: str) -> None:
     with scratch_fleet(pg, address, backend) as fleet:
         fleet.settings["PIER_WORKER_SLOTS"] = str(args.slots)
         server = fleet.server()
-        fleet.worker("bench1")
+        polling([fleet.worker("bench1")])
         got = measure(server, "pier-fake:latest", fleet, args.runs)
     keep = Path(args.keep_histories) if args.keep_histories else None
     if keep is not None:
