@@ -24,6 +24,14 @@ Docker engine and the base image. Keep sizes small on a shared machine.
 The default part, latency, takes about a minute; `--part all`
 prints every figure in one run (a few minutes).
 
+Breakdown (`--part breakdown`): one worker's runs, each cut into steps from
+its workflow history (a workflow task's wait for a poller and its
+processing, an activity's dispatch and its run, the hops a slot waits on),
+p50 / p95 / mean; `--keep-histories DIR` writes the histories as JSON (the
+replay test's histories were recorded so).
+
+    uv run python bench/fleet.py --part breakdown [--runs 20] [--keep-histories DIR]
+
 Backlog (`--backlog`): --backlog-runs runs (200) queued, then 2 workers x
 --slots slots started: runs/s from the workers' start and slot utilisation
 (the share of the slots running a run, sampled from the database every 0.1 s
