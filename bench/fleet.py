@@ -24,6 +24,14 @@ Docker engine and the base image. Keep sizes small on a shared machine.
 The default part, latency, takes about a minute; `--part all`
 prints every figure in one run (a few minutes).
 
+Breakdown (`--part breakdown`): one worker's runs, each cut into steps from
+its workflow history (a workflow task's wait for a poller and its
+processing, an activity's dispatch and its run, the hops a slot waits on),
+p50 / p95 / mean; `--keep-histories DIR` writes the histories as JSON (the
+replay test's histories were recorded so).
+
+    uv run python bench/fleet.py --part breakdown [--runs 20] [--keep-histories DIR]
+
 Backlog (`--backlog`): --backlog-runs runs (200) queued, then 2 workers x
 --slots slots started: runs/s from the workers' start and slot utilisation
 (the share of the slots running a run, sampled from the database every 0.1 s
@@ -45,13 +53,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.api_server import Server, make_collection
-from tests.support.fleet import FAKE_BACKEND, Fleet, Follower
+from tests.support.fleet import FAKE_BACKEND, Fleet, Follower, Worker
 
 from pier.db.engine import conninfo, scratch_schema
 
@@ -63,7 +72,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def measure(server: Server, image: str, fleet: Fleet, runs: int) -> dict[str, float]:
+def measure(server: Server, image: str, fleet: Fleet, runs: int) -> dict[str, Any]:
     collection = make_collection(server, image, prefix="bench")
     collection.put_task("t", "mkdir -p /app/results && echo ok > /app/results/out.txt")
     began = time.monotonic()
@@ -81,7 +90,21 @@ def measure(server: Server, image: str, fleet: Fleet, runs: int) -> dict[str, fl
     bad = [r.error for r in records if r.status.value != "completed"]
     waits = [(r.started - r.created).total_seconds() for r in records if r.started]
     return {"runs/s": runs / wall, "wall": wall, "p50": percentile(waits, 0.5), "p95": percentile(waits, 0.95),
-            "failed": len(bad)}  # fmt: skip
+            "failed": len(bad), "ids": ids}  # fmt: skip
+
+
+def polling(workers: list[Worker], timeout: float = 120) -> None:
+    """Wait until each worker has started (it logs its queue as it starts
+    polling): the in-process server is up before its runs are sent, and so
+    are the workers; a worker's start-up is not the orchestration's cost."""
+    deadline = time.monotonic() + timeout
+    for worker in workers:
+        while "slot(s), queue" not in (
+            worker.log_path.read_text(errors="replace") if worker.log_path.exists() else ""
+        ):
+            if time.monotonic() > deadline or worker.proc.poll() is not None:
+                sys.exit(f"worker {worker.identity} did not start: {worker.log_tail()}")
+            time.sleep(0.1)
 
 
 def throughput(args: argparse.Namespace, pg: str, address: str) -> None:
@@ -102,8 +125,8 @@ def throughput(args: argparse.Namespace, pg: str, address: str) -> None:
                 name = "in-process"
             else:
                 server = fleet.server()
-                for n in range(workers):
-                    fleet.worker(f"bench{n + 1}")
+                started = [fleet.worker(f"bench{n + 1}") for n in range(workers)]
+                polling(started)
                 name = f"temporal, {workers} worker(s)"
             got = results[name] = measure(server, image, fleet, args.runs)
             print(f"{name:<22} {got['runs/s']:>7.2f} {got['wall']:>7.1f} {got['p50']:>9.2f} {got['p95']:>9.2f} "
@@ -112,6 +135,86 @@ def throughput(args: argparse.Namespace, pg: str, address: str) -> None:
     overhead = (one["wall"] - base["wall"]) / args.runs
     print(f"orchestration overhead per run, Temporal (1 worker) vs in-process, same slots: {overhead * 1000:+.0f} ms"
           f" (ratio {one['wall'] / base['wall']:.2f}x)")  # fmt: skip
+
+
+def history_steps(address: str, ids: list[str], keep: Path | None = None) -> dict[str, list[float]]:
+    """Each run's workflow history, cut into steps (seconds between events):
+    a workflow task's wait for a poller (scheduled -> started) and its
+    processing (started -> completed), an activity's wait (scheduled ->
+    started) and its run, and the hops the slot waits on (an activity's end
+    to the next one's start). `keep`: write the histories there (JSON)."""
+    import asyncio
+
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import Client
+
+    steps: dict[str, list[float]] = {}
+
+    def add(name: str, seconds: float) -> None:
+        steps.setdefault(name, []).append(seconds)
+
+    async def collect() -> None:
+        client = await Client.connect(address)
+        for tid in ids:
+            history = await client.get_workflow_handle(tid).fetch_history()
+            if keep is not None:
+                (keep / f"{tid}.json").write_text(history.to_json())
+            at: dict[int, float] = {}
+            names: dict[int, str] = {}
+            wft, last_end = 0, None
+            for event in history.events:
+                t = event.event_time.ToDatetime().timestamp()
+                at[event.event_id] = t
+                kind = event.event_type
+                if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+                    start = t
+                elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+                    wft += 1
+                elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                    a = event.workflow_task_started_event_attributes
+                    add(f"wft{wft} wait (scheduled->started)", t - at[a.scheduled_event_id])
+                elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                    a = event.workflow_task_completed_event_attributes
+                    add(f"wft{wft} processing (started->completed)", t - at[a.started_event_id])
+                elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    names[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+                elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                    a = event.activity_task_started_event_attributes
+                    name = names[a.scheduled_event_id]
+                    add(f"{name} wait (scheduled->started)", t - at[a.scheduled_event_id])
+                    if last_end is not None:
+                        add(f"hop: previous activity's end -> {name} started", t - last_end)
+                elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                    a = event.activity_task_completed_event_attributes
+                    add(f"{names[a.scheduled_event_id]} run (started->completed)", t - at[a.started_event_id])
+                    last_end = t
+                elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+                    add("hop: last activity's end -> workflow completed", t - (last_end or start))
+                    add("workflow, start -> completed", t - start)
+
+    asyncio.run(collect())
+    return steps
+
+
+def breakdown(args: argparse.Namespace, pg: str, address: str) -> None:
+    """One worker's runs, each cut into steps from its workflow history."""
+    backend = {"PIER_SANDBOX_BACKEND": FAKE_BACKEND}
+    with scratch_fleet(pg, address, backend) as fleet:
+        fleet.settings["PIER_WORKER_SLOTS"] = str(args.slots)
+        server = fleet.server()
+        polling([fleet.worker("bench1")])
+        got = measure(server, "pier-fake:latest", fleet, args.runs)
+    keep = Path(args.keep_histories) if args.keep_histories else None
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    steps = history_steps(address, got["ids"], keep)
+    print(f"{args.runs} runs, 1 worker x {args.slots} slots, fake backend: {got['wall']:.1f} s; "
+          f"each step's p50 / p95 / mean over the runs, ms")  # fmt: skip
+    for name, values in steps.items():
+        ms = [v * 1000 for v in values]
+        print(
+            f"{name:<52} {percentile(ms, 0.5):>7.0f} {percentile(ms, 0.95):>7.0f} {sum(ms) / len(ms):>7.0f}"
+        )
 
 
 @contextmanager
@@ -273,8 +376,9 @@ def latency(args: argparse.Namespace, pg: str, address: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--part", choices=["all", "throughput", "latency"], default="latency",
-        help="latency: about a minute (the default); throughput and all: a few minutes",
+        "--part", choices=["all", "throughput", "latency", "breakdown"], default="latency",
+        help="latency: about a minute (the default); throughput and all: a few minutes; breakdown: "
+        "one worker's runs cut into steps from their workflow histories",
     )  # fmt: skip
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--backend", choices=["fake", "docker"], default="fake")
@@ -285,6 +389,9 @@ def main() -> None:
     parser.add_argument("--line-gap", type=float, default=0.01, help="seconds between the agent's lines")
     parser.add_argument("--backlog", action="store_true", help="the backlog figures only (a few minutes)")
     parser.add_argument("--backlog-runs", type=int, default=200)
+    parser.add_argument(
+        "--keep-histories", help="--part breakdown: write the histories (JSON) in this folder"
+    )
     args = parser.parse_args()
     pg, address = os.environ.get("PIER_TEST_POSTGRES_URL"), os.environ.get("PIER_TEST_TEMPORAL_ADDRESS")
     if not pg or not address:
@@ -293,6 +400,9 @@ def main() -> None:
         )
     if args.backlog:
         backlog(args, pg, address)
+        return
+    if args.part == "breakdown":
+        breakdown(args, pg, address)
         return
     if args.part in ("all", "throughput"):
         throughput(args, pg, address)

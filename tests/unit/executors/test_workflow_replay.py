@@ -1,0 +1,31 @@
+"""Workflows started by an earlier pier replay on this one: a worker upgraded
+while runs are open must take their histories up where they are (any change
+to the workflow's commands goes behind `workflow.patched`). The histories
+here were recorded from real fleet runs (bench/fleet.py --part breakdown
+--keep-histories) by the versions their names say."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+
+from pier.executors.temporal_worker import RUNNER
+from pier.executors.temporal_workflow import RunWorkflow
+
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+def test_recorded_history_replays(path: Path):
+    history = WorkflowHistory.from_json(path.stem, path.read_text())
+    replayer = Replayer(workflows=[RunWorkflow], workflow_runner=RUNNER)
+    result = asyncio.run(replayer.replay_workflow(history, raise_on_replay_failure=False))
+    assert result.replay_failure is None, result.replay_failure
+
+
+def test_there_are_histories_to_replay():
+    assert any("claim-begin-conclude" in p.name for p in HISTORIES)
