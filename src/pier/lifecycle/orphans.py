@@ -13,14 +13,17 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from pier.db import Store
 from pier.lifecycle.outcomes import SERVER_STOPPED, end_record
 from pier.lifecycle.scratch import scratch_dir
 from pier.record import RunStatus, Trajectory
 from pier.sandbox.base import LABEL_RUN, SandboxBackend
 from pier.sandbox.sweeper import owner_alive
 from pier.settings import Settings
+
+if TYPE_CHECKING:  # the run path imports this module before its database is open
+    from pier.db import Store
 
 log = logging.getLogger(__name__)
 
