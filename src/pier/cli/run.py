@@ -86,15 +86,13 @@ def run_command(
 
     import atexit
     import gc
-    import logging
 
     # At exit, the collector need not walk every object the run loaded (half a
-    # second of a `pier run` on its own) while the interpreter shuts down.
+    # second of a `pier run` on its own) while the interpreter shuts down; the
+    # database is closed before (_close_store), as collecting it would have.
     atexit.register(gc.freeze)
 
-    from pier.cli.progress import Progress
-    from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt
-    from pier.lifecycle.service import Services, preflight, run
+    from pier.lifecycle.service import Services, preflight
 
     try:  # bad input, whatever finds it before a sandbox exists, is exit 2
         services = Services()
@@ -110,6 +108,20 @@ def run_command(
     # The database opens in a thread (ending abandoned runs there) while the
     # sandbox is created; the run's writes wait for it in order.
     services.open_store_early(then=lambda: end_orphans(services))
+    try:
+        _run_here(services, request, as_json)
+    finally:  # every way out, an exit code or an error
+        _close_store(services)
+
+
+def _run_here(services: Services, request: RunRequest, as_json: bool) -> NoReturn:
+    """The run, its live view and its summary; raises typer.Exit with its code."""
+    import logging
+
+    from pier.cli.progress import Progress
+    from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt
+    from pier.lifecycle.service import run
+
     # The run's own log says what happens; library warnings (a retried create)
     # would print again as raw log lines between the progress lines.
     library = logging.getLogger("pier")
@@ -139,6 +151,18 @@ def run_command(
         elif record is not None:
             show_summary(record, services.storage.where(record.storage_path))
     raise typer.Exit(code if code is not None else 0 if record and record.success else 1)
+
+
+def _close_store(services: Services) -> None:
+    """Whatever the outcome: once the database's opening is over, close its
+    connections (SQLite ends its write-ahead log cleanly), which collecting them
+    at exit did before gc.freeze."""
+    with contextlib.suppress(Exception):
+        services.settle_store()
+    store = services.__dict__.get("store")
+    if store is not None:
+        with contextlib.suppress(Exception):
+            store.close()
 
 
 def _run_remote(build: Callable[[], RunRequest], files: list[Path], as_json: bool) -> NoReturn:
