@@ -105,10 +105,9 @@ def run_command(
         raise fail(str(exc)) from None
     except ValidationError as exc:
         raise fail(validation_message(exc)) from None
-    # The database opens in a thread (ending abandoned runs there) once the agent
-    # has started: nothing before needs it, and its second of CPU would delay the
-    # sandbox on a busy machine. The run's writes wait for it in order.
-    services.open_store_early(then=lambda: end_orphans(services), at_stage="run_agent")
+    # The database opens in a thread (ending abandoned runs there) while the
+    # sandbox is created; the run's writes wait for it in order.
+    services.open_store_early(then=lambda: end_orphans(services))
     try:
         _run_here(services, request, as_json)
     finally:  # every way out, an exit code or an error

@@ -27,29 +27,14 @@ class OpeningStore:
     is; every other call waits for it. An error opening it (or making a kept
     write) is raised by the calls that follow, as the store would have."""
 
-    def __init__(
-        self,
-        open: Callable[[], Store],
-        start_when: Callable[[str, tuple[Any, ...]], bool] | None = None,
-        name: str = "pier-store-open",
-    ):
-        """`start_when(method, args)` says which kept write starts the opening (none:
-        at once); anything that must wait for the store starts it too."""
+    def __init__(self, open: Callable[[], Store], name: str = "pier-store-open"):
         self._lock = threading.Lock()
         self._pending: list[tuple[str, tuple[Any, ...]]] = []
         self._store: Store | None = None
         self._error: BaseException | None = None
         self._done = threading.Event()
-        self._start_when = start_when
         self._thread = threading.Thread(target=self._open, args=(open,), name=name, daemon=True)
-        if start_when is None:
-            self._thread.start()
-
-    def start(self) -> None:
-        """Begin opening the store, if that has not begun."""
-        with self._lock:
-            if self._thread.ident is None:
-                self._thread.start()
+        self._thread.start()
 
     def _open(self, open: Callable[[], Store]) -> None:
         try:
@@ -72,7 +57,6 @@ class OpeningStore:
 
     def settle(self) -> Store:
         """The open store, once every kept write is made; raises what failed."""
-        self.start()
         self._done.wait()
         if self._error is not None:
             raise self._error
@@ -84,8 +68,6 @@ class OpeningStore:
             with self._lock:
                 if not self._done.is_set():
                     self._pending.append((name, tuple(_as_now(arg) for arg in args)))
-                    if self._thread.ident is None and self._start_when and self._start_when(name, args):
-                        self._thread.start()
                     return None
             return getattr(self.settle(), name)(*args)
 

@@ -30,11 +30,11 @@ class Services:
     pool: WarmPool | None = None  # set and started by a long-lived process (pier serve)
     _opening: OpeningStore | None = field(default=None, init=False, repr=False, compare=False)
 
-    def open_store_early(self, then: Callable[[], object] | None = None, at_stage: str | None = None) -> None:
-        """Open the database in a thread, then call `then` there (pier run ends
-        abandoned runs): at once, or once the run's stage `at_stage` starts. The
-        run's writes wait for it in order (pier.lifecycle.opening) meanwhile;
-        `settle_store` waits for all of it."""
+    def open_store_early(self, then: Callable[[], object] | None = None) -> None:
+        """Open the database in a thread from now on, then call `then` there (pier
+        run ends abandoned runs): the run's writes wait for it in order
+        (pier.lifecycle.opening) while its sandbox is created. `settle_store`
+        waits for all of it."""
         from pier.lifecycle.opening import OpeningStore
 
         def open_run_store() -> Store:
@@ -46,14 +46,8 @@ class Services:
                 then()
             return cast("Store", RetryingStore(store, self.settings.db_retry_sec))
 
-        def stage_starts(method: str, args: tuple) -> bool:
-            record = args[0] if method == "save_run" and args else None
-            return record is not None and any(
-                stage.name == at_stage and stage.status.value == "running" for stage in record.stages
-            )
-
         if self._opening is None and "store" not in self.__dict__:
-            self._opening = OpeningStore(open_run_store, stage_starts if at_stage else None)
+            self._opening = OpeningStore(open_run_store)
 
     def settle_store(self) -> None:
         """Wait for a database opened early and for every write made meanwhile;

@@ -66,29 +66,3 @@ def test_an_opening_that_fails_is_raised_to_the_calls_that_follow():
         store.save_run(Trajectory.new("b" * 32, "local", "t"))
     with pytest.raises(PierError, match="cannot be opened"):
         store.get_run("b" * 32)
-
-
-def test_the_opening_begins_with_the_write_that_starts_it():
-    opened = threading.Event()
-    recorder = Recorder()
-
-    def open_() -> Recorder:
-        opened.set()
-        return recorder
-
-    store = OpeningStore(
-        open_, start_when=lambda method, args: method == "append_event" and args[2] == "run_agent"
-    )
-    record = Trajectory.new("c" * 32, "local", "t")
-    store.create_run(record)
-    store.append_event(record.trajectory_id, "sandbox up", "create")
-    assert not opened.wait(0.2)  # nothing has asked for it yet
-    store.append_event(record.trajectory_id, "first line", "run_agent")
-    assert opened.wait(10)
-    store.settle()
-    assert [call[0] for call in recorder.calls] == ["create_run", "append_event", "append_event"]
-
-
-def test_settling_opens_a_store_nothing_started():
-    store = OpeningStore(Recorder, start_when=lambda method, args: False)
-    assert isinstance(store.settle(), Recorder)
