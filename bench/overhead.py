@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -37,8 +38,10 @@ echo hello > {{results_dir}}/out.txt
 def time_pier(
     runbook: Path, image: str, env: dict[str, str], python: str = sys.executable
 ) -> tuple[float, float]:
-    """(wall seconds, seconds to the first agent output line)."""
+    """(wall seconds, seconds to the first agent output line); its CPU seconds
+    (user + system, which the load does not stretch) are added to CPU[python]."""
     cmd = [python, "-m", "pier.cli", "run", str(runbook), "--image", image]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     first = None
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
@@ -48,9 +51,14 @@ def time_pier(
                 first = time.perf_counter() - began
         code = proc.wait()
     wall = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.setdefault(python, []).append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     if code != 0 or first is None:
         raise SystemExit(f"pier run failed (exit {code})")
     return wall, first
+
+
+CPU: dict[str, list[float]] = {}  # CPU seconds of each pier run, by interpreter
 
 
 def time_in_process(runbook: Path, image: str, services=None) -> tuple[float, float]:
@@ -177,9 +185,11 @@ def main() -> None:
     print(f"start to first agent line:    pier run {med(first):.3f} s, in-process {med(inproc_first):.3f} s, "
           f"with a warm pool {med(warm_first):.3f} s (medians; goal <= 0.5)")  # fmt: skip
     print(f"  docker run to its first line: {med(raw_first):.3f} s (baseline)")
+    print(f"pier run CPU, user + system (median): {med(CPU[sys.executable][1:]):.3f} s")
     if other:
         o, of = med(w for w, _ in other), med(f for _, f in other)
-        print(f"--compare {args.compare}: pier run {o:.3f} s  ratio {o / r:.2f}, first line {of:.3f} s")
+        print(f"--compare {args.compare}: pier run {o:.3f} s  ratio {o / r:.2f}, first line {of:.3f} s, "
+              f"CPU {med(CPU[args.compare]):.3f} s")  # fmt: skip
 
 
 def _load(values: tuple[float, float, float]) -> str:
