@@ -87,9 +87,9 @@ def run_command(
     import atexit
     import gc
 
-    # At exit, the collector need not walk every object the run loaded (half a
-    # second of a `pier run` on its own) while the interpreter shuts down; the
-    # database is closed before (_close_store), as collecting it would have.
+    # At exit, the collector need not walk every object the run loaded (0.4 to
+    # 0.7 s of a `pier run` after its last line) while the interpreter shuts
+    # down; the database is closed before that (below), as collecting it did.
     atexit.register(gc.freeze)
 
     from pier.lifecycle.service import Services, preflight
@@ -105,13 +105,12 @@ def run_command(
         raise fail(str(exc)) from None
     except ValidationError as exc:
         raise fail(validation_message(exc)) from None
-    # The database opens in a thread (ending abandoned runs there) while the
-    # sandbox is created; the run's writes wait for it in order.
-    services.open_store_early(then=lambda: end_orphans(services))
     try:
         _run_here(services, request, as_json)
     finally:  # every way out, an exit code or an error
-        _close_store(services)
+        if "store" in services.__dict__:
+            with contextlib.suppress(Exception):
+                services.store.close()
 
 
 def _run_here(services: Services, request: RunRequest, as_json: bool) -> NoReturn:
@@ -122,6 +121,7 @@ def _run_here(services: Services, request: RunRequest, as_json: bool) -> NoRetur
     from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt
     from pier.lifecycle.service import run
 
+    end_orphans(services)
     # The run's own log says what happens; library warnings (a retried create)
     # would print again as raw log lines between the progress lines.
     library = logging.getLogger("pier")
@@ -135,7 +135,6 @@ def _run_here(services: Services, request: RunRequest, as_json: bool) -> NoRetur
             if progress:
                 progress.start(request)
             record = run(services, request, progress.observer() if progress else None)
-            services.settle_store()  # every write made: the run is stored as it ended
     except PierError as exc:
         raise fail(str(exc), code=1) from None
     except Interrupted as exc:  # the runner has ended the run and deleted its sandbox
@@ -151,18 +150,6 @@ def _run_here(services: Services, request: RunRequest, as_json: bool) -> NoRetur
         elif record is not None:
             show_summary(record, services.storage.where(record.storage_path))
     raise typer.Exit(code if code is not None else 0 if record and record.success else 1)
-
-
-def _close_store(services: Services) -> None:
-    """Whatever the outcome: once the database's opening is over, close its
-    connections (SQLite ends its write-ahead log cleanly), which collecting them
-    at exit did before gc.freeze."""
-    with contextlib.suppress(Exception):
-        services.settle_store()
-    store = services.__dict__.get("store")
-    if store is not None:
-        with contextlib.suppress(Exception):
-            store.close()
 
 
 def _run_remote(build: Callable[[], RunRequest], files: list[Path], as_json: bool) -> NoReturn:
