@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -34,9 +35,13 @@ echo hello > {{results_dir}}/out.txt
 """
 
 
-def time_pier(runbook: Path, image: str, env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, seconds to the first agent output line)."""
-    cmd = [sys.executable, "-m", "pier.cli", "run", str(runbook), "--image", image]
+def time_pier(
+    runbook: Path, image: str, env: dict[str, str], python: str = sys.executable
+) -> tuple[float, float]:
+    """(wall seconds, seconds to the first agent output line); its CPU seconds
+    (user + system, which the load does not stretch) are added to CPU[python]."""
+    cmd = [python, "-m", "pier.cli", "run", str(runbook), "--image", image]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     first = None
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
@@ -46,9 +51,14 @@ def time_pier(runbook: Path, image: str, env: dict[str, str]) -> tuple[float, fl
                 first = time.perf_counter() - began
         code = proc.wait()
     wall = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.setdefault(python, []).append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     if code != 0 or first is None:
         raise SystemExit(f"pier run failed (exit {code})")
     return wall, first
+
+
+CPU: dict[str, list[float]] = {}  # CPU seconds of each pier run, by interpreter
 
 
 def time_in_process(runbook: Path, image: str, services=None) -> tuple[float, float]:
@@ -107,10 +117,28 @@ def time_docker(image: str, out: Path) -> float:
     return time.perf_counter() - began
 
 
+def time_docker_first(image: str) -> float:
+    """Seconds from `docker run` to its first output line: the baseline of pier's."""
+    began = time.perf_counter()
+    cmd = ["docker", "run", "--rm", "--init", image, "bash", "-c", "echo 'first line' && sleep 0.2"]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None
+        first = next((time.perf_counter() - began for line in proc.stdout if "first line" in line), None)
+        proc.wait()
+    if proc.returncode != 0 or first is None:
+        raise SystemExit(f"docker run failed (exit {proc.returncode})")
+    return first
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--image", default=os.environ.get("PIER_TEST_IMAGE", "pier-base:bookworm"))
+    parser.add_argument(
+        "--compare",
+        metavar="PYTHON",
+        help="another checkout's interpreter (.venv/bin/python): its `pier run` too",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pier-bench-"))
     env = {**os.environ, "PIER_HOME": str(work / "home")}
@@ -122,12 +150,17 @@ def main() -> None:
     pooled = pooled_services(args.image)
     load_before = os.getloadavg()
     pier, first, raw, inproc, inproc_first, warm, warm_first = [], [], [], [], [], [], []
+    raw_first: list[float] = []
+    other: list[tuple[float, float]] = []
     try:
         for index in range(args.runs):
             wall, to_first = time_pier(runbook, args.image, env)
             pier.append(wall)
             first.append(to_first)
+            if args.compare:
+                other.append(time_pier(runbook, args.image, env, args.compare))
             raw.append(time_docker(args.image, work / f"raw-{index}"))
+            raw_first.append(time_docker_first(args.image))
             wall, to_first = time_in_process(runbook, args.image)
             inproc.append(wall)
             inproc_first.append(to_first)
@@ -151,6 +184,12 @@ def main() -> None:
     print(f"  with a warm pool (median):   {w:.3f} s  ratio {w / r:.2f}")
     print(f"start to first agent line:    pier run {med(first):.3f} s, in-process {med(inproc_first):.3f} s, "
           f"with a warm pool {med(warm_first):.3f} s (medians; goal <= 0.5)")  # fmt: skip
+    print(f"  docker run to its first line: {med(raw_first):.3f} s (baseline)")
+    print(f"pier run CPU, user + system (median): {med(CPU[sys.executable][1:]):.3f} s")
+    if other:
+        o, of = med(w for w, _ in other), med(f for _, f in other)
+        print(f"--compare {args.compare}: pier run {o:.3f} s  ratio {o / r:.2f}, first line {of:.3f} s, "
+              f"CPU {med(CPU[args.compare]):.3f} s")  # fmt: skip
 
 
 def _load(values: tuple[float, float, float]) -> str:

@@ -84,11 +84,15 @@ def run_command(
             as_json,
         )
 
-    import logging
+    import atexit
+    import gc
 
-    from pier.cli.progress import Progress
-    from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt
-    from pier.lifecycle.service import Services, preflight, run
+    # At exit, the collector need not walk every object the run loaded (0.4 to
+    # 0.7 s of a `pier run` after its last line) while the interpreter shuts
+    # down; the database is closed before that (below), as collecting it did.
+    atexit.register(gc.freeze)
+
+    from pier.lifecycle.service import Services, preflight
 
     try:  # bad input, whatever finds it before a sandbox exists, is exit 2
         services = Services()
@@ -101,6 +105,22 @@ def run_command(
         raise fail(str(exc)) from None
     except ValidationError as exc:
         raise fail(validation_message(exc)) from None
+    try:
+        _run_here(services, request, as_json)
+    finally:  # every way out, an exit code or an error
+        if "store" in services.__dict__:
+            with contextlib.suppress(Exception):
+                services.store.close()
+
+
+def _run_here(services: Services, request: RunRequest, as_json: bool) -> NoReturn:
+    """The run, its live view and its summary; raises typer.Exit with its code."""
+    import logging
+
+    from pier.cli.progress import Progress
+    from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt
+    from pier.lifecycle.service import run
+
     end_orphans(services)
     # The run's own log says what happens; library warnings (a retried create)
     # would print again as raw log lines between the progress lines.

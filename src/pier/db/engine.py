@@ -100,7 +100,11 @@ def _private_file(path: Path) -> None:
     """The database file made (or tightened to) 0600 before SQLite opens it: its
     -wal and -shm files take the same mode."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    # Only when it is missing: closing a descriptor of the file drops every POSIX
+    # lock this process holds on it, SQLite's too, so opening a second store on a
+    # file whose first store is writing would let another process corrupt it.
+    if not path.exists():
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     if path.stat().st_mode & 0o077:
         os.chmod(path, 0o600)
 
