@@ -28,6 +28,7 @@ import subprocess
 import time
 import uuid
 from dataclasses import replace
+from typing import Any
 
 from pier.agents import get_agent
 from pier.agents.install import InstallSpec, run_install
@@ -39,15 +40,20 @@ from pier.settings import Settings
 AGENTS = ("claude-code", "codex", "opencode", "gemini-cli", "hermes")
 
 
-def per_run_install(backend: DockerBackend, image: str, spec: InstallSpec) -> float:
-    """Today's set-up without layers: the install in the run's sandbox."""
-    sandbox = backend.create(
+def bench_sandbox(backend: DockerBackend, image: str) -> Any:
+    """A sandbox of the image as a run's, labelled as this bench's."""
+    return backend.create(
         SandboxSpec(
             image=image,
             limits=Limits(cpus=2, memory="4G", disk=None),
             labels={LABEL_RUN: f"bench-install-{uuid.uuid4().hex[:8]}"},
         )
     )
+
+
+def per_run_install(backend: DockerBackend, image: str, spec: InstallSpec) -> float:
+    """Today's set-up without layers: the install in the run's sandbox."""
+    sandbox = bench_sandbox(backend, image)
     try:
         began = time.perf_counter()
         run_install(sandbox, spec, lambda line: None, timeout=600)
@@ -76,13 +82,7 @@ def first_run(
     recipe = get_agent(agent).layer()
     fresh = DockerBackend(Settings())
     fresh.ping()
-    sandbox = backend.create(
-        SandboxSpec(
-            image=image,
-            limits=Limits(cpus=2, memory="4G", disk=None),
-            labels={LABEL_RUN: f"bench-install-{uuid.uuid4().hex[:8]}"},
-        )
-    )
+    sandbox = bench_sandbox(backend, image)
     try:
         began = time.perf_counter()
         layer = fresh.ensure_layer(image, recipe, lambda line: None, 900, wait=False)

@@ -73,17 +73,9 @@ def run_process(
     argv = ["bash", "-c", call.command] if isinstance(call.command, str) else list(call.command)
     marker = env[MARKER_VAR]
     started = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=dict(env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except OSError as exc:  # no such program: what a shell would say
-        return ProcessOutcome(ExecResult(127, f"{argv[0]}: {exc.strerror}\n", 0.0), oom=False)
+    proc = _spawn(argv, cwd, env, subprocess.STDOUT)
+    if isinstance(proc, ExecResult):
+        return ProcessOutcome(proc, oom=False)
     assert proc.stdout is not None
     lines = _Lines(on_line)
     stop = _Stopper(call.timeout, memory_bytes, marker, proc.pid, kill or kill_marked)
@@ -115,6 +107,20 @@ def run_process(
     return ProcessOutcome(result, oom=stop.reason == "memory")
 
 
+def _spawn(
+    argv: list[str], cwd: Path, env: Mapping[str, str], stderr: int
+) -> subprocess.Popen[bytes] | ExecResult:
+    """The host process for a call, in a session of its own (so it and what it
+    starts can be killed together); a program that does not exist is exit 127
+    with what a shell would say."""
+    try:
+        return subprocess.Popen(
+            argv, cwd=cwd, env=dict(env), stdout=subprocess.PIPE, stderr=stderr, start_new_session=True
+        )
+    except OSError as exc:
+        return ExecResult(127, f"{argv[0]}: {exc.strerror}\n", 0.0)
+
+
 def stream_process(
     call: ExecCall, *, cwd: Path, env: Mapping[str, str], kill: Killer | None = None
 ) -> StdoutStream:
@@ -125,17 +131,9 @@ def stream_process(
     marker = env[MARKER_VAR]
     killer = kill or kill_marked
     started = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=dict(env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except OSError as exc:  # no such program: what a shell would say
-        failed = ExecResult(127, f"{argv[0]}: {exc.strerror}\n", 0.0)
+    proc = _spawn(argv, cwd, env, subprocess.PIPE)
+    if isinstance(proc, ExecResult):
+        failed = proc
         return StdoutStream(iter(()), lambda: failed, lambda: None)
     assert proc.stdout is not None and proc.stderr is not None
     errors: list[bytes] = []
