@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from pier.db.retry import DRIVER_ERRORS, unreachable
+from pier.db.retry import driver_errors, unreachable
 from pier.errors import (
     AssetError,
     InputError,
@@ -191,6 +191,6 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, _http)  # type: ignore[arg-type]
     app.add_exception_handler(PierError, _pier)  # type: ignore[arg-type]
     app.add_exception_handler(RecursionError, _too_deep)  # type: ignore[arg-type]
-    for driver_error in DRIVER_ERRORS:  # handled here, not left to the last resort, which re-raises
+    for driver_error in driver_errors():  # handled here, not left to the last resort, which re-raises
         app.add_exception_handler(driver_error, _driver)
     app.add_exception_handler(Exception, _internal)

@@ -15,11 +15,11 @@ from __future__ import annotations
 import functools
 import logging
 import random
+import sys
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import psycopg
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 log = logging.getLogger(__name__)
@@ -29,17 +29,24 @@ FIRST_WAIT_SEC = 0.5
 MAX_WAIT_SEC = 5.0
 
 
-# What the database's drivers raise (SQLAlchemy's wrapping, and psycopg's own
-# for the plain connections that LISTEN): for a caller above pier.db to catch
-# without importing them, then ask `unreachable`.
-DRIVER_ERRORS: tuple[type[Exception], ...] = (DBAPIError, psycopg.Error)
+def driver_errors() -> tuple[type[Exception], ...]:
+    """What the database's drivers raise (SQLAlchemy's wrapping, and psycopg's
+    own for the plain connections that LISTEN): for a caller above pier.db to
+    catch without importing them, then ask `unreachable`."""
+    import psycopg
+
+    return (DBAPIError, psycopg.Error)
 
 
 def transient(exc: BaseException) -> bool:
     """Whether `exc` says the database did not answer (worth trying again)."""
     if isinstance(exc, OperationalError | InterfaceError):
         return True
-    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+    # psycopg's own errors, from the plain connections that LISTEN. Not imported
+    # here: a SQLite store never loads the driver, and no psycopg error can
+    # exist before psycopg is loaded.
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None and isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         return True
     return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
 

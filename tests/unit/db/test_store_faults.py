@@ -154,3 +154,21 @@ def test_every_connection_to_postgresql_has_a_connect_bound_unless_the_url_names
         conninfo_to_dict(conninfo("postgresql+psycopg://u:p@h/db?connect_timeout=4"))["connect_timeout"]
         == "4"
     )
+
+
+def test_the_retry_rules_do_not_load_the_postgresql_driver() -> None:
+    """`pier run` on SQLite loads pier.db.retry (its writes ride out a busy
+    database) but never the PostgreSQL driver: psycopg costs a tenth of a
+    second of start-up. Its errors are still known once it is loaded."""
+    import subprocess
+    import sys
+
+    probe = "import sys, pier.db.retry; print('psycopg' in sys.modules)"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "False"
+    import psycopg
+
+    from pier.db.retry import transient
+
+    assert transient(psycopg.OperationalError("server closed the connection unexpectedly"))
+    assert not transient(psycopg.errors.UniqueViolation("duplicate key"))
