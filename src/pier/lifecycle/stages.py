@@ -43,7 +43,7 @@ from pier.sandbox.processes import STOP_PROCESSES_SCRIPT
 from pier.sandbox.snapshots import SnapshotCatalog
 from pier.sandbox.source import check_registries
 from pier.sandbox.sweeper import owner_label
-from pier.sandbox.tarutil import file_chunks
+from pier.sandbox.tarutil import FileTar
 from pier.telemetry import metrics
 
 SANDBOX_DIRS = ("/app/assets", "/app/results", "/app/checks", "/logs/agent", "/run/pier")
@@ -327,8 +327,9 @@ def _place(ctx: RunContext, dirs: tuple[str, ...], assets: tuple[Path, ...], fil
         return
     with tempfile.TemporaryDirectory(dir=ctx.scratch()) as tmp:
         tar = setup_tar(Path(tmp) / "setup.tar", dirs, assets, files, file_mode=0o600)
-        with open(tar, "rb") as stream:  # streamed: never whole in memory
-            ctx.require_sandbox().put_archive("/", file_chunks(stream))
+        # Streamed (never whole in memory) and readable again from the file, so
+        # a transient engine error costs a second send, not the run.
+        ctx.require_sandbox().put_archive("/", FileTar(tar))
     if assets:
         ctx.log(f"placed {len(assets)} file(s) in /app/assets")
 

@@ -230,8 +230,11 @@ class Sandbox(ABC):
         Raises SandboxError only when the sandbox itself is unreachable."""
 
     @abstractmethod
-    def put_archive(self, dest_dir: str, tar_bytes: bytes | Iterator[bytes]) -> None:
-        """Extract a tar stream into dest_dir (created if missing)."""
+    def put_archive(self, dest_dir: str, tar_bytes: bytes | Iterable[bytes]) -> None:
+        """Extract a tar stream into dest_dir (created if missing). Bytes, or an
+        iterable that is not its own iterator (pier.sandbox.tarutil.FileTar), may
+        be read twice, so a backend may send them again after a transient
+        failure; a generator is sent once."""
 
     def put_files(self, dest_dir: str, files: Mapping[str, bytes], mode: int = 0o644) -> None:
         """Write files (relative name -> content) under dest_dir, creating the

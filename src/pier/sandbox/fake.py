@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -279,7 +279,7 @@ class FakeSandbox(Sandbox):
             lambda: None,
         )
 
-    def put_archive(self, dest_dir: str, tar_bytes: bytes | Iterator[bytes]) -> None:
+    def put_archive(self, dest_dir: str, tar_bytes: bytes | Iterable[bytes]) -> None:
         self._alive()
         data = tar_bytes if isinstance(tar_bytes, bytes) else b"".join(tar_bytes)
         dest = self.host_path(dest_dir)

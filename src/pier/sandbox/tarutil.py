@@ -45,6 +45,19 @@ def file_chunks(stream: BinaryIO, size: int = CHUNK) -> Iterator[bytes]:
         yield chunk
 
 
+class FileTar:
+    """A tar kept in a file, streamed in chunks (never whole in memory) and, unlike
+    a generator, readable again from its start: a backend may send it a second
+    time after a transient engine error (pier.sandbox.docker.retrying)."""
+
+    def __init__(self, path: Path, size: int = CHUNK):
+        self.path, self.size = path, size
+
+    def __iter__(self) -> Iterator[bytes]:
+        with open(self.path, "rb") as stream:
+            yield from file_chunks(stream, self.size)
+
+
 def tar_of_files(files: Mapping[str, bytes], mode: int = 0o644, dirs: Sequence[str] = ()) -> bytes:
     """A tar of files (relative name -> content), after an entry (0755) per folder
     of `dirs`: folders to make even when no file goes in them."""

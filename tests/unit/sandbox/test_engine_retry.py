@@ -107,6 +107,38 @@ def test_bytes_are_sent_again_a_stream_never() -> None:
     assert api.calls == ["put_archive"]
 
 
+def test_a_tar_kept_in_a_file_is_sent_again_whole(tmp_path) -> None:
+    """Set-up's archive (its files, assets, credentials) is a tar in a file,
+    streamed: a 500 while sending it is tried again from the file's start, and
+    the engine gets the whole tar on the second try. Before, any stream was
+    sent once and the run failed at set-up."""
+    from pier.sandbox.docker.sandbox import _after
+    from pier.sandbox.tarutil import FileTar
+
+    tar = tmp_path / "setup.tar"
+    tar.write_bytes(b"0123456789" * 1000)
+    received: list[bytes] = []
+
+    class ReadingApi(FakeApi):
+        def put_archive(self, container: str, path: str, data: Any) -> bool:
+            body = b"".join(data)  # as the engine's HTTP client reads the body
+            self._maybe_fail("put_archive")
+            received.append(body)
+            return True
+
+    api = ReadingApi(put_archive=[api_error(500)])
+    assert RetryingEngine(api, 5).put_archive("c", "/", FileTar(tar, size=4096))
+    assert api.calls == ["put_archive", "put_archive"]
+    assert received == [tar.read_bytes()]
+    # create's files put in front keep it whole and resendable
+    api, received[:] = ReadingApi(put_archive=[api_error(503)]), []
+    assert RetryingEngine(api, 5).put_archive("c", "/", _after(b"HEAD", FileTar(tar)))
+    assert received == [b"HEAD" + tar.read_bytes()]
+    api = ReadingApi(put_archive=[api_error(503)])
+    with pytest.raises(docker.errors.APIError):  # a generator behind the head: once
+        RetryingEngine(api, 5).put_archive("c", "/", _after(b"HEAD", iter([b"tar"])))
+
+
 def test_errors_that_are_no_moment_and_verbs_not_repeatable_are_tried_once() -> None:
     api = FakeApi(inspect_container=[api_error(404, "No such container")])
     api.containers_made["c"] = {}

@@ -14,8 +14,9 @@ reason:
   made it, and the next try then meets the name taken (409) and takes that
   container, if it carries the labels asked for (pier's carry the run and the
   second it was made), instead of a second one;
-- copying bytes in (the same archive twice is the same files); a stream
-  cannot be sent again, so it is tried once;
+- copying bytes in (the same archive twice is the same files), or a tar kept
+  in a file (read again from its start); a generator cannot be sent again, so
+  it is tried once;
 - making an exec (an exec never started costs nothing); starting one only
   when the engine says it has not started (a command never runs twice).
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import docker
@@ -144,7 +145,7 @@ class RetryingEngine:
         return {"Id": found["Id"], "Warnings": []}
 
     def put_archive(self, container: str, path: str, data: Any) -> Any:
-        if not isinstance(data, bytes):  # a stream is spent by the first try
+        if not resendable(data):  # a stream is spent by the first try
             return self._api.put_archive(container, path, data)
         return self.retried(lambda: self._api.put_archive(container, path, data), "put_archive")
 
@@ -162,3 +163,9 @@ class RetryingEngine:
         return self.retried(
             lambda: self._api.exec_start(exec_id, *args, **kwargs), "exec_start", never_started
         )
+
+
+def resendable(data: Any) -> bool:
+    """Bytes, or an iterable that starts again at each iteration (a file's tar),
+    not an iterator (a generator is spent by the first try)."""
+    return isinstance(data, bytes) or (isinstance(data, Iterable) and not isinstance(data, Iterator))

@@ -145,13 +145,12 @@ class DockerSandbox(Sandbox):
         if reason:
             raise SandboxError(reason)
 
-    def put_archive(self, dest_dir: str, tar_bytes: bytes | Iterator[bytes]) -> None:
+    def put_archive(self, dest_dir: str, tar_bytes: bytes | Iterable[bytes]) -> None:
         root = dest_dir.rstrip("/") == ""  # always exists: one round trip, bytes or stream
         if root:
             pending = self._take_pending()
             if pending:  # create's files go in front, in the same archive
-                tail = [tar_bytes] if isinstance(tar_bytes, bytes) else tar_bytes
-                tar_bytes = itertools.chain([pending], tail)
+                tar_bytes = _after(pending, tar_bytes)
             self._send("/", tar_bytes)
             return
         self._flush()
@@ -211,3 +210,24 @@ class DockerSandbox(Sandbox):
 
 def _container_missing(exc: docker.errors.NotFound) -> bool:
     return "no such container" in str(exc.explanation or exc).lower()
+
+
+class _Prefixed:
+    """`head`, then a tar that may be read again (bytes or a FileTar): readable
+    again as a whole, so still sent again after a transient engine error."""
+
+    def __init__(self, head: bytes, tail: Iterable[bytes]):
+        self.head, self.tail = head, tail
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self.head
+        yield from self.tail
+
+
+def _after(head: bytes, tail: bytes | Iterable[bytes]) -> bytes | Iterable[bytes]:
+    """`head` in front of `tail`, as resendable as `tail` was."""
+    if isinstance(tail, bytes):
+        return head + tail
+    if isinstance(tail, Iterator):  # a generator: read once, so the whole is too
+        return itertools.chain([head], tail)
+    return _Prefixed(head, tail)
