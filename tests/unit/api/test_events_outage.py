@@ -17,6 +17,7 @@ from pier.api.bus import RunBus
 from pier.api.routes import events as sse
 from pier.db.schemas import Event
 from pier.record import RunStatus
+from tests.support.aio import run_coroutine
 
 
 def refused() -> OperationalError:
@@ -50,7 +51,7 @@ def follow(store: FlakyStore, retry_sec: float) -> list[str]:
     async def collect() -> list[str]:
         return [chunk async for chunk in sse._follow(state, record, 0, lambda: released.append(1))]  # type: ignore[arg-type]
 
-    chunks = asyncio.run(asyncio.wait_for(collect(), 30))
+    chunks = run_coroutine(asyncio.wait_for(collect(), 30))
     assert released == [1], "the stream's slot is freed however it ends"
     return chunks
 

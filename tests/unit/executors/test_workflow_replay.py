@@ -6,7 +6,6 @@ here were recorded from real fleet runs (bench/fleet.py --part breakdown
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from temporalio.worker import Replayer
 
 from pier.executors.temporal_worker import RUNNER
 from pier.executors.temporal_workflow import RunWorkflow
+from tests.support.aio import run_coroutine
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -23,7 +23,7 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 def test_recorded_history_replays(path: Path):
     history = WorkflowHistory.from_json(path.stem, path.read_text())
     replayer = Replayer(workflows=[RunWorkflow], workflow_runner=RUNNER)
-    result = asyncio.run(replayer.replay_workflow(history, raise_on_replay_failure=False))
+    result = run_coroutine(replayer.replay_workflow(history, raise_on_replay_failure=False))
     assert result.replay_failure is None, result.replay_failure
 
 
