@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
 
 from pier.checks import CheckOptions, ReportError, eval_summary, required_tools, run_checks
 from pier.errors import StageError
@@ -17,9 +16,9 @@ from pier.lifecycle.context import RunContext
 from pier.record import CheckResult
 from pier.sandbox import create_with_retry
 from pier.sandbox.base import Sandbox, SandboxSpec
+from pier.sandbox.tarutil import file_chunks
 
 FRESH_DIRS = {"results": "/app/results", "assets": "/app/assets"}
-TAR_CHUNK = 1 << 20
 
 
 def check_tools(ctx: RunContext) -> dict[str, str]:
@@ -120,9 +119,4 @@ def _copy_in(sandbox: Sandbox, folder: Path, dest: str) -> None:
             for item in sorted(folder.iterdir()):
                 tar.add(item, arcname=item.name)
         spool.seek(0)
-        sandbox.put_archive(dest, _chunks(spool))
-
-
-def _chunks(stream: IO[bytes]) -> Iterator[bytes]:
-    while chunk := stream.read(TAR_CHUNK):
-        yield chunk
+        sandbox.put_archive(dest, file_chunks(spool))
