@@ -367,6 +367,29 @@ def delete_is_idempotent_and_bounded(h: Harness) -> None:
 
 
 @check
+def exec_stdout_ends_when_its_sandbox_is_deleted(h: Harness) -> None:
+    """A command whose stdout is being read stops, and its stream ends, when its
+    sandbox is deleted (within the delete bound), though it set no time limit:
+    collect reads through such a stream, and a run cancelled meanwhile must end."""
+    sandbox = h.make()
+    ended = threading.Event()
+
+    def read() -> None:
+        command = ["bash", "-c", "echo started; sleep 1000"]
+        # the sandbox going away under it may raise SandboxError: allowed
+        with contextlib.suppress(SandboxError), sandbox.exec_stdout(command, workdir="/app") as out:
+            for _chunk in out:
+                pass
+        ended.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    time.sleep(0.5)  # let the command start
+    sandbox.delete()
+    h.made.remove(sandbox)  # deleted here: a second delete is delete_is_idempotent_and_bounded's question
+    expect(ended.wait(DELETE_BOUND_S), "a command's stdout stayed open after its sandbox was deleted")
+
+
+@check
 def missing_image_is_a_sandbox_error(h: Harness) -> None:
     """Creating from an image that is not there raises SandboxError, leaving nothing."""
     image = f"pier-conformance/absent-{uuid.uuid4().hex[:8]}:never"

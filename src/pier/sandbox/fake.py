@@ -270,6 +270,9 @@ class FakeSandbox(Sandbox):
             cwd = self.host_path(workdir)
             cwd.mkdir(parents=True, exist_ok=True)
             marker = new_marker()
+            # Killed with the sandbox (delete, its disk limit), as exec's are. Kept
+            # after the stream ends: killing what carries it then kills nothing.
+            self._markers.add(marker)
             env = process_env(call, self.spec.env, self.host_path("/root"), marker)
             return stream_process(call, cwd=cwd, env=env, kill=self.kill_on_stop)
         reply = self._backend.program(self, call) or replied()

@@ -75,8 +75,13 @@ def exec_argv(
         assignments = [f"{key}={value}" for key, value in (env or {}).items()]
         base = [f"PATH={CLEAN_PATH}", "HOME=/root", "LANG=C.UTF-8"]
         argv = ["env", "-i", *base, *assignments, *argv]
+    return timed([*MERGE_STDERR, *argv], timeout)
+
+
+def timed(argv: Sequence[str], timeout: float | None) -> list[str]:
+    """argv under coreutils' timeout (`timeout 0` is none): KILLed past it."""
     seconds = "0" if timeout is None else f"{max(timeout, 0.1):g}"
-    return ["timeout", "-s", "KILL", seconds, *MERGE_STDERR, *argv]
+    return ["timeout", "-s", "KILL", seconds, *argv]
 
 
 def exec_environment(env: Mapping[str, str] | None, clean_env: bool, marker: str) -> dict:
@@ -282,7 +287,19 @@ def run_exec(
         watchdog.stop()
         exit_watch.stop()
         close()
-    output = collector.finish()
+    return ended(api, exec_id, collector.finish(), started, timeout, watchdog)
+
+
+def ended(
+    api: docker.APIClient,
+    exec_id: str,
+    output: str,
+    started: float,
+    timeout: float | None,
+    watchdog: Watchdog,
+) -> ExecResult:
+    """How an exec whose output has ended ended: its exit code (137 when it was
+    killed at its time limit and the engine has none), whether that was its time."""
     duration = time.monotonic() - started
     code = wait_exit_code(api, exec_id)
     timed_out = watchdog.fired or (timeout is not None and code in TIMEOUT_EXIT_CODES and duration >= timeout)
@@ -307,11 +324,10 @@ def stream_exec(
     SandboxError)."""
     marker = uuid.uuid4().hex
     started = time.monotonic()
-    seconds = "0" if timeout is None else f"{max(timeout, 0.1):g}"
     with errors():
         exec_id = api.exec_create(
             container_id,
-            ["timeout", "-s", "KILL", seconds, *argv],
+            timed(argv, timeout),
             environment={MARKER_VAR: marker},
             workdir=workdir,
             stdout=True,
@@ -323,6 +339,9 @@ def stream_exec(
     kill = partial(kill_marked, api, container_id, marker)
     close = partial(_close_quietly, frames)
     watchdog = Watchdog(timeout, kill=kill, close=close).start()
+    # As for run_exec: an engine may keep the stream open after the command's
+    # process, or its whole sandbox, is gone (gVisor's does after a removal).
+    exit_watch = ExitWatch(partial(exec_exited, api, exec_id), kill=kill, close=close).start()
     state = {"ended": False}
 
     def chunks() -> Iterator[bytes]:
@@ -336,19 +355,14 @@ def stream_exec(
 
     def finish() -> ExecResult:
         watchdog.stop()
+        exit_watch.stop()
         close()
-        duration = time.monotonic() - started
         with errors():
-            code = wait_exit_code(api, exec_id)
-        timed_out = watchdog.fired or (
-            timeout is not None and code in TIMEOUT_EXIT_CODES and duration >= timeout
-        )
-        if code is None:
-            code = 137 if timed_out else -1
-        return ExecResult(exit_code=code, output=stderr.finish(), duration_s=duration, timed_out=timed_out)
+            return ended(api, exec_id, stderr.finish(), started, timeout, watchdog)
 
     def stop() -> None:
         watchdog.stop()
+        exit_watch.stop()
         if not state["ended"]:
             kill()  # closed early: the command must not go on writing to nobody
         close()
