@@ -28,7 +28,8 @@ OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app
 # One look inside before the folders are read, as one exec (each exec is three
 # round trips to the engine, and collect's time under a burst is the engine's):
 # the bytes the output folders hold, for the scratch disk's check (keeping.py),
-# whether tar is there ("tar"), which output folders are folders ("dir PATH";
+# whether tar is there ("tar") and can put what it writes in name order ("tar
+# sorts": GNU tar's --sort=name, which busybox's lacks), which output folders are folders ("dir PATH";
 # "other PATH": there, but a file or a link, which yields nothing, as the
 # engine's archive of it would), then what in them is neither file nor folder nor link, as
 # `find -printf '%y %p'` says it: archives leave sockets out without a word, and
@@ -37,7 +38,8 @@ OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app
 SURVEY = (
     "du -sb " + " ".join(OUTPUT_DIRS.values())
     + " 2>/dev/null | awk '{s += $1} END {print \"bytes \" s + 0}'; "
-    "hash tar 2>/dev/null && echo tar; for d in " + " ".join(OUTPUT_DIRS.values())
+    "hash tar 2>/dev/null && echo tar && tar --sort=name -c -f /dev/null -T /dev/null 2>/dev/null "
+    "&& echo 'tar sorts'; for d in " + " ".join(OUTPUT_DIRS.values())
     + '; do if [ -d "$d" ] && [ ! -L "$d" ]; then echo "dir $d"; '
     + 'elif [ -e "$d" ] || [ -L "$d" ]; then echo "other $d"; fi; done; '
     "find " + " ".join(OUTPUT_DIRS.values())
@@ -55,6 +57,7 @@ class Survey:
     tar: bool = False  # the sandbox has tar: the folders come out in one exec
     dirs: tuple[str, ...] = ()  # the output folders that are folders
     others: tuple[str, ...] = ()  # output paths that are there but no folder
+    tar_sorts: bool = False  # tar takes --sort=name: name order, as in the engine's archives
 
 
 def survey(ctx: RunContext) -> Survey:
@@ -67,7 +70,7 @@ def survey(ctx: RunContext) -> Survey:
         return Survey()
     size: int | None = None
     special: list[str] = []
-    tar = False
+    tar = sorts = False
     dirs: list[str] = []
     others: list[str] = []
     for line in found.output.splitlines() if found.ok else []:
@@ -76,11 +79,13 @@ def survey(ctx: RunContext) -> Survey:
             size = int(rest)
         elif kind == "tar" and not rest:
             tar = True
+        elif kind == "tar" and rest == "sorts":
+            sorts = True
         elif kind in ("dir", "other") and rest in OUTPUT_DIRS.values():
             (dirs if kind == "dir" else others).append(rest)
         elif rest and kind in _FIND_KINDS:
             special.append(f"{rest}: {_FIND_KINDS[kind]}")
-    return Survey(size, tuple(special), tar, tuple(dirs), tuple(others))
+    return Survey(size, tuple(special), tar, tuple(dirs), tuple(others), sorts)
 
 
 def collect_outputs(ctx: RunContext, found: Survey | None = None) -> None:
@@ -126,21 +131,23 @@ def _by_tar(ctx: RunContext, sandbox: Sandbox, found: Survey, skipped: list[str]
     """The folders the survey found, by _tar_out; False when that failed."""
     missing = [path for path in OUTPUT_DIRS.values() if path not in found.dirs and path not in found.others]
     present = [path for path in OUTPUT_DIRS.values() if path in found.dirs]
-    if present and not _tar_out(ctx, sandbox, present, skipped):
+    if present and not _tar_out(ctx, sandbox, present, skipped, found.tar_sorts):
         return False
     for path in missing:
         ctx.log(f"{path} does not exist in the sandbox")
     return True
 
 
-def _tar_out(ctx: RunContext, sandbox: Sandbox, present: list[str], skipped: list[str]) -> bool:
+def _tar_out(ctx: RunContext, sandbox: Sandbox, present: list[str], skipped: list[str], sorts: bool) -> bool:
     """`present` out of one `tar -c` streamed from the sandbox. False (and
     nothing of it left in the output folder) when tar failed or wrote no
-    readable archive: the engine's archives are read then."""
+    readable archive: the engine's archives are read then. With `sorts`, in
+    name order: which files are kept when the outputs pass their limit is then
+    the same on every run and on either path (readdir's order is the disk's)."""
     routes = {
         path.lstrip("/"): ctx.output_dir / name for name, path in OUTPUT_DIRS.items() if path in present
     }
-    argv = ["tar", "-c", "-f", "-", "-C", "/", *routes]
+    argv = ["tar", "-c", "-f", "-", *(["--sort=name"] if sorts else []), "-C", "/", *routes]
     mine: list[str] = []
     problem = ""
     try:

@@ -40,7 +40,9 @@ class FolderSandbox:
     is being read, so a second get_archive before the first stream is read to its
     end (or closed) waits for ever. Here it fails at once instead of hanging.
     With `has_tar` its survey says tar is there, and exec_stdout serves
-    `tar -c -f - -C / <folders>` as GNU tar writes it (exiting `tar_exit`)."""
+    `tar -c -f - [--sort=name] -C / <folders>` as GNU tar writes it (exiting
+    `tar_exit`). The engine's archives, and tar with --sort=name, give a folder's
+    files in name order; tar without it in the disk's order (here: as given)."""
 
     has_tar = False  # set for every test by the `way` fixture
     tar_exit = 0
@@ -57,7 +59,7 @@ class FolderSandbox:
         size = sum(
             len(data) for files in self.folders.values() for data in files.values() if isinstance(data, bytes)
         )
-        found = ["tar"] if self.has_tar else []
+        found = ["tar", "tar sorts"] if self.has_tar else []
         found += [f"dir {path}" for path in self.folders]
         found += [f"bytes {size}", *(f"s {path}" for path in self.sockets)]
         return ExecResult(0, "".join(f"{line}\n" for line in found), 0.0)
@@ -70,28 +72,32 @@ class FolderSandbox:
         if path not in self.folders:
             raise FileNotFoundError(path)
         self.open = path
-        return self._stream(self._tar({path: PurePosixPath(path).name}))
+        return self._stream(self._tar({path: PurePosixPath(path).name}, sort=True))
 
     def exec_stdout(
         self, argv: list[str], *, workdir: str = "/", timeout: float | None = None
     ) -> StdoutStream:
+        sort = "--sort=name" in argv
+        argv = [arg for arg in argv if arg != "--sort=name"]
         assert self.has_tar and argv[:6] == ["tar", "-c", "-f", "-", "-C", "/"], argv
         self.reads.append("tar")
         if self.exec_refused:
             raise SandboxError("the sandbox filled its disk limit of 1G and was stopped")
         tops = {f"/{top}": top for top in argv[6:]}
         assert set(tops) <= set(self.folders), f"tar of {sorted(tops)}: not all are folders"
-        data = self._tar(tops) + b"\0" * 10240  # GNU tar pads to its record size
+        data = self._tar(tops, sort=sort) + b"\0" * 10240  # GNU tar pads to its record size
         result = ExecResult(self.tar_exit, "tar: something failed\n" if self.tar_exit else "", 0.0)
         return StdoutStream(iter([data[:700], data[700:]]), lambda: result, lambda: None)
 
-    def _tar(self, tops: dict[str, str]) -> bytes:
-        """A tar of folders ({sandbox folder: its name in the tar})."""
+    def _tar(self, tops: dict[str, str], *, sort: bool) -> bytes:
+        """A tar of folders ({sandbox folder: its name in the tar}), each
+        folder's files in name order with `sort`, else as given."""
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             for path, top in tops.items():
                 tar.addfile(_folder(top))
-                for name, data in self.folders[path].items():
+                files = self.folders[path].items()
+                for name, data in sorted(files) if sort else files:
                     info = tarfile.TarInfo(f"{top}/{name}")
                     if isinstance(data, Special):
                         info.type, info.linkname = data.type, data.linkname.replace("TOP", top)
@@ -261,6 +267,17 @@ def test_a_hard_link_counts_against_the_output_budget(tmp_path: Path):
     ctx.settings = Settings(home=tmp_path / "home", max_output_files=1)
     with pytest.raises(StageError, match="more than 1 files"):
         collect_outputs(ctx)
+
+
+def test_outputs_past_the_limit_keep_the_first_files_by_name_either_way(tmp_path: Path):
+    sandbox = FolderSandbox(
+        {"/app/results": {"part3.bin": b"3" * 10, "part1.bin": b"1" * 10, "part2.bin": b"2" * 10}}
+    )
+    ctx, _ = context(tmp_path, sandbox)
+    ctx.settings = Settings(home=tmp_path / "home", max_output_bytes=25)
+    with pytest.raises(StageError, match="PIER_MAX_OUTPUT_BYTES"):
+        collect_outputs(ctx)
+    assert sorted(p.name for p in (tmp_path / "out" / "results").iterdir()) == ["part1.bin", "part2.bin"]
 
 
 def test_with_tar_the_three_folders_come_out_of_one_exec_and_no_archive_read(tmp_path: Path, way: str):
