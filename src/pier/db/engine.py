@@ -48,17 +48,42 @@ def advisory_key(name: str) -> int:
 CONNECT_TIMEOUT_SEC = 10
 
 
+# How long one of pier's sessions may sit inside a transaction without sending
+# the next statement before PostgreSQL ends it. pier's transactions are a few
+# statements long; one idle this long belongs to a process that froze inside it
+# (SIGSTOP, a paused VM, a debugger) and holds its locks, the advisory ones too:
+# every other replica's write to that run or collection would wait behind it
+# for as long as it stays frozen. Ended, its locks go, the others go on, and the
+# frozen process's own write fails when it wakes and is tried again
+# (pier.db.retry). A URL whose `options` name their own
+# idle_in_transaction_session_timeout keep it.
+IDLE_IN_TRANSACTION_SEC = 20
+
+
 def _bounded(url: URL) -> URL:
-    if "connect_timeout" in url.query:
-        return url
-    return url.update_query_dict({"connect_timeout": str(CONNECT_TIMEOUT_SEC)})
+    query: dict[str, str] = {}
+    if "connect_timeout" not in url.query:
+        query["connect_timeout"] = str(CONNECT_TIMEOUT_SEC)
+    options = url.query.get("options", "")
+    options = options if isinstance(options, str) else " ".join(options)
+    if "idle_in_transaction_session_timeout" not in options:
+        idle = f"-c idle_in_transaction_session_timeout={int(IDLE_IN_TRANSACTION_SEC * 1000)}"
+        query["options"] = f"{options} {idle}".strip()
+    return url.update_query_dict(query) if query else url
 
 
 def conninfo(database_url: str) -> str:
-    """A libpq URL from a SQLAlchemy one (postgresql+psycopg://...), for a
+    """A libpq conninfo (key=value) from a SQLAlchemy URL (postgresql+psycopg://...), for a
     plain psycopg connection (LISTEN/NOTIFY), with the connect bound."""
-    url = _bounded(make_url(database_url)).set(drivername="postgresql")
-    return url.render_as_string(hide_password=False)
+    from psycopg.conninfo import make_conninfo  # loaded only on PostgreSQL
+
+    url = _bounded(make_url(database_url))
+    # key=value, not a URL: a libpq URL reads "+" as itself, not as the space
+    # between two `-c` options
+    parts = {"host": url.host, "port": url.port, "user": url.username, "password": url.password}
+    params = {k: v for k, v in {**parts, "dbname": url.database}.items() if v is not None}
+    query = {k: v if isinstance(v, str) else v[-1] for k, v in url.query.items()}
+    return make_conninfo("", **params, **query)
 
 
 def is_postgres(database_url: str) -> bool:

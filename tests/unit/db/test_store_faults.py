@@ -150,6 +150,11 @@ def test_every_connection_to_postgresql_has_a_connect_bound_unless_the_url_names
         default.dispose()
         given.dispose()
     assert conninfo_to_dict(conninfo("postgresql+psycopg://u:p@h/db"))["connect_timeout"] == "10"
+    # and each session ends a transaction left idle past its bound; the URL's own options are kept
+    options = conninfo_to_dict(conninfo("postgresql+psycopg://u:p@h/db?options=-csearch_path%3Ds"))["options"]
+    assert options == "-csearch_path=s -c idle_in_transaction_session_timeout=20000"
+    own = "postgresql+psycopg://u:p@h/db?options=-c%20idle_in_transaction_session_timeout%3D5s"
+    assert conninfo_to_dict(conninfo(own))["options"] == "-c idle_in_transaction_session_timeout=5s"
     assert (
         conninfo_to_dict(conninfo("postgresql+psycopg://u:p@h/db?connect_timeout=4"))["connect_timeout"]
         == "4"
@@ -172,3 +177,61 @@ def test_the_retry_rules_do_not_load_the_postgresql_driver() -> None:
 
     assert transient(psycopg.OperationalError("server closed the connection unexpectedly"))
     assert not transient(psycopg.errors.UniqueViolation("duplicate key"))
+
+
+FROZEN_HOLDER = """
+import os, signal, sys
+import pier.db.engine
+pier.db.engine.IDLE_IN_TRANSACTION_SEC = 2
+from pier.db import Store
+store = Store.open(sys.argv[1])
+with store._write() as session:
+    store._lock(session, "pier.run_events:" + sys.argv[2])
+    print("locked", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)  # frozen inside its transaction, its lock held
+"""
+
+
+def test_a_process_frozen_inside_a_transaction_holds_no_lock_past_its_bound(tmp_path) -> None:
+    """A replica or worker frozen (SIGSTOP) in the middle of a write keeps its
+    transaction, and its advisory lock, open for as long as it stays frozen:
+    every other process's write to that run's log waited behind it, without
+    end (a fleet test saw a run's restart hang this way). pier's sessions carry
+    idle_in_transaction_session_timeout (IDLE_IN_TRANSACTION_SEC; 2 s in the
+    frozen process here), so PostgreSQL ends the frozen session and the
+    others' writes go on."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from tests.support.services import postgres_url
+
+    from pier.db.engine import scratch_schema
+
+    schema = scratch_schema(postgres_url(), prefix="pier_frozen")
+    url = next(schema)
+    tid = "frozen-holder-run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", FROZEN_HOLDER, url, tid], stdout=subprocess.PIPE, text=True
+    )
+    store = Store.open(url)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        outcome: list[object] = []
+        writer = threading.Thread(
+            target=lambda: outcome.append(store.append_event(tid, "after the freeze")), daemon=True
+        )
+        started = time.monotonic()
+        writer.start()
+        writer.join(timeout=20)
+        assert outcome == [1], "a write was still waiting for the frozen process's lock after 20 s"
+        assert time.monotonic() - started < 15
+        assert [e.line for e in store.events(tid)] == ["after the freeze"]
+    finally:
+        holder.send_signal(signal.SIGCONT)
+        holder.kill()
+        holder.wait()
+        store.close()
+        schema.close()
