@@ -16,7 +16,7 @@ from pier.lifecycle.context import RunContext
 from pier.record import CheckResult
 from pier.sandbox import create_with_retry
 from pier.sandbox.base import Sandbox, SandboxSpec
-from pier.sandbox.tarutil import file_chunks
+from pier.sandbox.tarutil import FileTar
 
 FRESH_DIRS = {"results": "/app/results", "assets": "/app/assets"}
 
@@ -108,15 +108,16 @@ def _in_fresh_sandbox(ctx: RunContext, spec: SandboxSpec) -> None:
 
 def _copy_in(sandbox: Sandbox, folder: Path, dest: str) -> None:
     """folder's contents as dest in the sandbox (an empty dest when it was not
-    collected), streamed from a temporary tar, never held in memory."""
+    collected), streamed from a temporary tar, never held in memory, and sent
+    again whole after a transient engine error (a FileTar, not a generator)."""
     done = sandbox.exec(["mkdir", "-p", "--", dest], workdir="/", timeout=60)
     if not done.ok:
         raise StageError("check", f"could not create {dest} in the check sandbox: {done.output.strip()}")
     if not folder.is_dir():
         return
-    with tempfile.TemporaryFile() as spool:
-        with tarfile.open(fileobj=spool, mode="w") as tar:
+    with tempfile.TemporaryDirectory(prefix="pier-check-") as scratch:
+        spool = Path(scratch) / "in.tar"
+        with tarfile.open(spool, mode="w") as tar:
             for item in sorted(folder.iterdir()):
                 tar.add(item, arcname=item.name)
-        spool.seek(0)
-        sandbox.put_archive(dest, file_chunks(spool))
+        sandbox.put_archive(dest, FileTar(spool))

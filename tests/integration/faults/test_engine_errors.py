@@ -43,8 +43,8 @@ def proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, docker_backend) -> It
         get_settings.cache_clear()
 
 
-def start(base_image: str, script: str) -> tuple[Trajectory, list[str]]:
-    front = {"agent": "script", "snapshot": "", "image": base_image}
+def start(base_image: str, script: str, **more: object) -> tuple[Trajectory, list[str]]:
+    front = {"agent": "script", "snapshot": "", "image": base_image, **more}
     text = "---\n" + "\n".join(f"{k}: {json.dumps(v)}" for k, v in front.items())
     text += f"\n---\n# engine faults\n\n```bash\n{script}\n```\n"
     services = Services(get_settings())
@@ -83,6 +83,25 @@ def test_a_run_rides_out_transient_engine_errors(proxy: EngineProxy, base_image:
     assert proxy.count(CREATE) == 2, "the lost create was tried once more"
     assert not left_of(docker_backend, record.trajectory_id), "a second container was made, or one was left"
     assert sum(1 for line in lines if line == "ran") == 1, f"the agent ran more than once: {lines}"
+
+
+def test_the_check_sandboxs_copy_in_rides_out_a_transient_engine_error(
+    proxy: EngineProxy, base_image: str, docker_backend
+) -> None:
+    """checks_isolation fresh copies the results into a second sandbox: that
+    archive is sent again after a 500, as set-up's is (it was a generator,
+    spent by the first try, so the check stage failed on one engine blip)."""
+    checks = [{"name": "answer", "type": "file_exists", "path": "answer.txt"}]
+    proxy.faults = [Fault(ARCHIVE_WRITE + r"\?path=%2Fapp%2Fresults$", "500", 1)]  # the check sandbox's
+    record, lines = start(
+        base_image, "echo 42 > /app/results/answer.txt", checks=checks, checks_isolation="fresh"
+    )
+    assert proxy.faults[0].failed == 1, f"the test meant nothing: {proxy.requests}"
+    assert record.status.value == "completed", (record.error, lines[-20:])
+    assert [(c.name, c.passed) for c in record.outputs.checks] == [("answer", True)], lines[-20:]
+    assert any("checks run in a second sandbox" in line for line in lines), lines
+    assert sum("trying again" in line for line in lines if line.startswith("engine: ")) == 1, lines
+    assert not left_of(docker_backend, record.trajectory_id)
 
 
 def test_an_engine_that_keeps_failing_fails_the_run_with_its_own_words(
