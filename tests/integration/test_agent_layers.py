@@ -210,3 +210,27 @@ def test_a_background_build_outlives_its_starter_stays_single_and_a_run_meanwhil
         )
         == 2
     )
+
+
+def test_a_failed_background_build_is_not_started_again_by_every_run(docker_backend, own_image):
+    """A layer whose install fails (a registry down, a pin that does not exist)
+    was built again, and failed again, after every run that installed the CLI
+    in its sandbox: the engine built a failing install once per run. After a
+    failure the build waits FAILED_BUILD_RETRY_SEC; start_layer_build says why."""
+    from pier.errors import ImageError
+    from pier.sandbox.docker import layers
+
+    backend = DockerBackend(get_settings())
+    recipe = LayerRecipe("pier-test-layer", "9.9", "echo 'no such version' >&2; exit 3\n")
+    assert backend.start_layer_build(own_image, recipe, 300) is True
+    assert backend.wait_for_layer_build(own_image, recipe, 300) is False  # it failed
+    with pytest.raises(ImageError, match=r"the last build of .* failed \d+ s ago .*tried again in \d+ s"):
+        backend.start_layer_build(own_image, recipe, 300)
+    # Once the wait is over it is tried again.
+    tag = backend.ensure_layer(own_image, recipe, lambda line: None, 300, wait=False).image
+    marker = layers.failed_build_path(get_settings().layers_dir, tag)
+    past = marker.stat().st_mtime - layers.FAILED_BUILD_RETRY_SEC - 1
+    os.utime(marker, (past, past))
+    assert backend.start_layer_build(own_image, recipe, 300) is True
+    assert backend.wait_for_layer_build(own_image, recipe, 300) is False
+    assert marker.stat().st_mtime > past, "the second failure starts a new wait"

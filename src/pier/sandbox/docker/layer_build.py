@@ -17,7 +17,7 @@ import docker
 from pier.errors import ImageError
 from pier.sandbox.base import LayerRecipe
 from pier.sandbox.docker.client import API_TIMEOUT_S
-from pier.sandbox.docker.layers import build_layer
+from pier.sandbox.docker.layers import build_layer, failed_build_path
 
 
 def main(job_path: str) -> int:
@@ -36,7 +36,9 @@ def main(job_path: str) -> int:
                     lambda line: print(line, flush=True), float(job["timeout"]))  # fmt: skip
     except (ImageError, docker.errors.DockerException) as exc:
         print(f"pier: the background build of {job['tag']} failed: {exc}", flush=True)
+        failed_build_path(path.parent, job["tag"]).touch()  # later runs do not start it again at once
         return 1
+    failed_build_path(path.parent, job["tag"]).unlink(missing_ok=True)
     print(f"pier: built {job['tag']} in {time.monotonic() - began:.1f} s", flush=True)
     return 0
 

@@ -44,6 +44,11 @@ from pier.sandbox.dockerfile import CA_CONTEXT_NAME, ca_env
 LAYER_REPO = "pier-agent"
 SCRIPT_NAME = "pier-layer.sh"
 LAYER_FORMAT = "1"  # bump when layer_dockerfile changes what a layer holds
+# A background build that failed (a registry down, a pin that does not exist)
+# is not started again by every run for this long: each run installs in its
+# own sandbox meanwhile, as when the layer was missing, and the engine is not
+# made to build a failing install once per run.
+FAILED_BUILD_RETRY_SEC = 600
 # What an install leaves that no run needs (caches, the script itself).
 CLEAN = f"rm -rf /tmp/{SCRIPT_NAME} /tmp/pier-ca.crt /root/.npm /root/.cache/pip /root/.cache/uv"
 
@@ -177,6 +182,7 @@ def start_build(
             return False  # another process (or a thread of this one) is building it
         if image_exists(api, tag):
             return False  # built since it was looked up (the lock goes with the file's close)
+        _refuse_if_failed_lately(lock_dir, tag)
         job = {
             "image": image,
             "image_id": image_id,
@@ -204,6 +210,27 @@ def start_build(
 def build_log_path(lock_dir: Path, tag: str) -> Path:
     """Where a background build of tag writes its output (the last one's stays)."""
     return lock_dir / f"{_file_name(tag)}.build.log"
+
+
+def failed_build_path(lock_dir: Path, tag: str) -> Path:
+    """Present while the last background build of tag failed; its mtime says when."""
+    return lock_dir / f"{_file_name(tag)}.failed"
+
+
+def _refuse_if_failed_lately(lock_dir: Path, tag: str) -> None:
+    """ImageError when the last background build of tag failed less than
+    FAILED_BUILD_RETRY_SEC ago, naming its output and when it is tried again."""
+    try:
+        age = time.time() - failed_build_path(lock_dir, tag).stat().st_mtime
+    except FileNotFoundError:
+        return
+    if age >= FAILED_BUILD_RETRY_SEC:
+        return
+    raise ImageError(
+        f"the last build of {tag} failed {age:.0f} s ago (its output: {build_log_path(lock_dir, tag)}); "
+        f"it is tried again in {FAILED_BUILD_RETRY_SEC - age:.0f} s, and runs install the CLI in their "
+        "sandbox until then"
+    )
 
 
 def wait_for_build(api: docker.APIClient, image: str, recipe: LayerRecipe, ca_bytes: bytes | None,
