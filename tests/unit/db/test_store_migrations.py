@@ -12,7 +12,7 @@ from sqlalchemy import inspect, text
 
 from pier.db import Store
 from pier.db.engine import VERSION_TABLE, alembic_config
-from pier.db.models import Base
+from pier.db.tables import metadata
 from pier.errors import InputError
 from pier.record import Trajectory
 
@@ -54,7 +54,7 @@ def test_models_match_migrations(store: Store) -> None:
         context = MigrationContext.configure(
             connection, opts={"version_table": VERSION_TABLE, "compare_type": True}
         )
-        assert compare_metadata(context, Base.metadata) == []
+        assert compare_metadata(context, metadata) == []
 
 
 def test_open_from_several_processes_at_once(store_url: str) -> None:
