@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import Row, delete, insert, select
 
 from pier.db.base import StoreBase
-from pier.db.tables import audit_events, tokens
 from pier.db.schemas import AuditEntry
+from pier.db.tables import audit_events, tokens
 
 
 def _entry(row: Row[Any]) -> AuditEntry:
@@ -69,7 +69,9 @@ class AuditStore(StoreBase):
 
     def token_for_hash(self, token_hash: str) -> tuple[int, str | None, str] | None:
         """(id, name, collection) of a token; None when unknown."""
-        query = select(tokens.c.id, tokens.c.label, tokens.c.collection).where(tokens.c.token_hash == token_hash)
+        query = select(tokens.c.id, tokens.c.label, tokens.c.collection).where(
+            tokens.c.token_hash == token_hash
+        )
         with self._read() as connection:
             row = connection.execute(query).first()
         return None if row is None else (row[0], row[1], row[2])

@@ -11,8 +11,8 @@ from sqlalchemy import Row, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from pier.db.base import StoreBase
-from pier.db.tables import collection_env, collections, tasks, tokens
 from pier.db.schemas import Collection, StoredTask, TokenInfo
+from pier.db.tables import collection_env, collections, tasks, tokens
 from pier.errors import InputError, NotFoundError
 from pier.record import utcnow
 

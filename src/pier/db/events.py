@@ -10,8 +10,8 @@ from sqlalchemy import Connection, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from pier.db.base import StoreBase
-from pier.db.tables import run_events
 from pier.db.schemas import Event
+from pier.db.tables import run_events
 from pier.record import utcnow
 
 # Appends are serialised per run (advisory lock / SQLite write lock), so a

@@ -18,9 +18,9 @@ from sqlalchemy import Row, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from pier.db.base import StoreBase
-from pier.db.tables import experiment_attempts, experiments, runs
 from pier.db.runs import RunStore
 from pier.db.schemas import StoredAttempt, StoredExperiment
+from pier.db.tables import experiment_attempts, experiments, runs
 from pier.errors import NotFoundError
 from pier.record import Trajectory, utcnow
 

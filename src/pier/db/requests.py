@@ -10,8 +10,8 @@ from sqlalchemy import Connection, delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from pier.db.base import StoreBase
-from pier.db.tables import run_events, run_keys, run_labels, run_requests, runs
 from pier.db.runs import run_columns
+from pier.db.tables import run_events, run_keys, run_labels, run_requests, runs
 from pier.errors import InputError, PierError
 from pier.record import RunStatus, Trajectory
 
@@ -98,7 +98,9 @@ class RequestStore(StoreBase):
 
     @staticmethod
     def _run_for_key(connection: Connection, collection: str, key: str) -> str | None:
-        query = select(run_keys.c.trajectory_id).where(run_keys.c.collection == collection, run_keys.c.key == key)
+        query = select(run_keys.c.trajectory_id).where(
+            run_keys.c.collection == collection, run_keys.c.key == key
+        )
         return connection.scalar(query)
 
     def drop_run(self, trajectory_id: str) -> None:

@@ -17,8 +17,8 @@ from sqlalchemy import Row, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from pier.db.base import StoreBase
-from pier.db.tables import routines, runs
 from pier.db.schemas import StoredRoutine
+from pier.db.tables import routines, runs
 from pier.errors import InputError, NotFoundError
 from pier.record import Trajectory, utcnow
 

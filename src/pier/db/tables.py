@@ -13,6 +13,9 @@ these tables must match them (a unit test compares the two).
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from sqlalchemy import (
     Boolean,
     Column,
@@ -39,15 +42,15 @@ NAMING = {
 metadata = MetaData(naming_convention=NAMING)
 
 
-def _name(name: str, *, nullable: bool = False, **kwargs: object) -> Column[str]:
-    return Column(name, String(NAME), nullable=nullable, **kwargs)  # type: ignore[arg-type]
+def _name(name: str, *, nullable: bool = False, **kwargs: Any) -> Column[str]:
+    return Column(name, String(NAME), nullable=nullable, **kwargs)
 
 
-def _time(name: str, *, nullable: bool = False) -> Column[object]:
+def _time(name: str, *, nullable: bool = False) -> Column[datetime]:
     return Column(name, UTCDateTime(), nullable=nullable)
 
 
-def _json(name: str) -> Column[object]:
+def _json(name: str) -> Column[Any]:
     return Column(name, JSONType, nullable=False)
 
 

@@ -115,7 +115,8 @@ def test_the_command_probe_sees_the_run_path(tmp_path):
 ON_SQLITE = {"sqlalchemy.dialects.postgresql"}
 STORE = {"sqlalchemy.orm"} | ON_SQLITE
 NOT_LOADED = {
-    ("runs",): {"rich", "psutil", "pier.sandbox", "pier.lifecycle.outcomes", "pier.lifecycle.scratch"} | STORE,
+    ("runs",): {"rich", "psutil", "pier.sandbox", "pier.lifecycle.outcomes", "pier.lifecycle.scratch"}
+    | STORE,
     ("logs", "0123456789abcdef"): {"psutil", "pier.sandbox", "pier.lifecycle.outcomes"} | STORE,
     ("routine", "list"): {"rich", "psutil", "pier.sandbox", "pier.lifecycle.orphans"} | STORE,
 }
