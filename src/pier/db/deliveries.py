@@ -46,9 +46,14 @@ class DeliveryStore(StoreBase):
         """Keep a new delivery; False (and nothing changed) when one of that id exists."""
         values = {**delivery.__dict__, "leased_until": None}
         statement = self._insert(webhook_deliveries).values(**values)
-        statement = statement.on_conflict_do_nothing(index_elements=[webhook_deliveries.c.id])
+        # Told by the row RETURNING gives back, not by the rowcount: PostgreSQL's
+        # driver gives -1 for an INSERT's (SQLAlchemy keeps it only for UPDATE
+        # and DELETE), so every new delivery read as one kept already.
+        statement = statement.on_conflict_do_nothing(index_elements=[webhook_deliveries.c.id]).returning(
+            webhook_deliveries.c.id
+        )
         with self._write() as connection:
-            return connection.execute(statement).rowcount == 1
+            return connection.execute(statement).first() is not None
 
     def delivery(self, delivery_id: str) -> StoredDelivery | None:
         query = select(webhook_deliveries).where(webhook_deliveries.c.id == delivery_id)
