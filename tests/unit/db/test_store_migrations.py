@@ -49,7 +49,7 @@ def test_open_twice_is_idempotent_and_keeps_data(store_url: str) -> None:
         assert _current_revision(second) == head
 
 
-def test_models_match_migrations(store: Store) -> None:
+def test_tables_match_migrations(store: Store) -> None:
     with store.engine.connect() as connection:
         context = MigrationContext.configure(
             connection, opts={"version_table": VERSION_TABLE, "compare_type": True}
