@@ -127,8 +127,10 @@ def main() -> None:
         env = {**os.environ, "PIER_HOME": home}
         for binary in piers.values():  # migrate once, outside the timing
             subprocess.run([binary, "runs"], env=env, cwd=ROOT, capture_output=True, check=True)
-        if args.instructions:
+        if args.instructions:  # the load does not change them, but say what it was
+            print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
             print_instructions(piers, env)
+            print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
             return
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         baseline = median_seconds([sys.executable, "-c", "pass"], args.runs, env)

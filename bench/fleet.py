@@ -273,11 +273,11 @@ def backlog_figures(
 def _counts(store, ids: list[str]) -> dict[str, int]:
     from sqlalchemy import func, select
 
-    from pier.db.models import RunRow
+    from pier.db.tables import runs
 
-    with store._read() as session:  # one query per sample: the bench must not be the load
-        rows = session.execute(
-            select(RunRow.status, func.count()).where(RunRow.trajectory_id.in_(ids)).group_by(RunRow.status)
+    with store._read() as connection:  # one query per sample: the bench must not be the load
+        rows = connection.execute(
+            select(runs.c.status, func.count()).where(runs.c.trajectory_id.in_(ids)).group_by(runs.c.status)
         ).all()
     return {status: n for status, n in rows}
 

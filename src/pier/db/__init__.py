@@ -47,7 +47,7 @@ class Store(
     AuditStore,
     ExperimentStore,
 ):
-    """Thread-safe: share one instance; each call uses its own session."""
+    """Thread-safe: share one instance; each call uses its own connection."""
 
     @classmethod
     def open(cls, url: str) -> Self:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import CursorResult, delete, select
+from sqlalchemy import Row, delete, insert, select
 
 from pier.db.base import StoreBase
-from pier.db.models import AuditRow, TokenRow
 from pier.db.schemas import AuditEntry
+from pier.db.tables import audit_events, tokens
 
 
-def _entry(row: AuditRow) -> AuditEntry:
+def _entry(row: Row[Any]) -> AuditEntry:
     return AuditEntry(
         id=row.id,
         at=row.at,
@@ -31,8 +31,8 @@ def _entry(row: AuditRow) -> AuditEntry:
 class AuditStore(StoreBase):
     def add_audit(self, entry: AuditEntry) -> None:
         values = entry.model_dump(exclude={"id"})
-        with self._write() as session:
-            session.add(AuditRow(**values))
+        with self._write() as connection:
+            connection.execute(insert(audit_events).values(**values))
 
     def list_audit(
         self,
@@ -46,32 +46,32 @@ class AuditStore(StoreBase):
         before_id: int | None = None,
     ) -> list[AuditEntry]:
         """Newest first; `collection` None reads every collection's (the admin's view)."""
-        query = select(AuditRow).order_by(AuditRow.id.desc()).limit(limit)
+        table = audit_events
+        query = select(table).order_by(table.c.id.desc()).limit(limit)
         if collection is not None:
-            query = query.where(AuditRow.collection == collection)
+            query = query.where(table.c.collection == collection)
         if action:
-            query = query.where(AuditRow.action.contains(action))
+            query = query.where(table.c.action.contains(action))
         if actor:
-            query = query.where(AuditRow.actor == actor)
+            query = query.where(table.c.actor == actor)
         if since is not None:
-            query = query.where(AuditRow.at >= since)
+            query = query.where(table.c.at >= since)
         if until is not None:
-            query = query.where(AuditRow.at < until)
+            query = query.where(table.c.at < until)
         if before_id is not None:
-            query = query.where(AuditRow.id < before_id)
-        with self._read() as session:
-            return [_entry(row) for row in session.scalars(query)]
+            query = query.where(table.c.id < before_id)
+        with self._read() as connection:
+            return [_entry(row) for row in connection.execute(query)]
 
     def prune_audit(self, older_than: datetime) -> int:
-        with self._write() as session:
-            result = session.execute(delete(AuditRow).where(AuditRow.at < older_than))
-            return cast(CursorResult[Any], result).rowcount
+        with self._write() as connection:
+            return connection.execute(delete(audit_events).where(audit_events.c.at < older_than)).rowcount
 
     def token_for_hash(self, token_hash: str) -> tuple[int, str | None, str] | None:
         """(id, name, collection) of a token; None when unknown."""
-        query = select(TokenRow.id, TokenRow.label, TokenRow.collection).where(
-            TokenRow.token_hash == token_hash
+        query = select(tokens.c.id, tokens.c.label, tokens.c.collection).where(
+            tokens.c.token_hash == token_hash
         )
-        with self._read() as session:
-            row = session.execute(query).first()
+        with self._read() as connection:
+            row = connection.execute(query).first()
         return None if row is None else (row[0], row[1], row[2])

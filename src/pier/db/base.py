@@ -1,4 +1,7 @@
-"""The store's plumbing: engine, sessions per call, dialect-aware upserts."""
+"""The store's plumbing: engine, a connection per call, dialect-aware upserts.
+
+The store speaks SQLAlchemy Core (`pier.db.tables`): its rows are plain values,
+and the ORM's import alone was a good part of a read-only command's start-up."""
 
 from __future__ import annotations
 
@@ -7,15 +10,14 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Self
 
-from sqlalchemy import Engine, text
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, Engine, Table, text
 
 from pier.db.engine import SQLITE_BEGIN, advisory_key
 
 
 class StoreBase:
-    """Holds the engine; every public method opens its own short session, so one
-    instance serves any number of threads."""
+    """Holds the engine; every public method opens its own short connection (a
+    transaction of its own), so one instance serves any number of threads."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
@@ -34,8 +36,8 @@ class StoreBase:
 
     def ping(self) -> None:
         """Raise the driver's error when the database does not answer a trivial query."""
-        with self._read() as session:
-            session.execute(text("SELECT 1"))
+        with self._read() as connection:
+            connection.execute(text("SELECT 1"))
 
     def close(self) -> None:
         self.engine.dispose()
@@ -50,29 +52,31 @@ class StoreBase:
         return f"{type(self).__name__}({self.engine.url.render_as_string(hide_password=True)!r})"
 
     @contextmanager
-    def _read(self) -> Iterator[Session]:
-        with Session(self.engine, expire_on_commit=False) as session:
-            yield session
+    def _read(self) -> Iterator[Connection]:
+        """A connection whose transaction is rolled back (and the connection given
+        back to the pool) when the block ends."""
+        with self.engine.connect() as connection:
+            yield connection
 
     @contextmanager
-    def _write(self) -> Iterator[Session]:
-        """A session in a transaction that commits on success. On SQLite it holds
-        the write lock from its first statement (BEGIN IMMEDIATE)."""
-        with self._write_turn, Session(self._writer, expire_on_commit=False) as session, session.begin():
-            yield session
+    def _write(self) -> Iterator[Connection]:
+        """A connection in a transaction that commits on success and rolls back on
+        an error. On SQLite it holds the write lock from the start (BEGIN IMMEDIATE)."""
+        with self._write_turn, self._writer.begin() as connection:
+            yield connection
 
-    def _insert(self, model: Any) -> Any:
+    def _insert(self, table: Table) -> Any:
         """INSERT with ON CONFLICT support for the engine's dialect."""
         if self.dialect == "postgresql":
             from sqlalchemy.dialects import postgresql  # loaded only on PostgreSQL
 
-            return postgresql.insert(model)
+            return postgresql.insert(table)
         from sqlalchemy.dialects import sqlite
 
-        return sqlite.insert(model)
+        return sqlite.insert(table)
 
-    def _lock(self, session: Session, name: str) -> None:
+    def _lock(self, connection: Connection, name: str) -> None:
         """Serialise transactions on `name` until commit. SQLite needs nothing:
         write transactions already run one at a time."""
         if self.dialect == "postgresql":
-            session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": advisory_key(name)})
+            connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": advisory_key(name)})

@@ -5,23 +5,23 @@ Storage only: token hashing and secret encryption belong to the caller.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import CursorResult, delete, select
+from sqlalchemy import Row, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from pier.db.base import StoreBase
-from pier.db.models import CollectionEnvRow, CollectionRow, TaskRow, TokenRow
 from pier.db.schemas import Collection, StoredTask, TokenInfo
+from pier.db.tables import collection_env, collections, tasks, tokens
 from pier.errors import InputError, NotFoundError
 from pier.record import utcnow
 
 
-def _collection(row: CollectionRow) -> Collection:
+def _collection(row: Row[Any]) -> Collection:
     return Collection(name=row.name, created_at=row.created_at)
 
 
-def _task(row: TaskRow) -> StoredTask:
+def _task(row: Row[Any]) -> StoredTask:
     return StoredTask(
         collection=row.collection,
         name=row.name,
@@ -35,41 +35,41 @@ def _task(row: TaskRow) -> StoredTask:
 class CollectionStore(StoreBase):
     def create_collection(self, name: str) -> Collection:
         """Create the collection, or return it unchanged when it exists."""
-        statement = self._insert(CollectionRow).values(name=name, created_at=utcnow())
-        with self._write() as session:
-            session.execute(statement.on_conflict_do_nothing(index_elements=[CollectionRow.name]))
+        statement = self._insert(collections).values(name=name, created_at=utcnow())
+        with self._write() as connection:
+            connection.execute(statement.on_conflict_do_nothing(index_elements=[collections.c.name]))
         return self.get_collection(name)
 
     def get_collection(self, name: str) -> Collection:
-        with self._read() as session:
-            row = session.get(CollectionRow, name)
+        with self._read() as connection:
+            row = connection.execute(select(collections).where(collections.c.name == name)).first()
         if row is None:
             raise NotFoundError(f"collection {name!r} not found: create it first")
         return _collection(row)
 
     def list_collections(self) -> list[Collection]:
-        with self._read() as session:
-            rows = session.scalars(select(CollectionRow).order_by(CollectionRow.name)).all()
+        with self._read() as connection:
+            rows = connection.execute(select(collections).order_by(collections.c.name)).all()
         return [_collection(row) for row in rows]
 
     def add_token(self, collection: str, token_hash: str, label: str | None = None) -> int:
         """Register a token (by its hash) for an existing collection; returns its id."""
         self.get_collection(collection)
-        row = TokenRow(collection=collection, token_hash=token_hash, created_at=utcnow(), label=label)
+        statement = insert(tokens).values(
+            collection=collection, token_hash=token_hash, created_at=utcnow(), label=label
+        )
         try:
-            with self._write() as session:
-                session.add(row)
-                session.flush()
-                return row.id
+            with self._write() as connection:
+                return int(connection.execute(statement.returning(tokens.c.id)).scalar_one())
         except IntegrityError:
             raise InputError("that token is already registered: issue a new one") from None
 
     def list_tokens(self, collection: str) -> list[TokenInfo]:
         """The collection's tokens, oldest first: ids and labels, never hashes."""
         self.get_collection(collection)
-        query = select(TokenRow).where(TokenRow.collection == collection).order_by(TokenRow.id)
-        with self._read() as session:
-            rows = session.scalars(query).all()
+        query = select(tokens).where(tokens.c.collection == collection).order_by(tokens.c.id)
+        with self._read() as connection:
+            rows = connection.execute(query).all()
         return [
             TokenInfo(id=r.id, collection=r.collection, created_at=r.created_at, label=r.label) for r in rows
         ]
@@ -77,20 +77,19 @@ class CollectionStore(StoreBase):
     def revoke_token(self, collection: str, token_id: int) -> str:
         """Delete one of the collection's tokens; its hash, so that caches can
         forget it. NotFoundError when the collection has no such token."""
-        query = select(TokenRow).where(TokenRow.collection == collection, TokenRow.id == token_id)
-        with self._write() as session:
-            row = session.scalar(query)
-            if row is None:
+        mine = (tokens.c.collection == collection) & (tokens.c.id == token_id)
+        with self._write() as connection:
+            token_hash = connection.scalar(select(tokens.c.token_hash).where(mine))
+            if token_hash is None:
                 raise NotFoundError(f"collection {collection!r} has no token {token_id}: list its tokens")
-            token_hash = row.token_hash
-            session.delete(row)
-        return token_hash
+            connection.execute(delete(tokens).where(mine))
+        return str(token_hash)
 
     def collection_for_token_hash(self, token_hash: str) -> str | None:
         """The collection a token belongs to; None for an unknown token."""
-        query = select(TokenRow.collection).where(TokenRow.token_hash == token_hash)
-        with self._read() as session:
-            return session.scalar(query)
+        query = select(tokens.c.collection).where(tokens.c.token_hash == token_hash)
+        with self._read() as connection:
+            return connection.scalar(query)
 
     def put_task(
         self, collection: str, name: str, definition: dict[str, Any], description: str | None = None
@@ -98,7 +97,7 @@ class CollectionStore(StoreBase):
         """Create or replace a task's definition (created_at is kept on replace;
         so is the description when `description` is None)."""
         now = utcnow()
-        statement = self._insert(TaskRow).values(
+        statement = self._insert(tasks).values(
             collection=collection, name=name, definition=definition, created_at=now, updated_at=now,
             description=description or "",
         )  # fmt: skip
@@ -106,67 +105,66 @@ class CollectionStore(StoreBase):
         if description is not None:
             changes["description"] = description
         statement = statement.on_conflict_do_update(
-            index_elements=[TaskRow.collection, TaskRow.name], set_=changes
+            index_elements=[tasks.c.collection, tasks.c.name], set_=changes
         )
-        with self._write() as session:
-            session.execute(statement)
+        with self._write() as connection:
+            connection.execute(statement)
         return self.get_task(collection, name)
 
     def get_task(self, collection: str, name: str) -> StoredTask:
-        with self._read() as session:
-            row = session.get(TaskRow, (collection, name))
+        query = select(tasks).where(tasks.c.collection == collection, tasks.c.name == name)
+        with self._read() as connection:
+            row = connection.execute(query).first()
         if row is None:
             raise NotFoundError(f"task {name!r} not found in collection {collection!r}")
         return _task(row)
 
     def delete_task(self, collection: str, name: str) -> None:
         """Remove a stored task; its runs stay. NotFoundError when there is none."""
-        statement = delete(TaskRow).where(TaskRow.collection == collection, TaskRow.name == name)
-        with self._write() as session:
-            result = cast(CursorResult[Any], session.execute(statement))
-            if result.rowcount == 0:
+        statement = delete(tasks).where(tasks.c.collection == collection, tasks.c.name == name)
+        with self._write() as connection:
+            if connection.execute(statement).rowcount == 0:
                 raise NotFoundError(f"task {name!r} not found in collection {collection!r}")
 
     def list_tasks(self, collection: str) -> list[StoredTask]:
-        query = select(TaskRow).where(TaskRow.collection == collection).order_by(TaskRow.name)
-        with self._read() as session:
-            return [_task(row) for row in session.scalars(query)]
+        query = select(tasks).where(tasks.c.collection == collection).order_by(tasks.c.name)
+        with self._read() as connection:
+            return [_task(row) for row in connection.execute(query)]
 
     def set_env(self, collection: str, name: str, value_encrypted: str) -> None:
         """Create or replace one environment variable (already encrypted)."""
         now = utcnow()
-        statement = self._insert(CollectionEnvRow).values(
+        statement = self._insert(collection_env).values(
             collection=collection, name=name, value_encrypted=value_encrypted, updated_at=now
         )
         statement = statement.on_conflict_do_update(
-            index_elements=[CollectionEnvRow.collection, CollectionEnvRow.name],
+            index_elements=[collection_env.c.collection, collection_env.c.name],
             set_={"value_encrypted": value_encrypted, "updated_at": now},
         )
-        with self._write() as session:
-            session.execute(statement)
+        with self._write() as connection:
+            connection.execute(statement)
 
     def delete_env(self, collection: str, name: str) -> bool:
         """Remove one variable; False when it was not set."""
-        statement = delete(CollectionEnvRow).where(
-            CollectionEnvRow.collection == collection, CollectionEnvRow.name == name
+        statement = delete(collection_env).where(
+            collection_env.c.collection == collection, collection_env.c.name == name
         )
-        with self._write() as session:
-            result = cast(CursorResult[Any], session.execute(statement))
-            return result.rowcount > 0
+        with self._write() as connection:
+            return connection.execute(statement).rowcount > 0
 
     def get_env_encrypted(self, collection: str) -> dict[str, str]:
         """Every variable of the collection: name -> encrypted value."""
-        query = select(CollectionEnvRow.name, CollectionEnvRow.value_encrypted).where(
-            CollectionEnvRow.collection == collection
+        query = select(collection_env.c.name, collection_env.c.value_encrypted).where(
+            collection_env.c.collection == collection
         )
-        with self._read() as session:
-            return {name: value for name, value in session.execute(query)}
+        with self._read() as connection:
+            return {name: value for name, value in connection.execute(query)}
 
     def list_env_names(self, collection: str) -> list[str]:
         query = (
-            select(CollectionEnvRow.name)
-            .where(CollectionEnvRow.collection == collection)
-            .order_by(CollectionEnvRow.name)
+            select(collection_env.c.name)
+            .where(collection_env.c.collection == collection)
+            .order_by(collection_env.c.name)
         )
-        with self._read() as session:
-            return list(session.scalars(query))
+        with self._read() as connection:
+            return list(connection.scalars(query))

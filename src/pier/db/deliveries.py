@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import CursorResult, and_, or_, select, update
+from sqlalchemy import Row, and_, or_, select, update
 
 from pier.db.base import StoreBase
-from pier.db.models import WebhookDeliveryRow
+from pier.db.tables import webhook_deliveries
 
 PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
 
@@ -34,7 +34,7 @@ class StoredDelivery:
     deadline_at: datetime
 
 
-def _delivery(row: WebhookDeliveryRow) -> StoredDelivery:
+def _delivery(row: Row[Any]) -> StoredDelivery:
     return StoredDelivery(
         row.id, row.collection, row.trajectory_id, row.url, row.sealed_secret, row.body, row.state,
         row.attempts, row.last_error, row.created_at, row.next_attempt_at, row.deadline_at,
@@ -45,14 +45,20 @@ class DeliveryStore(StoreBase):
     def enqueue_delivery(self, delivery: StoredDelivery) -> bool:
         """Keep a new delivery; False (and nothing changed) when one of that id exists."""
         values = {**delivery.__dict__, "leased_until": None}
-        statement = self._insert(WebhookDeliveryRow).values(**values)
-        statement = statement.on_conflict_do_nothing(index_elements=[WebhookDeliveryRow.id])
-        with self._write() as session:
-            return cast(CursorResult[Any], session.execute(statement)).rowcount == 1
+        statement = self._insert(webhook_deliveries).values(**values)
+        # Told by the row RETURNING gives back, not by the rowcount: PostgreSQL's
+        # driver gives -1 for an INSERT's (SQLAlchemy keeps it only for UPDATE
+        # and DELETE), so every new delivery read as one kept already.
+        statement = statement.on_conflict_do_nothing(index_elements=[webhook_deliveries.c.id]).returning(
+            webhook_deliveries.c.id
+        )
+        with self._write() as connection:
+            return connection.execute(statement).first() is not None
 
     def delivery(self, delivery_id: str) -> StoredDelivery | None:
-        with self._read() as session:
-            row = session.get(WebhookDeliveryRow, delivery_id)
+        query = select(webhook_deliveries).where(webhook_deliveries.c.id == delivery_id)
+        with self._read() as connection:
+            row = connection.execute(query).first()
         return None if row is None else _delivery(row)
 
     def due_deliveries(self, now: datetime, limit: int, exclude: Iterable[str] = ()) -> list[StoredDelivery]:
@@ -60,52 +66,53 @@ class DeliveryStore(StoreBase):
         holds, but for the collections in `exclude` (whose lanes are full: their
         backlog must not hide another collection's due delivery)."""
         query = (
-            select(WebhookDeliveryRow)
+            select(webhook_deliveries)
             .where(
-                WebhookDeliveryRow.state == PENDING,
-                WebhookDeliveryRow.next_attempt_at <= now,
-                or_(WebhookDeliveryRow.leased_until.is_(None), WebhookDeliveryRow.leased_until < now),
+                webhook_deliveries.c.state == PENDING,
+                webhook_deliveries.c.next_attempt_at <= now,
+                or_(webhook_deliveries.c.leased_until.is_(None), webhook_deliveries.c.leased_until < now),
             )
-            .order_by(WebhookDeliveryRow.next_attempt_at)
+            .order_by(webhook_deliveries.c.next_attempt_at)
             .limit(limit)
         )
         excluded = list(exclude)
         if excluded:
-            query = query.where(WebhookDeliveryRow.collection.not_in(excluded))
-        with self._read() as session:
-            return [_delivery(row) for row in session.scalars(query).all()]
+            query = query.where(webhook_deliveries.c.collection.not_in(excluded))
+        with self._read() as connection:
+            return [_delivery(row) for row in connection.execute(query).all()]
 
     def next_delivery_due(self) -> datetime | None:
-        query = select(WebhookDeliveryRow.next_attempt_at).where(WebhookDeliveryRow.state == PENDING)
-        with self._read() as session:
-            return session.scalar(query.order_by(WebhookDeliveryRow.next_attempt_at).limit(1))
+        column = webhook_deliveries.c.next_attempt_at
+        query = select(column).where(webhook_deliveries.c.state == PENDING)
+        with self._read() as connection:
+            return connection.scalar(query.order_by(column).limit(1))
 
     def lease_delivery(self, delivery_id: str, now: datetime, until: datetime) -> bool:
         """Take the delivery for one attempt, atomically: False when another
         attempt holds it (here or on another server) or it is no longer pending."""
         statement = (
-            update(WebhookDeliveryRow)
+            update(webhook_deliveries)
             .where(
-                WebhookDeliveryRow.id == delivery_id,
-                WebhookDeliveryRow.state == PENDING,
-                or_(WebhookDeliveryRow.leased_until.is_(None), WebhookDeliveryRow.leased_until < now),
+                webhook_deliveries.c.id == delivery_id,
+                webhook_deliveries.c.state == PENDING,
+                or_(webhook_deliveries.c.leased_until.is_(None), webhook_deliveries.c.leased_until < now),
             )
             .values(leased_until=until)
         )
-        with self._write() as session:
-            return cast(CursorResult[Any], session.execute(statement)).rowcount == 1
+        with self._write() as connection:
+            return connection.execute(statement).rowcount == 1
 
     def end_attempt(
         self, delivery_id: str, *, state: str, attempts: int, next_attempt_at: datetime, error: str | None
     ) -> None:
         """Record an attempt's outcome and release the lease."""
         statement = (
-            update(WebhookDeliveryRow)
-            .where(and_(WebhookDeliveryRow.id == delivery_id))
+            update(webhook_deliveries)
+            .where(and_(webhook_deliveries.c.id == delivery_id))
             .values(
                 state=state, attempts=attempts, next_attempt_at=next_attempt_at, last_error=error,
                 leased_until=None,
             )
         )  # fmt: skip
-        with self._write() as session:
-            session.execute(statement)
+        with self._write() as connection:
+            connection.execute(statement)

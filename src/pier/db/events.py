@@ -6,13 +6,12 @@ import random
 import time
 from collections.abc import Iterable
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import Connection, func, insert, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from pier.db.base import StoreBase
-from pier.db.models import RunEventRow
 from pier.db.schemas import Event
+from pier.db.tables import run_events
 from pier.record import utcnow
 
 # Appends are serialised per run (advisory lock / SQLite write lock), so a
@@ -32,44 +31,46 @@ class EventStore(StoreBase):
             return []
         for attempt in range(1, APPEND_ATTEMPTS + 1):
             try:
-                with self._write() as session:
-                    return self._append(session, trajectory_id, batch, stage)
+                with self._write() as connection:
+                    return self._append(connection, trajectory_id, batch, stage)
             except IntegrityError:
                 if attempt == APPEND_ATTEMPTS:
                     raise
                 time.sleep(random.uniform(0, 0.005 * attempt))
         raise AssertionError("unreachable")
 
-    def _append(self, session: Session, trajectory_id: str, lines: list[str], stage: str | None) -> list[int]:
-        self._lock(session, f"pier.run_events:{trajectory_id}")
-        first = self._last_seq(session, trajectory_id) + 1
+    def _append(
+        self, connection: Connection, trajectory_id: str, lines: list[str], stage: str | None
+    ) -> list[int]:
+        self._lock(connection, f"pier.run_events:{trajectory_id}")
+        first = self._last_seq(connection, trajectory_id) + 1
         seqs = list(range(first, first + len(lines)))
         ts = utcnow()
         rows = [
             {"trajectory_id": trajectory_id, "seq": seq, "ts": ts, "stage": stage, "line": line}
             for seq, line in zip(seqs, lines, strict=True)
         ]
-        session.execute(insert(RunEventRow), rows)
+        connection.execute(insert(run_events), rows)
         return seqs
 
     def events(self, trajectory_id: str, after_seq: int = 0, limit: int = 1000) -> list[Event]:
         """The run's lines with seq > after_seq, in order, at most `limit`."""
         query = (
-            select(RunEventRow)
-            .where(RunEventRow.trajectory_id == trajectory_id, RunEventRow.seq > after_seq)
-            .order_by(RunEventRow.seq)
+            select(run_events.c.seq, run_events.c.ts, run_events.c.stage, run_events.c.line)
+            .where(run_events.c.trajectory_id == trajectory_id, run_events.c.seq > after_seq)
+            .order_by(run_events.c.seq)
             .limit(max(limit, 0))
         )
-        with self._read() as session:
-            rows = session.scalars(query).all()
+        with self._read() as connection:
+            rows = connection.execute(query).all()
         return [Event(seq=r.seq, ts=r.ts, stage=r.stage, line=r.line) for r in rows]
 
     def last_seq(self, trajectory_id: str) -> int:
         """The seq of the run's last line; 0 when it has none."""
-        with self._read() as session:
-            return self._last_seq(session, trajectory_id)
+        with self._read() as connection:
+            return self._last_seq(connection, trajectory_id)
 
     @staticmethod
-    def _last_seq(session: Session, trajectory_id: str) -> int:
-        query = select(func.max(RunEventRow.seq)).where(RunEventRow.trajectory_id == trajectory_id)
-        return session.scalar(query) or 0
+    def _last_seq(connection: Connection, trajectory_id: str) -> int:
+        query = select(func.max(run_events.c.seq)).where(run_events.c.trajectory_id == trajectory_id)
+        return connection.scalar(query) or 0

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import Connection, delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from pier.db.base import StoreBase
-from pier.db.models import RunEventRow, RunKeyRow, RunLabelRow, RunRequestRow, RunRow
 from pier.db.runs import run_columns
+from pier.db.tables import run_events, run_keys, run_labels, run_requests, runs
 from pier.errors import InputError, PierError
 from pier.record import RunStatus, Trajectory
 
@@ -48,39 +48,40 @@ class RequestStore(StoreBase):
         which every server sharing the database takes), so two accepts, on one
         server or on several, never both take the last place."""
         try:
-            with self._write() as session:
-                self._lock(session, f"enqueue:{record.collection}")
+            with self._write() as connection:
+                self._lock(connection, f"enqueue:{record.collection}")
                 if key is not None:
-                    keyed = session.get(RunKeyRow, (record.collection, key))
+                    keyed = self._run_for_key(connection, record.collection, key)
                     if keyed is not None:  # a retry of the same request got here first
-                        return keyed.trajectory_id
+                        return keyed
                 if max_pending is not None:
                     waiting = int(
-                        session.scalar(
+                        connection.scalar(
                             select(func.count()).where(
-                                RunRow.collection == record.collection,
-                                RunRow.status == RunStatus.pending.value,
+                                runs.c.collection == record.collection,
+                                runs.c.status == RunStatus.pending.value,
                             )
                         )
                         or 0
                     )
                     if waiting >= max_pending:
                         raise QueueFull(record.collection, waiting)
-                session.execute(self._insert(RunRow).values(**run_columns(record)))
-                session.add(
-                    RunRequestRow(
+                connection.execute(insert(runs).values(**run_columns(record)))
+                connection.execute(
+                    insert(run_requests).values(
                         trajectory_id=record.trajectory_id, created_at=record.created, request=request
                     )
                 )
                 if key is not None:
-                    session.add(RunKeyRow(collection=record.collection, key=key,
-                                          trajectory_id=record.trajectory_id, created_at=record.created))  # fmt: skip
-                session.add_all(
-                    RunLabelRow(trajectory_id=record.trajectory_id, collection=record.collection,
-                                key=label.key, value=label.value,
-                                author=label.author, created=label.created)
+                    connection.execute(insert(run_keys).values(collection=record.collection, key=key,
+                                       trajectory_id=record.trajectory_id, created_at=record.created))  # fmt: skip
+                labels = [
+                    {"trajectory_id": record.trajectory_id, "collection": record.collection,
+                     "key": label.key, "value": label.value, "author": label.author, "created": label.created}
                     for label in record.labels
-                )  # fmt: skip
+                ]  # fmt: skip
+                if labels:
+                    connection.execute(insert(run_labels), labels)
         except IntegrityError:
             taken = None if key is None else self.run_for_key(record.collection, key)
             if taken is not None:  # a retry of the same request raced this one
@@ -92,29 +93,37 @@ class RequestStore(StoreBase):
 
     def run_for_key(self, collection: str, key: str) -> str | None:
         """The run a client's idempotency key names in `collection`, if any."""
-        with self._read() as session:
-            row = session.get(RunKeyRow, (collection, key))
-        return None if row is None else row.trajectory_id
+        with self._read() as connection:
+            return self._run_for_key(connection, collection, key)
+
+    @staticmethod
+    def _run_for_key(connection: Connection, collection: str, key: str) -> str | None:
+        query = select(run_keys.c.trajectory_id).where(
+            run_keys.c.collection == collection, run_keys.c.key == key
+        )
+        return connection.scalar(query)
 
     def drop_run(self, trajectory_id: str) -> None:
         """Remove a run that was never accepted (its submission failed): its
         record, request, key and log. Idempotent."""
-        with self._write() as session:
-            for model in (RunKeyRow, RunRequestRow, RunEventRow, RunLabelRow, RunRow):
-                session.execute(delete(model).where(model.trajectory_id == trajectory_id))
+        with self._write() as connection:
+            for table in (run_keys, run_requests, run_events, run_labels, runs):
+                connection.execute(delete(table).where(table.c.trajectory_id == trajectory_id))
 
     def run_request(self, trajectory_id: str) -> dict[str, Any] | None:
-        with self._read() as session:
-            row = session.get(RunRequestRow, trajectory_id)
-        return None if row is None else dict(row.request)
+        query = select(run_requests.c.request).where(run_requests.c.trajectory_id == trajectory_id)
+        with self._read() as connection:
+            request = connection.scalar(query)
+        return None if request is None else dict(request)
 
     def run_requests(self) -> dict[str, dict[str, Any]]:
         """Every kept request by trajectory id."""
-        with self._read() as session:
-            rows = session.scalars(select(RunRequestRow)).all()
+        query = select(run_requests.c.trajectory_id, run_requests.c.request)
+        with self._read() as connection:
+            rows = connection.execute(query).all()
         return {row.trajectory_id: dict(row.request) for row in rows}
 
     def drop_run_request(self, trajectory_id: str) -> None:
         """Forget the request of a run that ended. Idempotent."""
-        with self._write() as session:
-            session.execute(delete(RunRequestRow).where(RunRequestRow.trajectory_id == trajectory_id))
+        with self._write() as connection:
+            connection.execute(delete(run_requests).where(run_requests.c.trajectory_id == trajectory_id))

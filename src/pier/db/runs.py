@@ -7,12 +7,11 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, delete, func, select, tuple_
+from sqlalchemy import Connection, Row, Select, delete, func, insert, select, tuple_
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from pier.db.base import StoreBase
-from pier.db.models import RunLabelRow, RunRow
+from pier.db.tables import run_labels, runs
 from pier.errors import InputError, NotFoundError
 from pier.record import Label, RunStatus, Trajectory, utcnow
 
@@ -47,7 +46,7 @@ def _status_values(statuses: Iterable[RunStatus | str]) -> list[str]:
         raise InputError(f"{exc}; a run status is one of: {known}") from None
 
 
-def _label(row: RunLabelRow) -> Label:
+def _label(row: Row[Any]) -> Label:
     return Label(key=row.key, value=row.value, created=row.created, author=row.author)
 
 
@@ -55,8 +54,8 @@ class RunStore(StoreBase):
     def create_run(self, record: Trajectory) -> None:
         """Store a new run. InputError when its trajectory id is taken."""
         try:
-            with self._write() as session:
-                session.execute(self._insert(RunRow).values(**run_columns(record)))
+            with self._write() as connection:
+                connection.execute(insert(runs).values(**run_columns(record)))
         except IntegrityError:
             raise InputError(
                 f"run {record.trajectory_id!r} already exists: use save_run to update it"
@@ -69,55 +68,55 @@ class RunStore(StoreBase):
         ended run too (an ingest re-push replaces what it pushed before). False
         when nothing was written."""
         values = run_columns(record)
-        statement = self._insert(RunRow).values(**values)
+        statement = self._insert(runs).values(**values)
         statement = statement.on_conflict_do_update(
-            index_elements=[RunRow.trajectory_id, RunRow.collection],
+            index_elements=[runs.c.trajectory_id, runs.c.collection],
             set_={k: v for k, v in values.items() if k not in ("trajectory_id", "collection")},
-            where=None if replace_final else RunRow.status.in_(_OPEN),
-        ).returning(RunRow.trajectory_id)
-        with self._write() as session:
-            return session.execute(statement).first() is not None
+            where=None if replace_final else runs.c.status.in_(_OPEN),
+        ).returning(runs.c.trajectory_id)
+        with self._write() as connection:
+            return connection.execute(statement).first() is not None
 
     def get_run(self, trajectory_id: str, collection: str | None = None) -> Trajectory:
         """The run with that id (in `collection`, when given). NotFoundError when
         there is none, or, without a collection, when several collections
         have chosen that id for runs they ingested: name the collection then.
         The ids pier makes are random, so are one run's wherever they are used."""
-        query = select(RunRow).where(RunRow.trajectory_id == trajectory_id)
+        query = select(runs).where(runs.c.trajectory_id == trajectory_id)
         if collection is not None:
-            query = query.where(RunRow.collection == collection)
-        with self._read() as session:
-            rows = session.scalars(query.limit(2)).all()
+            query = query.where(runs.c.collection == collection)
+        with self._read() as connection:
+            rows = connection.execute(query.limit(2)).all()
             if len(rows) != 1:
                 where = "" if collection is None else f" in {collection}"
                 hint = "check the trajectory id" if not rows else "name its collection"
                 raise NotFoundError(f"run {trajectory_id!r} not found{where}: {hint}")
-            return self._records(session, rows)[0]
+            return self._records(connection, rows)[0]
 
     def runs_with_id(self, trajectory_id: str) -> list[Trajectory]:
         """Every run with that trajectory id: one, or several collections' own
         ingested runs that chose the same id. The caller picks the one it may see."""
-        query = select(RunRow).where(RunRow.trajectory_id == trajectory_id).order_by(RunRow.collection)
-        with self._read() as session:
-            return self._records(session, session.scalars(query).all())
+        query = select(runs).where(runs.c.trajectory_id == trajectory_id).order_by(runs.c.collection)
+        with self._read() as connection:
+            return self._records(connection, connection.execute(query).all())
 
     def run_collections(self) -> list[str]:
         """Every collection that has runs, stored as a collection or not (`local`)."""
-        with self._read() as session:
-            return sorted(session.scalars(select(RunRow.collection).distinct()))
+        with self._read() as connection:
+            return sorted(connection.scalars(select(runs.c.collection).distinct()))
 
     def run_ids_starting(self, prefix: str, limit: int = 10) -> list[str]:
         """The trajectory ids that start with `prefix` (at most `limit`, sorted):
         a shortened id (as a narrow table shows it) finds its run."""
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         query = (
-            select(RunRow.trajectory_id)
-            .where(RunRow.trajectory_id.like(f"{escaped}%", escape="\\"))
-            .order_by(RunRow.trajectory_id)
+            select(runs.c.trajectory_id)
+            .where(runs.c.trajectory_id.like(f"{escaped}%", escape="\\"))
+            .order_by(runs.c.trajectory_id)
             .limit(limit)
         )
-        with self._read() as session:
-            return list(session.scalars(query))
+        with self._read() as connection:
+            return list(connection.scalars(query))
 
     def list_runs(
         self,
@@ -139,33 +138,33 @@ class RunStore(StoreBase):
             raise InputError(f"limit and offset must be >= 0 (got limit={limit}, offset={offset})")
         query = self._runs_query(collection, task, statuses)
         if since is not None:
-            query = query.where(RunRow.created_at >= since)
+            query = query.where(runs.c.created_at >= since)
         if until is not None:
-            query = query.where(RunRow.created_at < until)
+            query = query.where(runs.c.created_at < until)
         if success is not None:
-            query = query.where(RunRow.record[SUCCESS_PATH].as_boolean() == success)
+            query = query.where(runs.c.record[SUCCESS_PATH].as_boolean() == success)
         for key, value in labels:
-            has = select(RunLabelRow.trajectory_id, RunLabelRow.collection).where(RunLabelRow.key == key)
+            has = select(run_labels.c.trajectory_id, run_labels.c.collection).where(run_labels.c.key == key)
             if value is not None:
-                has = has.where(RunLabelRow.value == value)
-            query = query.where(tuple_(RunRow.trajectory_id, RunRow.collection).in_(has))
-        page = query.order_by(RunRow.created_at.desc(), RunRow.trajectory_id.desc())
-        with self._read() as session:
-            total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-            rows = session.scalars(page.limit(limit).offset(offset)).all()
-            return self._records(session, rows), total
+                has = has.where(run_labels.c.value == value)
+            query = query.where(tuple_(runs.c.trajectory_id, runs.c.collection).in_(has))
+        page = query.order_by(runs.c.created_at.desc(), runs.c.trajectory_id.desc())
+        with self._read() as connection:
+            total = connection.scalar(select(func.count()).select_from(query.subquery())) or 0
+            rows = connection.execute(page.limit(limit).offset(offset)).all()
+            return self._records(connection, rows), total
 
     def count_with_status(self, statuses: Iterable[RunStatus | str]) -> int:
         """How many runs have one of these statuses (an index read: cheap enough per scrape)."""
-        query = select(func.count()).select_from(RunRow).where(RunRow.status.in_(_status_values(statuses)))
-        with self._read() as session:
-            return int(session.scalar(query) or 0)
+        query = select(func.count()).select_from(runs).where(runs.c.status.in_(_status_values(statuses)))
+        with self._read() as connection:
+            return int(connection.scalar(query) or 0)
 
     def runs_with_status(self, statuses: Iterable[RunStatus | str]) -> list[Trajectory]:
         """Every run in one of `statuses`, oldest first (e.g. to recover after a crash)."""
-        query = self._runs_query(None, None, statuses).order_by(RunRow.created_at, RunRow.trajectory_id)
-        with self._read() as session:
-            return self._records(session, session.scalars(query).all())
+        query = self._runs_query(None, None, statuses).order_by(runs.c.created_at, runs.c.trajectory_id)
+        with self._read() as connection:
+            return self._records(connection, connection.execute(query).all())
 
     def add_labels(
         self,
@@ -178,31 +177,32 @@ class RunStore(StoreBase):
         get_run); with replace, its labels become these."""
         collection = self.get_run(trajectory_id, collection).collection
         rows = [
-            RunLabelRow(trajectory_id=trajectory_id, collection=collection, key=lb.key, value=lb.value,
-                        author=lb.author, created=lb.created)
+            {"trajectory_id": trajectory_id, "collection": collection, "key": lb.key, "value": lb.value,
+             "author": lb.author, "created": lb.created}
             for lb in labels
         ]  # fmt: skip
-        with self._write() as session:
+        with self._write() as connection:
             if replace:
-                session.execute(
-                    delete(RunLabelRow).where(
-                        RunLabelRow.trajectory_id == trajectory_id, RunLabelRow.collection == collection
+                connection.execute(
+                    delete(run_labels).where(
+                        run_labels.c.trajectory_id == trajectory_id, run_labels.c.collection == collection
                     )
                 )
-            session.add_all(rows)
+            if rows:
+                connection.execute(insert(run_labels), rows)
 
     @staticmethod
-    def _records(session: Session, rows: Sequence[RunRow]) -> list[Trajectory]:
-        """The rows as records, each with its labels (oldest first)."""
+    def _records(connection: Connection, rows: Sequence[Row[Any]]) -> list[Trajectory]:
+        """The `runs` rows as records, each with its labels (oldest first)."""
         keys = [(row.trajectory_id, row.collection) for row in rows]
         labels: dict[tuple[str, str], list[Label]] = {key: [] for key in keys}
         if keys:
             query = (
-                select(RunLabelRow)
-                .where(RunLabelRow.trajectory_id.in_({tid for tid, _ in keys}))
-                .order_by(RunLabelRow.id)
+                select(run_labels)
+                .where(run_labels.c.trajectory_id.in_({tid for tid, _ in keys}))
+                .order_by(run_labels.c.id)
             )
-            for label in session.scalars(query):
+            for label in connection.execute(query):
                 found = labels.get((label.trajectory_id, label.collection))
                 if found is not None:
                     found.append(_label(label))
@@ -216,12 +216,12 @@ class RunStore(StoreBase):
         collection: str | None,
         task: str | None,
         statuses: Iterable[RunStatus | str] | None,
-    ) -> Select[RunRow]:
-        query = select(RunRow)
+    ) -> Select[Any]:
+        query = select(runs)
         if collection is not None:
-            query = query.where(RunRow.collection == collection)
+            query = query.where(runs.c.collection == collection)
         if task is not None:
-            query = query.where(RunRow.task == task)
+            query = query.where(runs.c.task == task)
         if statuses is not None:
-            query = query.where(RunRow.status.in_(_status_values(statuses)))
+            query = query.where(runs.c.status.in_(_status_values(statuses)))
         return query

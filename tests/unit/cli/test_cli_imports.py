@@ -110,13 +110,15 @@ def test_the_command_probe_sees_the_run_path(tmp_path):
 # What each read-only command must not load besides (its output piped, as here):
 # rich when it prints only plain lines, the process table (psutil) and the
 # sandbox package when no run is unfinished (the orphan check has nothing to judge),
-# the PostgreSQL dialect on a SQLite store.
+# the PostgreSQL dialect on a SQLite store, and SQLAlchemy's ORM (the store
+# reads and writes through Core tables: pier.db.tables).
 ON_SQLITE = {"sqlalchemy.dialects.postgresql"}
+STORE = {"sqlalchemy.orm"} | ON_SQLITE
 NOT_LOADED = {
     ("runs",): {"rich", "psutil", "pier.sandbox", "pier.lifecycle.outcomes", "pier.lifecycle.scratch"}
-    | ON_SQLITE,
-    ("logs", "0123456789abcdef"): {"psutil", "pier.sandbox", "pier.lifecycle.outcomes"} | ON_SQLITE,
-    ("routine", "list"): {"rich", "psutil", "pier.sandbox", "pier.lifecycle.orphans"} | ON_SQLITE,
+    | STORE,
+    ("logs", "0123456789abcdef"): {"psutil", "pier.sandbox", "pier.lifecycle.outcomes"} | STORE,
+    ("routine", "list"): {"rich", "psutil", "pier.sandbox", "pier.lifecycle.orphans"} | STORE,
 }
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import inspect, text
 
 from pier.db import Store
 from pier.db.engine import VERSION_TABLE, alembic_config
-from pier.db.models import Base
+from pier.db.tables import metadata
 from pier.errors import InputError
 from pier.record import Trajectory
 
@@ -49,12 +49,12 @@ def test_open_twice_is_idempotent_and_keeps_data(store_url: str) -> None:
         assert _current_revision(second) == head
 
 
-def test_models_match_migrations(store: Store) -> None:
+def test_tables_match_migrations(store: Store) -> None:
     with store.engine.connect() as connection:
         context = MigrationContext.configure(
             connection, opts={"version_table": VERSION_TABLE, "compare_type": True}
         )
-        assert compare_metadata(context, Base.metadata) == []
+        assert compare_metadata(context, metadata) == []
 
 
 def test_open_from_several_processes_at_once(store_url: str) -> None:

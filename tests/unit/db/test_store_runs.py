@@ -72,11 +72,11 @@ def test_save_run_never_overwrites_a_status_already_final(store: Store) -> None:
 def test_save_run_bumps_updated_at(store: Store) -> None:
     from sqlalchemy import select
 
-    from pier.db.models import RunRow
+    from pier.db.tables import runs
 
     def updated_at() -> datetime:
         with store.engine.connect() as connection:
-            value = connection.scalar(select(RunRow.updated_at))
+            value = connection.scalar(select(runs.c.updated_at))
             assert value is not None
             return value
 

@@ -5,7 +5,7 @@ connection already inside the transaction that holds the migration lock."""
 from alembic import context
 
 from pier.db.engine import VERSION_TABLE
-from pier.db.models import Base
+from pier.db.tables import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:
@@ -13,7 +13,7 @@ if connection is None:
 
 context.configure(
     connection=connection,
-    target_metadata=Base.metadata,
+    target_metadata=metadata,
     version_table=VERSION_TABLE,
     render_as_batch=connection.dialect.name == "sqlite",  # SQLite cannot ALTER most things
     compare_type=True,
