@@ -38,7 +38,7 @@ class ExperimentScheduler:
         self._wake = wake or threading.Event()
         self._asked = threading.Event()  # wake() was called: an experiment was created or resumed
         self._warmed = False
-        self._stored: bool | None = None  # whether the store held an experiment at start (None: not asked yet)
+        self._stored: bool | None = None  # the store held an experiment at start (None: not asked)
         self._thread = threading.Thread(target=self._loop, name="pier-experiments", daemon=True)
 
     def start(self) -> None:
