@@ -133,15 +133,16 @@ def look(ctx: RunContext) -> Look:
     except PierError as exc:  # a broken sandbox: collect's own error says so
         ctx.log(f"could not look at the output folders' size and special files: {exc}")
         return Look(Survey())
-    end = f"{marker}\n".encode()
-    head = b""
+    end = f"\n{marker}\n".encode()
+    head = bytearray(b"\n")  # the marker's line is the first, or follows a newline
     try:
         for chunk in stream:
+            searched = max(len(head) - len(end), 0)
             head += chunk
-            at = head.find(end)
-            if at == 0 or (at > 0 and head[at - 1 : at] == b"\n"):
-                lines = head[:at].decode(errors="replace").splitlines()
-                return Look(parse_survey(lines), stream, head[at + len(end) :])
+            at = head.find(end, searched)
+            if at >= 0:
+                lines = head[1:at].decode(errors="replace").splitlines()
+                return Look(parse_survey(lines), stream, bytes(head[at + len(end) :]))
             if len(head) > MAX_LOOK_BYTES:
                 break
     except PierError as exc:
