@@ -17,6 +17,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -126,27 +127,53 @@ class Look:
 
 def look(ctx: RunContext) -> Look:
     """Start COLLECT and read its look; an empty Survey (and no stream) when the
-    sandbox cannot answer, or the look did not end (the script failed)."""
+    sandbox cannot answer, or the look did not end (the script failed), or not
+    within PIER_CLEANUP_TIMEOUT_SEC (the exec is stopped then; the tar after
+    the look has no time limit, as the engine's archive reads have none)."""
     marker = f"pier-collect-{uuid.uuid4().hex}"
     try:
         stream = ctx.require_sandbox().exec_stdout(["bash", "-c", COLLECT, marker], workdir="/")
     except PierError as exc:  # a broken sandbox: collect's own error says so
         ctx.log(f"could not look at the output folders' size and special files: {exc}")
         return Look(Survey())
+    late = threading.Event()
+
+    def stop() -> None:
+        late.set()
+        stream.close()  # unblocks the read below
+
+    timer = threading.Timer(ctx.settings.cleanup_timeout_sec, stop)
+    timer.daemon = True
+    timer.start()
+    try:
+        return _read_look(ctx, stream, marker)
+    except Exception as exc:
+        if not (late.is_set() or isinstance(exc, PierError)):
+            raise
+        ctx.log(f"could not look at the output folders' size and special files: {exc}")
+    finally:
+        timer.cancel()
+        if late.is_set():
+            ctx.log(
+                f"the look inside the sandbox took more than {ctx.settings.cleanup_timeout_sec} s "
+                "(PIER_CLEANUP_TIMEOUT_SEC) and was stopped"
+            )
+    stream.close()
+    return Look(Survey())
+
+
+def _read_look(ctx: RunContext, stream: StdoutStream, marker: str) -> Look:
     end = f"\n{marker}\n".encode()
     head = bytearray(b"\n")  # the marker's line is the first, or follows a newline
-    try:
-        for chunk in stream:
-            searched = max(len(head) - len(end), 0)
-            head += chunk
-            at = head.find(end, searched)
-            if at >= 0:
-                lines = head[1:at].decode(errors="replace").splitlines()
-                return Look(parse_survey(lines), stream, bytes(head[at + len(end) :]))
-            if len(head) > MAX_LOOK_BYTES:
-                break
-    except PierError as exc:
-        ctx.log(f"could not look at the output folders' size and special files: {exc}")
+    for chunk in stream:
+        searched = max(len(head) - len(end), 0)
+        head += chunk
+        at = head.find(end, searched)
+        if at >= 0:
+            lines = head[1:at].decode(errors="replace").splitlines()
+            return Look(parse_survey(lines), stream, bytes(head[at + len(end) :]))
+        if len(head) > MAX_LOOK_BYTES:
+            break
     stream.close()
     return Look(Survey())
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import tarfile
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -368,5 +370,29 @@ def test_a_look_that_never_ends_its_lines_is_no_look_and_the_archives_are_read(t
     sizes: list[int | None] = []
     collect_outputs(ctx, before_reading=lambda found: sizes.append(found.bytes))
     assert sizes == [None]
+    assert sandbox.reads == ["/logs/agent", "/app/results", "/app/assets"]
+    assert (tmp_path / "out" / "results" / "r.txt").read_bytes() == b"ok"
+
+
+def test_a_look_that_hangs_is_stopped_at_the_cleanup_timeout_and_the_archives_are_read(tmp_path: Path):
+    """The look is bounded as the exec it once was (PIER_CLEANUP_TIMEOUT_SEC)."""
+    sandbox = FolderSandbox({"/app/results": {"r.txt": b"ok"}})
+    closed = threading.Event()
+
+    def hanging() -> Iterator[bytes]:
+        yield b"bytes 2\n"
+        closed.wait(30)  # a du or find that never ends: until the stream is closed
+
+    sandbox.exec_stdout = lambda argv, **_kw: StdoutStream(  # type: ignore[method-assign]
+        hanging(), lambda: ExecResult(0, "", 0.0), closed.set
+    )
+    ctx, lines = context(tmp_path, sandbox)
+    ctx.settings = Settings(home=tmp_path / "home", cleanup_timeout_sec=1)
+    began = time.monotonic()
+    collect_outputs(ctx)
+    assert 1 <= time.monotonic() - began < 10 and closed.is_set()
+    assert (
+        "the look inside the sandbox took more than 1 s (PIER_CLEANUP_TIMEOUT_SEC) and was stopped" in lines
+    )
     assert sandbox.reads == ["/logs/agent", "/app/results", "/app/assets"]
     assert (tmp_path / "out" / "results" / "r.txt").read_bytes() == b"ok"
