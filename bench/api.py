@@ -53,14 +53,18 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, code: str, home: Path, db_url: str | None, port: int | None = None):
+    def __init__(
+        self, code: str, home: Path, db_url: str | None, port: int | None = None, python: str | None = None
+    ):
+        """`python`: the interpreter that serves (another checkout's venv, whose pier
+        it imports); this one's by default."""
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "PIER_HOME": str(home), "PIER_ADMIN_TOKEN": ADMIN, "PIER_SWEEP_FOREIGN": "false"}
         if db_url:
             env["PIER_DATABASE_URL"] = db_url
         self.log = open(home / "server.log", "wb")  # noqa: SIM115 - the child writes it
-        self.proc = subprocess.Popen([sys.executable, "-c", code, str(self.port)], env=env,
+        self.proc = subprocess.Popen([python or sys.executable, "-c", code, str(self.port)], env=env,
                                      stdout=self.log, stderr=subprocess.STDOUT)  # fmt: skip
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -9,7 +9,14 @@ p50/p95. Then the same N jobs by raw docker (`docker run -d`, `docker exec`,
 `docker cp` of the results, `docker rm -f`), S at a time, timed the same way.
 Goal: pier's runs/s at least 0.9x raw. Needs a Docker engine and the image.
 
+With --compare PYTHON (another checkout's interpreter, e.g. main's
+`../main/.venv/bin/python`), a server of that checkout's pier takes the same
+burst too, and --rounds N repeats the three N times (raw, then this and
+compared, taking turns to go first): the machine's load moves between rounds,
+so each round's ratios are taken within the round, and their medians printed.
+
     uv run python bench/burst.py [--runs 100] [--slots 8] [--image pier-base:bookworm] [--pool 0]
+                                 [--compare ../main/.venv/bin/python] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -35,11 +42,12 @@ from api import NORMAL_SERVER, Server, http_request, load, percentile, runbook, 
 SCRIPT = 'echo "first line"\necho hello > {{results_dir}}/out.txt'
 
 
-def burst_api(args: argparse.Namespace, home: Path) -> tuple[float, list[float]]:
+def burst_api(args: argparse.Namespace, home: Path, python: str | None = None) -> tuple[float, list[float]]:
     os.environ["PIER_MAX_CONCURRENT_RUNS"] = str(args.slots)
     if args.pool:
         os.environ["PIER_WARM_POOL"] = json.dumps([{"image": args.image, "size": args.pool}])
-    server = Server(NORMAL_SERVER, home, None, args.port)
+    home.mkdir()
+    server = Server(NORMAL_SERVER, home, None, args.port, python=python)
     try:
         token = setup_collection(server.url, "burst", runbook(SCRIPT, args.image))
         if args.pool:
@@ -89,6 +97,7 @@ def raw_job(image: str, out: Path) -> None:
 
 
 def burst_raw(args: argparse.Namespace, work: Path) -> tuple[float, list[float]]:
+    work.mkdir()
     began = time.perf_counter()
     latencies: list[float] = []
 
@@ -117,23 +126,44 @@ def main() -> None:
     parser.add_argument("--pool-wait", type=float, default=20, help="seconds to let the pool fill")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--port", type=int, default=None, help="the server's port (default: a free one)")
+    parser.add_argument("--compare", help="another checkout's python, whose pier serves the burst too")
+    parser.add_argument("--rounds", type=int, default=1, help="times to repeat raw, this (and compared)")
     args = parser.parse_args()
+    sides = {"this": None, **({"compared": args.compare} if args.compare else {})}
+    rates: dict[str, list[float]] = {"raw": [], **{side: [] for side in sides}}
+    loads: list[float] = []
     with tempfile.TemporaryDirectory(prefix="pier-burst-") as tmp:
         work = Path(tmp)
-        (work / "home").mkdir()
-        load_before = os.getloadavg()
-        api_rate, api_latencies = burst_api(args, work / "home")
-        raw_rate, raw_latencies = burst_raw(args, work)
-        load_after = os.getloadavg()
+        for n in range(args.rounds):
+            load_before = os.getloadavg()
+            raw_rate, raw_latencies = burst_raw(args, work / f"raw{n}")
+            show(f"round {n + 1}: raw docker", raw_rate, raw_latencies)
+            rates["raw"].append(raw_rate)
+            order = list(sides.items())
+            for side, python in order if n % 2 == 0 else order[::-1]:  # neither always goes first
+                rate, latencies = burst_api(args, work / f"home-{side}{n}", python)
+                show(f"round {n + 1}: pier serve ({side})", rate, latencies)
+                rates[side].append(rate)
+            load_after = os.getloadavg()
+            loads += [load_before[0], load_after[0]]
+            print(f"  load average before / after: {' '.join(f'{x:.2f}' for x in load_before)} / "
+                  f"{' '.join(f'{x:.2f}' for x in load_after)}", flush=True)  # fmt: skip
     print(
         f"{args.runs} runs, {args.slots} at a time, on {args.image}"
         + (f", warm pool {args.pool}" if args.pool else "")
+        + f"; {args.rounds} round(s), 1-minute load average {min(loads):.1f}-{max(loads):.1f}"
     )
-    print(f"load average before / after: {' '.join(f'{x:.2f}' for x in load_before)} / "
-          f"{' '.join(f'{x:.2f}' for x in load_after)}")  # fmt: skip
-    show("raw docker (baseline)", raw_rate, raw_latencies)
-    show("pier serve, POST /api/v1/run", api_rate, api_latencies)
-    print(f"ratio pier / raw: {api_rate / raw_rate:.2f} (goal >= 0.9)")
+    median = statistics.median
+    print(f"raw docker (baseline)              {median(rates['raw']):6.2f} runs/s (median)")
+    for side in sides:
+        ratios = [rate / raw for rate, raw in zip(rates[side], rates["raw"], strict=True)]
+        label = "pier serve, POST /api/v1/run" + ("" if side == "this" else f" ({args.compare})")
+        print(f"{label:<34} {median(rates[side]):6.2f} runs/s (median; {', '.join(f'{r:.2f}' for r in rates[side])})"
+              f"   ratio pier / raw {median(ratios):.2f} ({', '.join(f'{r:.2f}' for r in ratios)})")  # fmt: skip
+    if args.compare:
+        this_vs = [t / c for t, c in zip(rates["this"], rates["compared"], strict=True)]
+        print(f"this / compared: {median(this_vs):.2f} (median of {', '.join(f'{r:.2f}' for r in this_vs)})")
+    print("goal: ratio pier / raw >= 0.9")
 
 
 if __name__ == "__main__":

@@ -107,14 +107,16 @@ def sandboxes_left(marks: Path) -> list[str]:
 
 
 def _du(sandbox, call) -> ExecResult:
-    """collect's look inside (`du -sb PATHS | awk sum; find ...`), answered as a
-    real sandbox answers it: the outputs' bytes (no special files here)."""
+    """collect's script (its look inside: `du -sb $dirs | awk sum; find ...`, then
+    its marker, its $0), answered as a real sandbox without tar answers it: the
+    outputs' bytes (no special files here); the engine's archives read them."""
     total = 0
     for path in re.findall(r"(/[\w/.-]+)", call.text.split("2>")[0]):
         root = sandbox.host_path(path)
         total += sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0
-    return replied(f"bytes {total}\n")
+    marker = "" if isinstance(call.command, str) else f"{call.command[-1]}\n"
+    return replied(f"bytes {total}\n{marker}")
 
 
 def backend(settings: Settings) -> FakeBackend:
-    return SlowBackend(settings, program=Script().on(AGENT, _agent).on(r"^du -sb ", _du))
+    return SlowBackend(settings, program=Script().on(AGENT, _agent).on(r"du -sb ", _du))

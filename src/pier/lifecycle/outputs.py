@@ -1,50 +1,62 @@
 """collect: copy /logs/agent, /app/results and /app/assets out of the sandbox into
 the run's storage folder, and describe the results (primary outputs first).
 
-The folders come out as one `tar -c` of all three, its stdout streamed
-(Sandbox.exec_stdout): one exec, where the engine's archive reads cost one call
-each and took about twice as long in all. Where the sandbox has no tar, or tar
-fails (a file it cannot read), each folder is read by the engine's archive
-call instead, as before: what tar wrote is removed first."""
+One exec does it all where the sandbox has tar (COLLECT): it looks at the
+folders first (their size, which are folders, what in them no archive keeps),
+prints that, then streams one `tar -c` of the folders on the same stdout
+(Sandbox.exec_stdout). pier reads the look, checks the scratch disk has room,
+then reads the tar: one exec, where a look and a tar took two and the engine's
+archive reads one call per folder. Where the sandbox has no tar, or tar fails
+(a file it cannot read), each folder is read by the engine's archive call
+instead, as before: what tar wrote is removed first."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import tarfile
 import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from pier.errors import PierError, SandboxError, StageError
 from pier.lifecycle.context import RunContext
 from pier.redact import Redactor
-from pier.sandbox.base import Sandbox
+from pier.sandbox.base import Sandbox, StdoutStream
 from pier.sandbox.tarutil import Budget, OverBudget, extract_routed, extract_stream
 from pier.storage.files import describe
 
 REDACT_LINE_BYTES = 8 << 20
 OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app/assets"}
-# One look inside before the folders are read, as one exec (each exec is three
-# round trips to the engine, and collect's time under a burst is the engine's):
-# the bytes the output folders hold, for the scratch disk's check (keeping.py),
-# whether tar is there ("tar") and can put what it writes in name order ("tar
-# sorts": GNU tar's --sort=name, which busybox's lacks), which output folders are folders ("dir PATH";
-# "other PATH": there, but a file or a link, which yields nothing, as the
-# engine's archive of it would), then what in them is neither file nor folder nor link, as
-# `find -printf '%y %p'` says it: archives leave sockets out without a word, and
-# under gVisor the engine's leave fifos and devices out too (they live in the
-# sandbox's own kernel).
-SURVEY = (
-    "du -sb " + " ".join(OUTPUT_DIRS.values())
-    + " 2>/dev/null | awk '{s += $1} END {print \"bytes \" s + 0}'; "
-    "hash tar 2>/dev/null && echo tar && tar --sort=name -c -f /dev/null -T /dev/null 2>/dev/null "
-    "&& echo 'tar sorts'; for d in " + " ".join(OUTPUT_DIRS.values())
-    + '; do if [ -d "$d" ] && [ ! -L "$d" ]; then echo "dir $d"; '
-    + 'elif [ -e "$d" ] || [ -L "$d" ]; then echo "other $d"; fi; done; '
-    "find " + " ".join(OUTPUT_DIRS.values())
-    + r" \( -type s -o -type p -o -type b -o -type c \) -printf '%y %p\n' 2>/dev/null; true"
+# The look inside before the folders are read, and the read, as one bash
+# script (one exec: each is three round trips to the engine, and collect's time
+# under a burst is the engine's). The look prints, a line each: the bytes the
+# output folders hold, for the scratch disk's check (keeping.py); whether tar
+# is there ("tar") and can put what it writes in name order ("tar sorts": GNU
+# tar's --sort=name, which busybox's lacks); which output folders are folders
+# ("dir PATH"; "other PATH": there, but a file or a link, which yields nothing,
+# as the engine's archive of it would); then what in them is neither file nor
+# folder nor link, as `find -printf '%y %p'` says it: archives leave sockets
+# out without a word, and under gVisor the engine's leave fifos and devices out
+# too (they live in the sandbox's own kernel). Then the script's $0 (a marker
+# of pier's making, never guessed by what the agent wrote) on a line of its
+# own, and, when tar is there and any folder is, the tar of those folders.
+COLLECT = (
+    "dirs='" + " ".join(OUTPUT_DIRS.values()) + "'; "
+    "du -sb $dirs 2>/dev/null | awk '{s += $1} END {print \"bytes \" s + 0}'; "
+    "tar=; sort=; if hash tar 2>/dev/null; then tar=1; echo tar; "
+    "if tar --sort=name -c -f /dev/null -T /dev/null 2>/dev/null; then sort=--sort=name; echo 'tar sorts'; fi; fi; "
+    "set --; for d in $dirs; do "
+    'if [ -d "$d" ] && [ ! -L "$d" ]; then echo "dir $d"; set -- "$@" "${d#/}"; '
+    'elif [ -e "$d" ] || [ -L "$d" ]; then echo "other $d"; fi; done; '
+    r"find $dirs \( -type s -o -type p -o -type b -o -type c \) -printf '%y %p\n' 2>/dev/null; "
+    'echo "$0"; [ -n "$tar" ] && [ $# -gt 0 ] || exit 0; exec tar -c -f - $sort -C / "$@"'
 )  # fmt: skip
+MAX_LOOK_BYTES = 4 << 20  # a look longer than this (special files by the million) is not read
 _FIND_KINDS = {"s": "a socket", "p": "a named pipe (fifo)", "b": "a block device", "c": "a character device"}
 
 
@@ -60,20 +72,14 @@ class Survey:
     tar_sorts: bool = False  # tar takes --sort=name: name order, as in the engine's archives
 
 
-def survey(ctx: RunContext) -> Survey:
-    """The output folders' size and special files, in one exec; an empty Survey
-    (and a line in the log) when the sandbox cannot answer."""
-    try:
-        found = ctx.require_sandbox().exec(SURVEY, workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
-    except PierError as exc:  # a broken sandbox: collect's own error says so
-        ctx.log(f"could not look at the output folders' size and special files: {exc}")
-        return Survey()
+def parse_survey(lines: list[str]) -> Survey:
+    """What the look's lines say."""
     size: int | None = None
     special: list[str] = []
     tar = sorts = False
     dirs: list[str] = []
     others: list[str] = []
-    for line in found.output.splitlines() if found.ok else []:
+    for line in lines:
         kind, _, rest = line.partition(" ")
         if kind == "bytes" and rest.isdigit():
             size = int(rest)
@@ -88,18 +94,123 @@ def survey(ctx: RunContext) -> Survey:
     return Survey(size, tuple(special), tar, tuple(dirs), tuple(others), sorts)
 
 
-def collect_outputs(ctx: RunContext, found: Survey | None = None) -> None:
-    """Read the three folders: in one tar exec when the survey found tar, else
-    one after another by the engine's archives (the Docker engine keeps a
-    container locked while an archive of it is being read, so asking for a
-    second archive before the first is read to its end waits for ever). `found`
-    is the stage's survey, made here when not given."""
-    found = survey(ctx) if found is None else found
+@dataclass
+class Look:
+    """The look's Survey, and the exec's stream past it (the tar, when the
+    survey found tar and a folder): `rest` are its bytes already read."""
+
+    found: Survey
+    stream: StdoutStream | None = None
+    rest: bytes = b""
+
+    def tar_chunks(self) -> Iterator[bytes]:
+        assert self.stream is not None
+        return itertools.chain([self.rest] if self.rest else [], self.stream)
+
+    def close(self) -> None:
+        """Stop the exec (killed when it has not ended) and the reading."""
+        if self.stream is not None:
+            self.stream.close()
+
+    def drain(self) -> None:
+        """Read the exec to its end where no tar follows the look (the script
+        ends there): ended, it is closed without a kill, which would cost an
+        exec of its own."""
+        if self.stream is None:
+            return
+        try:
+            for _chunk in self.stream:
+                pass
+        except PierError:  # the sandbox went meanwhile: close() stops what is left
+            pass
+
+
+def look(ctx: RunContext) -> Look:
+    """Start COLLECT and read its look; an empty Survey (and no stream) when the
+    sandbox cannot answer, or the look did not end (the script failed), or not
+    within PIER_CLEANUP_TIMEOUT_SEC (the exec is stopped then; the tar after
+    the look has no time limit, as the engine's archive reads have none)."""
+    marker = f"pier-collect-{uuid.uuid4().hex}"
+    try:
+        stream = ctx.require_sandbox().exec_stdout(["bash", "-c", COLLECT, marker], workdir="/")
+    except PierError as exc:  # a broken sandbox: collect's own error says so
+        ctx.log(f"could not look at the output folders' size and special files: {exc}")
+        return Look(Survey())
+    late = threading.Event()
+
+    def stop() -> None:
+        late.set()
+        stream.close()  # unblocks the read below
+
+    timer = threading.Timer(ctx.settings.cleanup_timeout_sec, stop)
+    timer.daemon = True
+    timer.start()
+    try:
+        return _read_look(ctx, stream, marker)
+    except Exception as exc:
+        if not (late.is_set() or isinstance(exc, PierError)):
+            raise
+        ctx.log(f"could not look at the output folders' size and special files: {exc}")
+    finally:
+        timer.cancel()
+        if late.is_set():
+            ctx.log(
+                f"the look inside the sandbox took more than {ctx.settings.cleanup_timeout_sec} s "
+                "(PIER_CLEANUP_TIMEOUT_SEC) and was stopped"
+            )
+    stream.close()
+    return Look(Survey())
+
+
+def _read_look(ctx: RunContext, stream: StdoutStream, marker: str) -> Look:
+    end = f"\n{marker}\n".encode()
+    head = bytearray(b"\n")  # the marker's line is the first, or follows a newline
+    for chunk in stream:
+        searched = max(len(head) - len(end), 0)
+        head += chunk
+        at = head.find(end, searched)
+        if at >= 0:
+            lines = head[1:at].decode(errors="replace").splitlines()
+            return Look(parse_survey(lines), stream, bytes(head[at + len(end) :]))
+        if len(head) > MAX_LOOK_BYTES:
+            break
+    stream.close()
+    return Look(Survey())
+
+
+def collect_outputs(ctx: RunContext, before_reading: Callable[[Survey], None] = lambda _found: None) -> None:
+    """Look inside and read the three folders: in the look's own exec when it
+    found tar, else one after another by the engine's archives (the Docker
+    engine keeps a container locked while an archive of it is being read, so
+    asking for a second archive before the first is read to its end waits for
+    ever; the look's exec has ended, or been stopped, before the first).
+    `before_reading` is given the look's Survey before anything is read (the
+    stage checks the scratch disk's room there; what it raises stops collect)."""
+    found = look(ctx)
+    try:
+        before_reading(found.found)
+    except BaseException:
+        found.close()
+        raise
+    _read(ctx, found)
+
+
+def _read(ctx: RunContext, found: Look) -> None:
     settings = ctx.settings
     sandbox = ctx.require_sandbox()
     skipped: list[str] = []
     try:
-        if not (found.tar and _by_tar(ctx, sandbox, found, skipped)):
+        try:
+            present = [path for path in OUTPUT_DIRS.values() if path in found.found.dirs]
+            if found.found.tar and present and found.stream is not None:
+                by_tar = _tar_out(ctx, found, present, skipped)
+            else:  # no tar (the engine's archives read the folders), or no folder: the script has ended
+                found.drain()
+                by_tar = found.found.tar and found.stream is not None
+            _say_missing(ctx, found.found, by_tar)
+        finally:
+            found.close()
+        if not by_tar:
             _by_archives(ctx, sandbox, skipped)
     except OverBudget as exc:
         raise StageError(
@@ -110,7 +221,7 @@ def collect_outputs(ctx: RunContext, found: Survey | None = None) -> None:
         ) from None
     finally:  # the logs are stored even when a later folder fails to come out
         _redact_logs(ctx, ctx.output_dir / "logs")
-        _say_skipped(ctx, skipped, found)
+        _say_skipped(ctx, skipped, found.found)
     results = ctx.output_dir / "results"
     files = sorted(p for p in results.rglob("*") if p.is_file()) if results.is_dir() else []
     _describe(ctx, results, files)
@@ -127,47 +238,45 @@ def _budget(ctx: RunContext) -> Budget:
     return Budget(ctx.settings.max_output_bytes, ctx.settings.max_output_files)
 
 
-def _by_tar(ctx: RunContext, sandbox: Sandbox, found: Survey, skipped: list[str]) -> bool:
-    """The folders the survey found, by _tar_out; False when that failed."""
-    missing = [path for path in OUTPUT_DIRS.values() if path not in found.dirs and path not in found.others]
-    present = [path for path in OUTPUT_DIRS.values() if path in found.dirs]
-    if present and not _tar_out(ctx, sandbox, present, skipped, found.tar_sorts):
-        return False
-    for path in missing:
-        ctx.log(f"{path} does not exist in the sandbox")
-    return True
+def _say_missing(ctx: RunContext, survey: Survey, by_tar: bool) -> None:
+    """Where tar read the folders, which were not there (the archives say it themselves)."""
+    if not by_tar:
+        return
+    for path in OUTPUT_DIRS.values():
+        if path not in survey.dirs and path not in survey.others:
+            ctx.log(f"{path} does not exist in the sandbox")
 
 
-def _tar_out(ctx: RunContext, sandbox: Sandbox, present: list[str], skipped: list[str], sorts: bool) -> bool:
-    """`present` out of one `tar -c` streamed from the sandbox. False (and
-    nothing of it left in the output folder) when tar failed or wrote no
-    readable archive: the engine's archives are read then. With `sorts`, in
-    name order: which files are kept when the outputs pass their limit is then
-    the same on every run and on either path (readdir's order is the disk's)."""
+def _tar_out(ctx: RunContext, found: Look, present: list[str], skipped: list[str]) -> bool:
+    """`present` out of the `tar -c` that follows the look on its stdout.
+    False (and nothing of it left in the output folder) when tar failed or wrote
+    no readable archive: the engine's archives are read then. Where tar sorts,
+    in name order: which files are kept when the outputs pass their limit is
+    then the same on every run and on either path (readdir's order is the disk's)."""
+    assert found.stream is not None
     routes = {
         path.lstrip("/"): ctx.output_dir / name for name, path in OUTPUT_DIRS.items() if path in present
     }
-    argv = ["tar", "-c", "-f", "-", *(["--sort=name"] if sorts else []), "-C", "/", *routes]
     mine: list[str] = []
     problem = ""
     try:
-        with sandbox.exec_stdout(argv, workdir="/") as stream:
-            try:
-                extract_routed(stream, routes, budget=_budget(ctx), skipped=mine)
-                for _padding in stream:  # tar pads its archive past the end-of-archive blocks
-                    pass
-            except tarfile.TarError as exc:
-                problem = f"its archive could not be read ({exc})"
-            except OverBudget:
-                skipped.extend(mine)
-                raise
-            if not problem:
-                ended = stream.result()
-                if not ended.ok:
-                    problem = f"it exited {ended.exit_code}: {ended.output.strip()[-300:]}"
-    except SandboxError as exc:  # no exec now (a stopped sandbox): the engine's archives may still read it
+        try:
+            extract_routed(found.tar_chunks(), routes, budget=_budget(ctx), skipped=mine)
+            for _padding in found.stream:  # tar pads its archive past the end-of-archive blocks
+                pass
+        except tarfile.TarError as exc:
+            problem = f"its archive could not be read ({exc})"
+        except OverBudget:
+            skipped.extend(mine)
+            raise
+        if not problem:
+            ended = found.stream.result()
+            if not ended.ok:
+                problem = f"it exited {ended.exit_code}: {ended.output.strip()[-300:]}"
+    except SandboxError as exc:  # the sandbox stopped meanwhile: the engine's archives may still read it
         problem = str(exc)
     if problem:
+        found.close()  # before the archives: the engine reads none of a container while it is read
         ctx.log(f"tar in the sandbox did not copy the output folders out, {problem}; reading them one by one")
         for dest in routes.values():
             shutil.rmtree(dest, ignore_errors=True)

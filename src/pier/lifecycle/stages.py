@@ -23,7 +23,7 @@ from pier.lifecycle.checking import check_stage, check_tools, record_eval, refus
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.keeping import check_room, full_scratch, no_space, save_outputs
 from pier.lifecycle.notices import report_limit_notes
-from pier.lifecycle.outputs import collect_outputs, survey
+from pier.lifecycle.outputs import collect_outputs
 from pier.lifecycle.plan import plan_run
 from pier.record import RUN_STEP, SandboxRecord
 from pier.sandbox import create_with_retry, resolve_source
@@ -507,10 +507,8 @@ def _count(output: str) -> str:
 
 
 def collect(ctx: RunContext) -> None:
-    found = survey(ctx)
-    check_room(ctx, found.bytes)
     try:
-        collect_outputs(ctx, found)
+        collect_outputs(ctx, before_reading=lambda found: check_room(ctx, found.bytes))
     except OSError as exc:
         if no_space(exc):
             shutil.rmtree(ctx.output_dir, ignore_errors=True)  # what was half copied: the disk needs the room

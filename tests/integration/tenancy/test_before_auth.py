@@ -28,8 +28,8 @@ def rss_bytes(server: Server) -> int:
 
 def settled_rss(server: Server) -> int:
     """The server's RSS once it stops growing by itself: a server just started
-    still loads what it preloads in the background (statsmodels, for the
-    experiments), which is not the request's cost."""
+    may still load what it preloads in the background (statsmodels, once it
+    has an experiment), which is not the request's cost."""
     last = rss_bytes(server)
     for _ in range(60):
         time.sleep(0.5)

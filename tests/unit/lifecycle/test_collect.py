@@ -1,13 +1,16 @@
 """The collect stage against a stand-in sandbox that serves folders as tar
-streams, as an engine does (one archive per folder) and as `tar -c` in the
-sandbox does (one stream of all three): what lands where, what is redacted,
-which results come first, and the contract that a run must leave results. Every
-test runs both ways (the `way` fixture): what collect keeps must not depend on it."""
+streams, as an engine does (one archive per folder) and as collect's script in
+the sandbox does (its look, then one `tar -c` of all three on the same stdout):
+what lands where, what is redacted, which results come first, and the contract
+that a run must leave results. Every test runs both ways (the `way` fixture):
+what collect keeps must not depend on it."""
 
 from __future__ import annotations
 
 import io
 import tarfile
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -17,7 +20,7 @@ import pytest
 
 from pier.errors import SandboxError, StageError
 from pier.lifecycle.context import RunContext
-from pier.lifecycle.outputs import SURVEY, Survey, collect_outputs, survey
+from pier.lifecycle.outputs import COLLECT, Survey, collect_outputs, parse_survey
 from pier.record import Trajectory
 from pier.redact import Redactor
 from pier.sandbox.base import ExecResult, StdoutStream
@@ -39,30 +42,56 @@ class FolderSandbox:
     with the Docker engine's rule: a container stays locked while an archive of it
     is being read, so a second get_archive before the first stream is read to its
     end (or closed) waits for ever. Here it fails at once instead of hanging.
-    With `has_tar` its survey says tar is there, and exec_stdout serves
-    `tar -c -f - [--sort=name] -C / <folders>` as GNU tar writes it (exiting
-    `tar_exit`). The engine's archives, and tar with --sort=name, give a folder's
-    files in name order; tar without it in the disk's order (here: as given)."""
+    exec_stdout serves collect's script: its look (tar there with `has_tar`,
+    and sorting; every folder a folder), its marker line, then with `has_tar`
+    `tar -c -f - --sort=name -C / <folders>` as GNU tar writes it (exiting
+    `tar_exit`), in small chunks. The engine's archives, and tar with
+    --sort=name, give a folder's files in name order."""
 
     has_tar = False  # set for every test by the `way` fixture
     tar_exit = 0
-    exec_refused = False  # exec_stdout raises SandboxError (a sandbox stopped after the survey)
+    exec_refused = False  # the sandbox stops after the look: reading on raises SandboxError
+    chunk = 97  # bytes per chunk of the script's stdout: the marker line comes in pieces
 
     def __init__(self, folders: dict[str, dict[str, bytes | Special]], sockets: tuple[str, ...] = ()):
         self.folders = folders
         self.sockets = sockets  # what `find -type s` finds: the engine leaves them out of archives
         self.open: str | None = None
-        self.reads: list[str] = []  # get_archive's paths, and "tar" for each exec_stdout
+        self.reads: list[str] = []  # get_archive's paths, and "look" for each exec_stdout
+        self.stopped_early = False  # the script's stream was closed before it was read to its end
 
-    def exec(self, command: str, **_kw: object) -> ExecResult:
-        assert command == SURVEY, command
+    def exec_stdout(
+        self, argv: list[str], *, workdir: str = "/", timeout: float | None = None
+    ) -> StdoutStream:
+        assert argv[:3] == ["bash", "-c", COLLECT] and argv[3].startswith("pier-collect-"), argv
+        self.reads.append("look")
         size = sum(
             len(data) for files in self.folders.values() for data in files.values() if isinstance(data, bytes)
         )
         found = ["tar", "tar sorts"] if self.has_tar else []
         found += [f"dir {path}" for path in self.folders]
-        found += [f"bytes {size}", *(f"s {path}" for path in self.sockets)]
-        return ExecResult(0, "".join(f"{line}\n" for line in found), 0.0)
+        found += [f"bytes {size}", *(f"s {path}" for path in self.sockets), argv[3]]
+        head = "".join(f"{line}\n" for line in found).encode()
+        tops = {
+            path: path.lstrip("/")
+            for path in ("/logs/agent", "/app/results", "/app/assets")
+            if path in self.folders
+        }
+        tar = self._tar(tops, sort=True) + b"\0" * 10240 if self.has_tar and tops else b""  # GNU tar pads
+        result = ExecResult(self.tar_exit, "tar: something failed\n" if self.tar_exit and tar else "", 0.0)
+        state = {"ended": False}
+
+        def chunks() -> Iterator[bytes]:
+            yield from (head[at : at + self.chunk] for at in range(0, len(head), self.chunk))
+            if self.exec_refused and tar:
+                raise SandboxError("the sandbox filled its disk limit of 1G and was stopped")
+            yield from (tar[at : at + self.chunk] for at in range(0, len(tar), self.chunk))
+            state["ended"] = True
+
+        def close() -> None:
+            self.stopped_early = self.stopped_early or not state["ended"]
+
+        return StdoutStream(chunks(), lambda: result, close)
 
     def get_archive(self, path: str) -> Iterator[bytes]:
         assert self.open is None, (
@@ -73,21 +102,6 @@ class FolderSandbox:
             raise FileNotFoundError(path)
         self.open = path
         return self._stream(self._tar({path: PurePosixPath(path).name}, sort=True))
-
-    def exec_stdout(
-        self, argv: list[str], *, workdir: str = "/", timeout: float | None = None
-    ) -> StdoutStream:
-        sort = "--sort=name" in argv
-        argv = [arg for arg in argv if arg != "--sort=name"]
-        assert self.has_tar and argv[:6] == ["tar", "-c", "-f", "-", "-C", "/"], argv
-        self.reads.append("tar")
-        if self.exec_refused:
-            raise SandboxError("the sandbox filled its disk limit of 1G and was stopped")
-        tops = {f"/{top}": top for top in argv[6:]}
-        assert set(tops) <= set(self.folders), f"tar of {sorted(tops)}: not all are folders"
-        data = self._tar(tops, sort=sort) + b"\0" * 10240  # GNU tar pads to its record size
-        result = ExecResult(self.tar_exit, "tar: something failed\n" if self.tar_exit else "", 0.0)
-        return StdoutStream(iter([data[:700], data[700:]]), lambda: result, lambda: None)
 
     def _tar(self, tops: dict[str, str], *, sort: bool) -> bytes:
         """A tar of folders ({sandbox folder: its name in the tar}), each
@@ -280,7 +294,9 @@ def test_outputs_past_the_limit_keep_the_first_files_by_name_either_way(tmp_path
     assert sorted(p.name for p in (tmp_path / "out" / "results").iterdir()) == ["part1.bin", "part2.bin"]
 
 
-def test_with_tar_the_three_folders_come_out_of_one_exec_and_no_archive_read(tmp_path: Path, way: str):
+def test_the_look_and_the_three_folders_come_out_of_one_exec_and_no_archive_read(tmp_path: Path, way: str):
+    """One exec where the sandbox has tar (the look, then the tar, on one stdout):
+    the fake has no `exec`, so a second exec for the look would fail here."""
     sandbox = FolderSandbox({
         "/logs/agent": {"agent.log": b"hello\n"},
         "/app/results": {"r.txt": b"ok"},
@@ -288,8 +304,9 @@ def test_with_tar_the_three_folders_come_out_of_one_exec_and_no_archive_read(tmp
     })  # fmt: skip
     ctx, _ = context(tmp_path, sandbox)
     collect_outputs(ctx)
-    expected = ["tar"] if way == "tar" else ["/logs/agent", "/app/results", "/app/assets"]
+    expected = ["look"] if way == "tar" else ["look", "/logs/agent", "/app/results", "/app/assets"]
     assert sandbox.reads == expected
+    assert not sandbox.stopped_early, "read to its end: closed without a kill (an exec of its own)"
     assert (tmp_path / "out" / "assets" / "in.txt").read_bytes() == b"in"
 
 
@@ -309,7 +326,7 @@ def test_a_failing_tar_leaves_nothing_of_its_own_and_the_archives_are_read(
     ctx, lines = context(tmp_path, sandbox)
     collect_outputs(ctx)
     if way == "tar":
-        assert sandbox.reads == ["tar", "/logs/agent", "/app/results", "/app/assets"]
+        assert sandbox.reads == ["look", "/logs/agent", "/app/results", "/app/assets"]
         assert (
             lines[0]
             == f"tar in the sandbox did not copy the output folders out, {said}; reading them one by one"
@@ -319,20 +336,63 @@ def test_a_failing_tar_leaves_nothing_of_its_own_and_the_archives_are_read(
 
 
 def test_the_survey_reads_tar_the_folders_and_what_is_no_folder():
-    class Answer:
-        def exec(self, command: str, **_kw: object) -> ExecResult:
-            lines = [
-                "tar",
-                "dir /app/results",
-                "other /app/assets",
-                "dir /etc",
-                "bytes 12",
-                "p /app/results/f",
-            ]
-            return ExecResult(0, "\n".join(lines) + "\n", 0.0)
-
-    ctx = SimpleNamespace(require_sandbox=lambda: Answer(), settings=Settings(), log=print)
-    found = survey(ctx)  # type: ignore[arg-type]
-    assert found == Survey(
+    lines = ["tar", "dir /app/results", "other /app/assets", "dir /etc", "bytes 12", "p /app/results/f"]
+    assert parse_survey(lines) == Survey(
         12, ("/app/results/f: a named pipe (fifo)",), True, ("/app/results",), ("/app/assets",)
     )
+
+
+def test_what_stops_collect_before_reading_stops_the_exec_and_nothing_is_read(tmp_path: Path, way: str):
+    """The stage checks the scratch disk's room between the look and the read."""
+    sandbox = FolderSandbox({"/logs/agent": {"agent.log": b"hello\n"}, "/app/results": {"r.txt": b"ok"}})
+    ctx, _ = context(tmp_path, sandbox)
+    seen: list[Survey] = []
+
+    def no_room(found: Survey) -> None:
+        seen.append(found)
+        raise StageError("collect", "no room")
+
+    with pytest.raises(StageError, match="no room"):
+        collect_outputs(ctx, before_reading=no_room)
+    assert seen[0].bytes == len(b"hello\n") + len(b"ok")
+    assert sandbox.reads == ["look"]
+    assert sandbox.stopped_early or way == "archives", "the tar is stopped, not read"
+    assert not (tmp_path / "out" / "results").exists()
+
+
+def test_a_look_that_never_ends_its_lines_is_no_look_and_the_archives_are_read(tmp_path: Path, way: str):
+    """The script failed before its marker (no bash?): an unknown size, the archives."""
+    sandbox = FolderSandbox({"/app/results": {"r.txt": b"ok"}})
+    sandbox.exec_stdout = lambda argv, **_kw: StdoutStream(  # type: ignore[method-assign]
+        iter([b"bash: something broke\n"]), lambda: ExecResult(127, "", 0.0), lambda: None
+    )
+    ctx, _ = context(tmp_path, sandbox)
+    sizes: list[int | None] = []
+    collect_outputs(ctx, before_reading=lambda found: sizes.append(found.bytes))
+    assert sizes == [None]
+    assert sandbox.reads == ["/logs/agent", "/app/results", "/app/assets"]
+    assert (tmp_path / "out" / "results" / "r.txt").read_bytes() == b"ok"
+
+
+def test_a_look_that_hangs_is_stopped_at_the_cleanup_timeout_and_the_archives_are_read(tmp_path: Path):
+    """The look is bounded as the exec it once was (PIER_CLEANUP_TIMEOUT_SEC)."""
+    sandbox = FolderSandbox({"/app/results": {"r.txt": b"ok"}})
+    closed = threading.Event()
+
+    def hanging() -> Iterator[bytes]:
+        yield b"bytes 2\n"
+        closed.wait(30)  # a du or find that never ends: until the stream is closed
+
+    sandbox.exec_stdout = lambda argv, **_kw: StdoutStream(  # type: ignore[method-assign]
+        hanging(), lambda: ExecResult(0, "", 0.0), closed.set
+    )
+    ctx, lines = context(tmp_path, sandbox)
+    ctx.settings = Settings(home=tmp_path / "home", cleanup_timeout_sec=1)
+    began = time.monotonic()
+    collect_outputs(ctx)
+    assert 1 <= time.monotonic() - began < 10 and closed.is_set()
+    assert (
+        "the look inside the sandbox took more than 1 s (PIER_CLEANUP_TIMEOUT_SEC) and was stopped" in lines
+    )
+    assert sandbox.reads == ["/logs/agent", "/app/results", "/app/assets"]
+    assert (tmp_path / "out" / "results" / "r.txt").read_bytes() == b"ok"

@@ -34,9 +34,10 @@ def write_results(sandbox, call):
 
 @pytest.fixture
 def calls(monkeypatch) -> list[tuple[str, str]]:
-    """Every put_archive ("put", folder) and exec ("exec", command), in order."""
+    """Every put_archive ("put", folder), exec ("exec", command) and exec_stdout
+    ("stdout", command), in order."""
     seen: list[tuple[str, str]] = []
-    put, exec_ = FakeSandbox.put_archive, FakeSandbox.exec
+    put, exec_, stdout = FakeSandbox.put_archive, FakeSandbox.exec, FakeSandbox.exec_stdout
 
     def counting_put(self, dest_dir, tar_bytes):
         seen.append(("put", dest_dir))
@@ -46,8 +47,13 @@ def calls(monkeypatch) -> list[tuple[str, str]]:
         seen.append(("exec", command if isinstance(command, str) else " ".join(command)))
         return exec_(self, command, **kwargs)
 
+    def counting_stdout(self, argv, **kwargs):
+        seen.append(("stdout", " ".join(argv)))
+        return stdout(self, argv, **kwargs)
+
     monkeypatch.setattr(FakeSandbox, "put_archive", counting_put)
     monkeypatch.setattr(FakeSandbox, "exec", counting_exec)
+    monkeypatch.setattr(FakeSandbox, "exec_stdout", counting_stdout)
     return seen
 
 
@@ -140,12 +146,15 @@ def test_collect_reads_one_archive_at_a_time(tmp_path, monkeypatch):
     assert asked == ["/logs/agent", "/app/results", "/app/assets"]
 
 
-def test_collect_looks_inside_the_sandbox_with_one_exec(tmp_path, monkeypatch, calls):
-    """The outputs' size (for the scratch disk's room) and their sockets and fifos
-    (which the engine's archives leave out) come from one exec, not one each: an
-    exec is three round trips, and under a burst collect waits on the engine."""
+def test_collect_looks_inside_the_sandbox_and_reads_it_with_one_exec(tmp_path, monkeypatch, calls):
+    """The outputs' size (for the scratch disk's room), their sockets and fifos
+    (which the engine's archives leave out) and, where the sandbox has tar, the
+    folders themselves come from one exec, not one each: an exec is three round
+    trips, and under a burst collect waits on the engine."""
     record = start(tmp_path, monkeypatch, Script().on(r"script\.sh", write_results))
     assert record.status == RunStatus.completed, record.error
-    looks = [text for kind, text in calls if kind == "exec" and ("du -sb" in text or "-printf" in text)]
-    assert len(looks) == 1, looks
-    assert "du -sb" in looks[0] and "-type s" in looks[0]
+    looks = [
+        (kind, text) for kind, text in calls if "du -sb" in text or "-printf" in text or "tar -c" in text
+    ]
+    assert len(looks) == 1 and looks[0][0] == "stdout", looks
+    assert "du -sb" in looks[0][1] and "-type s" in looks[0][1] and "exec tar -c" in looks[0][1]
