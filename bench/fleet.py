@@ -32,6 +32,10 @@ replay test's histories were recorded so).
 
     uv run python bench/fleet.py --part breakdown [--runs 20] [--keep-histories DIR]
 
+`--compare CHECKOUT` (throughput, breakdown): the fleet runs again on that
+checkout's pier (its servers and workers use CHECKOUT/.venv/bin/python), in
+the same run, after this checkout's: e.g. `--compare /work/main`.
+
 Backlog (`--backlog`): --backlog-runs runs (200) queued, then 2 workers x
 --slots slots started: runs/s from the workers' start and slot utilisation
 (the share of the slots running a run, sampled from the database every 0.1 s
@@ -115,26 +119,41 @@ def throughput(args: argparse.Namespace, pg: str, address: str) -> None:
     )
     backend = {"PIER_SANDBOX_BACKEND": FAKE_BACKEND} if args.backend == "fake" else {}
     print(f"{args.runs} trivial runs, {args.backend} backend, {args.slots} slot(s) per executor/worker")
-    print(f"{'executor':<22} {'runs/s':>7} {'wall s':>7} {'wait p50':>9} {'wait p95':>9} {'failed':>7}")
+    print(f"{'executor':<34} {'runs/s':>7} {'wall s':>7} {'wait p50':>9} {'wait p95':>9} {'failed':>7}")
     results = {}
-    for workers in (0, 1, 2, 3):
-        with scratch_fleet(pg, address, backend) as fleet:
+    configs: list[tuple[str, int, Path | None]] = [("in-process", 0, None)]
+    for workers in args.workers:
+        configs.append((f"temporal, {workers} worker(s)", workers, None))
+        if args.compare:
+            configs.append((f"temporal, {workers} worker(s), compare", workers, args.compare))
+    for name, workers, checkout in configs:
+        with scratch_fleet(pg, address, backend, checkout) as fleet:
             fleet.settings["PIER_WORKER_SLOTS"] = str(args.slots)
             if workers == 0:
                 server = in_process_server(fleet, {**backend, "PIER_MAX_CONCURRENT_RUNS": str(args.slots)})
-                name = "in-process"
             else:
                 server = fleet.server()
                 started = [fleet.worker(f"bench{n + 1}") for n in range(workers)]
                 polling(started)
-                name = f"temporal, {workers} worker(s)"
             got = results[name] = measure(server, image, fleet, args.runs)
-            print(f"{name:<22} {got['runs/s']:>7.2f} {got['wall']:>7.1f} {got['p50']:>9.2f} {got['p95']:>9.2f} "
+            print(f"{name:<34} {got['runs/s']:>7.2f} {got['wall']:>7.1f} {got['p50']:>9.2f} {got['p95']:>9.2f} "
                   f"{got['failed']:>7}", flush=True)  # fmt: skip
-    base, one = results["in-process"], results["temporal, 1 worker(s)"]
-    overhead = (one["wall"] - base["wall"]) / args.runs
-    print(f"orchestration overhead per run, Temporal (1 worker) vs in-process, same slots: {overhead * 1000:+.0f} ms"
-          f" (ratio {one['wall'] / base['wall']:.2f}x)")  # fmt: skip
+    base = results["in-process"]
+    for name, got in results.items():
+        if name == "in-process":
+            continue
+        overhead = (got["wall"] - base["wall"]) / args.runs
+        print(f"orchestration overhead per run, {name} vs in-process, same slots: {overhead * 1000:+.0f} ms"
+              f" (ratio {got['wall'] / base['wall']:.2f}x)")  # fmt: skip
+    if args.compare:
+        for workers in args.workers:
+            this, other = (
+                results[f"temporal, {workers} worker(s)"],
+                results[f"temporal, {workers} worker(s), compare"],
+            )
+            print(f"{workers} worker(s): this checkout {this['wall']:.1f} s vs {args.compare} {other['wall']:.1f} s "
+                  f"(ratio {this['wall'] / other['wall']:.2f}x, {(this['wall'] - other['wall']) / args.runs * 1000:+.0f} ms per run)")  # fmt: skip
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 def history_steps(address: str, ids: list[str], keep: Path | None = None) -> dict[str, list[float]]:
@@ -197,32 +216,47 @@ def history_steps(address: str, ids: list[str], keep: Path | None = None) -> dic
 
 
 def breakdown(args: argparse.Namespace, pg: str, address: str) -> None:
-    """One worker's runs, each cut into steps from its workflow history."""
+    """One worker's runs, each cut into steps from its workflow history; with
+    --compare, the other checkout's too, in the same run (p50 side by side)."""
     backend = {"PIER_SANDBOX_BACKEND": FAKE_BACKEND}
-    with scratch_fleet(pg, address, backend) as fleet:
-        fleet.settings["PIER_WORKER_SLOTS"] = str(args.slots)
-        server = fleet.server()
-        polling([fleet.worker("bench1")])
-        got = measure(server, "pier-fake:latest", fleet, args.runs)
     keep = Path(args.keep_histories) if args.keep_histories else None
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
-    steps = history_steps(address, got["ids"], keep)
-    print(f"{args.runs} runs, 1 worker x {args.slots} slots, fake backend: {got['wall']:.1f} s; "
+    checkouts: list[Path | None] = [None, args.compare] if args.compare else [None]
+    walls, all_steps = [], []
+    for checkout in checkouts:
+        with scratch_fleet(pg, address, backend, checkout) as fleet:
+            fleet.settings["PIER_WORKER_SLOTS"] = str(args.slots)
+            server = fleet.server()
+            polling([fleet.worker("bench1")])
+            got = measure(server, "pier-fake:latest", fleet, args.runs)
+        walls.append(got["wall"])
+        all_steps.append(history_steps(address, got["ids"], keep if checkout is None else None))
+    print(f"{args.runs} runs, 1 worker x {args.slots} slots, fake backend: {walls[0]:.1f} s; "
           f"each step's p50 / p95 / mean over the runs, ms")  # fmt: skip
-    for name, values in steps.items():
+    if args.compare:
+        print(f"{args.compare}: {walls[1]:.1f} s; its p50 in the last column")
+    for name, values in all_steps[0].items():
         ms = [v * 1000 for v in values]
-        print(
+        line = (
             f"{name:<52} {percentile(ms, 0.5):>7.0f} {percentile(ms, 0.95):>7.0f} {sum(ms) / len(ms):>7.0f}"
         )
+        if args.compare:
+            other = [v * 1000 for v in all_steps[1].get(name, [])]
+            line += f" {percentile(other, 0.5) if other else float('nan'):>9.0f}"
+        print(line)
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 @contextmanager
-def scratch_fleet(pg: str, address: str, settings: dict[str, str]):
-    """A fleet on a fresh schema and home, closed and dropped afterwards."""
+def scratch_fleet(pg: str, address: str, settings: dict[str, str], checkout: Path | None = None):
+    """A fleet on a fresh schema and home, closed and dropped afterwards;
+    `checkout`: its servers and workers run that checkout's pier (its .venv)."""
     schema = scratch_schema(pg, prefix="pier_bench")
     home = Path(tempfile.mkdtemp(prefix="pier-bench-fleet-"))
     fleet = Fleet(home=home, db_url=next(schema), address=address, settings=dict(settings))
+    if checkout is not None:
+        fleet.repo, fleet.python = checkout, str(checkout / ".venv" / "bin" / "python")
     try:
         yield fleet
     finally:
@@ -233,7 +267,7 @@ def scratch_fleet(pg: str, address: str, settings: dict[str, str]):
 def in_process_server(fleet: Fleet, settings: dict[str, str]) -> Server:
     """A `pier serve` that runs its runs itself (the embedded executor)."""
     server = Server(fleet.home, fleet.db_url, settings={
-        **settings, "PYTHONPATH": fleet.env()["PYTHONPATH"]}).start()  # fmt: skip
+        **settings, "PYTHONPATH": fleet.env()["PYTHONPATH"]}, python=fleet.python).start()  # fmt: skip
     fleet.servers.append(server)
     return server
 
@@ -389,6 +423,15 @@ def main() -> None:
     parser.add_argument("--line-gap", type=float, default=0.01, help="seconds between the agent's lines")
     parser.add_argument("--backlog", action="store_true", help="the backlog figures only (a few minutes)")
     parser.add_argument("--backlog-runs", type=int, default=200)
+    parser.add_argument(
+        "--compare", type=Path, metavar="CHECKOUT",
+        help="throughput, breakdown: also run the fleet on another checkout's pier (with its .venv), "
+        "e.g. /work/main, in the same run",
+    )  # fmt: skip
+    parser.add_argument(
+        "--workers", type=lambda v: [int(n) for n in v.split(",")], default=[1, 2, 3],
+        help="throughput: the fleet sizes, comma-separated (1,2,3)",
+    )  # fmt: skip
     parser.add_argument(
         "--keep-histories", help="--part breakdown: write the histories (JSON) in this folder"
     )
