@@ -34,7 +34,8 @@ replay test's histories were recorded so).
 
 `--compare CHECKOUT` (throughput, breakdown): the fleet runs again on that
 checkout's pier (its servers and workers use CHECKOUT/.venv/bin/python), in
-the same run, after this checkout's: e.g. `--compare /work/main`.
+the same run: e.g. `--compare /work/main`. `--rounds N` measures each
+configuration N times, each pair in alternating order (the load drifts).
 
 Backlog (`--backlog`): --backlog-runs runs (200) queued, then 2 workers x
 --slots slots started: runs/s from the workers' start and slot utilisation
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -120,12 +122,15 @@ def throughput(args: argparse.Namespace, pg: str, address: str) -> None:
     backend = {"PIER_SANDBOX_BACKEND": FAKE_BACKEND} if args.backend == "fake" else {}
     print(f"{args.runs} trivial runs, {args.backend} backend, {args.slots} slot(s) per executor/worker")
     print(f"{'executor':<34} {'runs/s':>7} {'wall s':>7} {'wait p50':>9} {'wait p95':>9} {'failed':>7}")
-    results = {}
-    configs: list[tuple[str, int, Path | None]] = [("in-process", 0, None)]
-    for workers in args.workers:
-        configs.append((f"temporal, {workers} worker(s)", workers, None))
-        if args.compare:
-            configs.append((f"temporal, {workers} worker(s), compare", workers, args.compare))
+    results: dict[str, dict[str, Any]] = {}
+    configs: list[tuple[str, int, Path | None]] = []
+    for round_ in range(args.rounds):
+        configs.append(("in-process", 0, None))
+        for workers in args.workers:
+            pair = [(f"temporal, {workers} worker(s)", workers, None)]
+            if args.compare:
+                pair.append((f"temporal, {workers} worker(s), compare", workers, args.compare))
+            configs.extend(pair if round_ % 2 == 0 else pair[::-1])  # the load drifts: alternate
     for name, workers, checkout in configs:
         with scratch_fleet(pg, address, backend, checkout) as fleet:
             fleet.settings["PIER_WORKER_SLOTS"] = str(args.slots)
@@ -135,9 +140,17 @@ def throughput(args: argparse.Namespace, pg: str, address: str) -> None:
                 server = fleet.server()
                 started = [fleet.worker(f"bench{n + 1}") for n in range(workers)]
                 polling(started)
-            got = results[name] = measure(server, image, fleet, args.runs)
+            got = measure(server, image, fleet, args.runs)
             print(f"{name:<34} {got['runs/s']:>7.2f} {got['wall']:>7.1f} {got['p50']:>9.2f} {got['p95']:>9.2f} "
                   f"{got['failed']:>7}", flush=True)  # fmt: skip
+        walls = results.setdefault(name, {"walls": []})["walls"]
+        walls.append(got["wall"])
+        results[name]["wall"] = statistics.median(walls)
+    if args.rounds > 1:
+        print(
+            f"medians over {args.rounds} rounds: "
+            + ", ".join(f"{n} {r['wall']:.1f} s" for n, r in results.items())
+        )
     base = results["in-process"]
     for name, got in results.items():
         if name == "in-process":
@@ -217,35 +230,59 @@ def history_steps(address: str, ids: list[str], keep: Path | None = None) -> dic
 
 def breakdown(args: argparse.Namespace, pg: str, address: str) -> None:
     """One worker's runs, each cut into steps from its workflow history; with
-    --compare, the other checkout's too, in the same run (p50 side by side)."""
+    --compare, the other checkout's too, in the same run (p50 side by side),
+    --rounds times, in alternating order (the load drifts)."""
     backend = {"PIER_SANDBOX_BACKEND": FAKE_BACKEND}
     keep = Path(args.keep_histories) if args.keep_histories else None
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
-    checkouts: list[Path | None] = [None, args.compare] if args.compare else [None]
-    walls, all_steps = [], []
-    for checkout in checkouts:
-        with scratch_fleet(pg, address, backend, checkout) as fleet:
-            fleet.settings["PIER_WORKER_SLOTS"] = str(args.slots)
-            server = fleet.server()
-            polling([fleet.worker("bench1")])
-            got = measure(server, "pier-fake:latest", fleet, args.runs)
-        walls.append(got["wall"])
-        all_steps.append(history_steps(address, got["ids"], keep if checkout is None else None))
-    print(f"{args.runs} runs, 1 worker x {args.slots} slots, fake backend: {walls[0]:.1f} s; "
-          f"each step's p50 / p95 / mean over the runs, ms")  # fmt: skip
+    sides: list[Path | None] = [None, args.compare] if args.compare else [None]
+    walls: dict[Path | None, list[float]] = {side: [] for side in sides}
+    steps: dict[Path | None, dict[str, list[float]]] = {side: {} for side in sides}
+    cpu: dict[Path | None, dict[str, list[float]]] = {side: {} for side in sides}
+    for round_ in range(args.rounds):
+        for side in sides if round_ % 2 == 0 else sides[::-1]:
+            with scratch_fleet(pg, address, backend, side) as fleet:
+                fleet.settings["PIER_WORKER_SLOTS"] = str(args.slots)
+                server = fleet.server()
+                polling([fleet.worker("bench1")])
+                pids = [server.proc.pid, fleet.workers[0].proc.pid]  # type: ignore[union-attr]
+                before = [cpu_seconds(pid) for pid in pids]
+                got = measure(server, "pier-fake:latest", fleet, args.runs)
+                used = [cpu_seconds(pid) - was for pid, was in zip(pids, before, strict=True)]
+            walls[side].append(got["wall"])
+            for name, seconds in zip(("server CPU", "worker CPU"), used, strict=True):
+                cpu[side].setdefault(name, []).append(seconds / args.runs)
+            for name, values in history_steps(address, got["ids"], keep if side is None else None).items():
+                steps[side].setdefault(name, []).extend(values)
+    print(f"{args.rounds} x {args.runs} runs, 1 worker x {args.slots} slots, fake backend: wall "
+          f"{' '.join(f'{w:.1f}' for w in walls[None])} s; each step's p50 / p95 / mean over the runs, ms")  # fmt: skip
     if args.compare:
-        print(f"{args.compare}: {walls[1]:.1f} s; its p50 in the last column")
-    for name, values in all_steps[0].items():
+        print(f"{args.compare}: wall {' '.join(f'{w:.1f}' for w in walls[args.compare])} s; "
+              f"its p50 / p95 in the last columns")  # fmt: skip
+    for name, values in steps[None].items():
         ms = [v * 1000 for v in values]
         line = (
             f"{name:<52} {percentile(ms, 0.5):>7.0f} {percentile(ms, 0.95):>7.0f} {sum(ms) / len(ms):>7.0f}"
         )
+        other = [v * 1000 for v in steps[args.compare].get(name, [])] if args.compare else []
+        if other:
+            line += f" {percentile(other, 0.5):>9.0f} {percentile(other, 0.95):>7.0f}"
+        print(line)
+    for name, values in cpu[None].items():
+        ms = statistics.median(values) * 1000
+        line = f"{name + ' ms per run (median of the rounds)':<52} {ms:>7.1f}"
         if args.compare:
-            other = [v * 1000 for v in all_steps[1].get(name, [])]
-            line += f" {percentile(other, 0.5) if other else float('nan'):>9.0f}"
+            line += f" {'':>15} {statistics.median(cpu[args.compare][name]) * 1000:>9.1f}"
         print(line)
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """A live process's user + system CPU time (Linux /proc): CPU spent is
+    steadier than wall time on a loaded machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
@@ -427,6 +464,11 @@ def main() -> None:
         "--compare", type=Path, metavar="CHECKOUT",
         help="throughput, breakdown: also run the fleet on another checkout's pier (with its .venv), "
         "e.g. /work/main, in the same run",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="throughput, breakdown: measure each configuration this many times, the pairs in alternating "
+        "order (medians of the walls; the breakdown pools the runs)",
     )  # fmt: skip
     parser.add_argument(
         "--workers", type=lambda v: [int(n) for n in v.split(",")], default=[1, 2, 3],
