@@ -162,6 +162,9 @@ class RunWorkflow:
         between its first stages and the agent (what `begin` then `conclude`
         cost on a slot's time)."""
         tid, queue = spec["trajectory_id"], claim["queue"]
+        # a run's bound for each half before: the wait for a slot (one run at
+        # most, the slot's) and then this run, whole
+        options = {**options, "start_to_close_timeout": 2 * options["start_to_close_timeout"]}
         released = False
         try:
             ended = await workflow.execute_activity(WHOLE_RUN, spec, **options)
