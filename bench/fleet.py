@@ -269,6 +269,11 @@ def breakdown(args: argparse.Namespace, pg: str, address: str) -> None:
         if other:
             line += f" {percentile(other, 0.5):>9.0f} {percentile(other, 0.95):>7.0f}"
         print(line)
+    if args.compare:  # the other checkout's steps this one has not (its activities may differ)
+        for name, values in steps[args.compare].items():
+            if name not in steps[None]:
+                ms = [v * 1000 for v in values]
+                print(f"{name:<52} {'':>23} {percentile(ms, 0.5):>9.0f} {percentile(ms, 0.95):>7.0f}")
     for name, values in cpu[None].items():
         ms = statistics.median(values) * 1000
         line = f"{name + ' ms per run (median of the rounds)':<52} {ms:>7.1f}"
