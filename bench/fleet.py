@@ -32,6 +32,11 @@ replay test's histories were recorded so).
 
     uv run python bench/fleet.py --part breakdown [--runs 20] [--keep-histories DIR]
 
+`--compare CHECKOUT` (throughput, breakdown): the fleet runs again on that
+checkout's pier (its servers and workers use CHECKOUT/.venv/bin/python), in
+the same run: e.g. `--compare /work/main`. `--rounds N` measures each
+configuration N times, each pair in alternating order (the load drifts).
+
 Backlog (`--backlog`): --backlog-runs runs (200) queued, then 2 workers x
 --slots slots started: runs/s from the workers' start and slot utilisation
 (the share of the slots running a run, sampled from the database every 0.1 s
@@ -46,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -115,26 +121,53 @@ def throughput(args: argparse.Namespace, pg: str, address: str) -> None:
     )
     backend = {"PIER_SANDBOX_BACKEND": FAKE_BACKEND} if args.backend == "fake" else {}
     print(f"{args.runs} trivial runs, {args.backend} backend, {args.slots} slot(s) per executor/worker")
-    print(f"{'executor':<22} {'runs/s':>7} {'wall s':>7} {'wait p50':>9} {'wait p95':>9} {'failed':>7}")
-    results = {}
-    for workers in (0, 1, 2, 3):
-        with scratch_fleet(pg, address, backend) as fleet:
+    print(f"{'executor':<34} {'runs/s':>7} {'wall s':>7} {'wait p50':>9} {'wait p95':>9} {'failed':>7}")
+    results: dict[str, dict[str, Any]] = {}
+    configs: list[tuple[str, int, Path | None]] = []
+    for round_ in range(args.rounds):
+        configs.append(("in-process", 0, None))
+        for workers in args.workers:
+            pair = [(f"temporal, {workers} worker(s)", workers, None)]
+            if args.compare:
+                pair.append((f"temporal, {workers} worker(s), compare", workers, args.compare))
+            configs.extend(pair if round_ % 2 == 0 else pair[::-1])  # the load drifts: alternate
+    for name, workers, checkout in configs:
+        with scratch_fleet(pg, address, backend, checkout) as fleet:
             fleet.settings["PIER_WORKER_SLOTS"] = str(args.slots)
             if workers == 0:
                 server = in_process_server(fleet, {**backend, "PIER_MAX_CONCURRENT_RUNS": str(args.slots)})
-                name = "in-process"
             else:
                 server = fleet.server()
                 started = [fleet.worker(f"bench{n + 1}") for n in range(workers)]
                 polling(started)
-                name = f"temporal, {workers} worker(s)"
-            got = results[name] = measure(server, image, fleet, args.runs)
-            print(f"{name:<22} {got['runs/s']:>7.2f} {got['wall']:>7.1f} {got['p50']:>9.2f} {got['p95']:>9.2f} "
+            got = measure(server, image, fleet, args.runs)
+            print(f"{name:<34} {got['runs/s']:>7.2f} {got['wall']:>7.1f} {got['p50']:>9.2f} {got['p95']:>9.2f} "
                   f"{got['failed']:>7}", flush=True)  # fmt: skip
-    base, one = results["in-process"], results["temporal, 1 worker(s)"]
-    overhead = (one["wall"] - base["wall"]) / args.runs
-    print(f"orchestration overhead per run, Temporal (1 worker) vs in-process, same slots: {overhead * 1000:+.0f} ms"
-          f" (ratio {one['wall'] / base['wall']:.2f}x)")  # fmt: skip
+        walls = results.setdefault(name, {"walls": []})["walls"]
+        walls.append(got["wall"])
+        results[name]["wall"] = statistics.median(walls)
+    if args.rounds > 1:
+        print(
+            f"medians over {args.rounds} rounds: "
+            + ", ".join(f"{n} {r['wall']:.1f} s" for n, r in results.items())
+        )
+    base = results["in-process"]
+    for name, got in results.items():
+        if name == "in-process":
+            continue
+        overhead = (got["wall"] - base["wall"]) / args.runs
+        slots = "same slots" if name.startswith("temporal, 1 worker") else "more slots"
+        print(f"orchestration overhead per run, {name} vs in-process, {slots}: {overhead * 1000:+.0f} ms"
+              f" (ratio {got['wall'] / base['wall']:.2f}x)")  # fmt: skip
+    if args.compare:
+        for workers in args.workers:
+            this, other = (
+                results[f"temporal, {workers} worker(s)"],
+                results[f"temporal, {workers} worker(s), compare"],
+            )
+            print(f"{workers} worker(s): this checkout {this['wall']:.1f} s vs {args.compare} {other['wall']:.1f} s "
+                  f"(ratio {this['wall'] / other['wall']:.2f}x, {(this['wall'] - other['wall']) / args.runs * 1000:+.0f} ms per run)")  # fmt: skip
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 def history_steps(address: str, ids: list[str], keep: Path | None = None) -> dict[str, list[float]]:
@@ -197,32 +230,76 @@ def history_steps(address: str, ids: list[str], keep: Path | None = None) -> dic
 
 
 def breakdown(args: argparse.Namespace, pg: str, address: str) -> None:
-    """One worker's runs, each cut into steps from its workflow history."""
+    """One worker's runs, each cut into steps from its workflow history; with
+    --compare, the other checkout's too, in the same run (p50 side by side),
+    --rounds times, in alternating order (the load drifts)."""
     backend = {"PIER_SANDBOX_BACKEND": FAKE_BACKEND}
-    with scratch_fleet(pg, address, backend) as fleet:
-        fleet.settings["PIER_WORKER_SLOTS"] = str(args.slots)
-        server = fleet.server()
-        polling([fleet.worker("bench1")])
-        got = measure(server, "pier-fake:latest", fleet, args.runs)
     keep = Path(args.keep_histories) if args.keep_histories else None
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
-    steps = history_steps(address, got["ids"], keep)
-    print(f"{args.runs} runs, 1 worker x {args.slots} slots, fake backend: {got['wall']:.1f} s; "
-          f"each step's p50 / p95 / mean over the runs, ms")  # fmt: skip
-    for name, values in steps.items():
+    sides: list[Path | None] = [None, args.compare] if args.compare else [None]
+    walls: dict[Path | None, list[float]] = {side: [] for side in sides}
+    steps: dict[Path | None, dict[str, list[float]]] = {side: {} for side in sides}
+    cpu: dict[Path | None, dict[str, list[float]]] = {side: {} for side in sides}
+    for round_ in range(args.rounds):
+        for side in sides if round_ % 2 == 0 else sides[::-1]:
+            with scratch_fleet(pg, address, backend, side) as fleet:
+                fleet.settings["PIER_WORKER_SLOTS"] = str(args.slots)
+                server = fleet.server()
+                polling([fleet.worker("bench1")])
+                pids = [server.proc.pid, fleet.workers[0].proc.pid]  # type: ignore[union-attr]
+                before = [cpu_seconds(pid) for pid in pids]
+                got = measure(server, "pier-fake:latest", fleet, args.runs)
+                used = [cpu_seconds(pid) - was for pid, was in zip(pids, before, strict=True)]
+            walls[side].append(got["wall"])
+            for name, seconds in zip(("server CPU", "worker CPU"), used, strict=True):
+                cpu[side].setdefault(name, []).append(seconds / args.runs)
+            for name, values in history_steps(address, got["ids"], keep if side is None else None).items():
+                steps[side].setdefault(name, []).extend(values)
+    print(f"{args.rounds} x {args.runs} runs, 1 worker x {args.slots} slots, fake backend: wall "
+          f"{' '.join(f'{w:.1f}' for w in walls[None])} s; each step's p50 / p95 / mean over the runs, ms")  # fmt: skip
+    if args.compare:
+        print(f"{args.compare}: wall {' '.join(f'{w:.1f}' for w in walls[args.compare])} s; "
+              f"its p50 / p95 in the last columns")  # fmt: skip
+    for name, values in steps[None].items():
         ms = [v * 1000 for v in values]
-        print(
+        line = (
             f"{name:<52} {percentile(ms, 0.5):>7.0f} {percentile(ms, 0.95):>7.0f} {sum(ms) / len(ms):>7.0f}"
         )
+        other = [v * 1000 for v in steps[args.compare].get(name, [])] if args.compare else []
+        if other:
+            line += f" {percentile(other, 0.5):>9.0f} {percentile(other, 0.95):>7.0f}"
+        print(line)
+    if args.compare:  # the other checkout's steps this one has not (its activities may differ)
+        for name, values in steps[args.compare].items():
+            if name not in steps[None]:
+                ms = [v * 1000 for v in values]
+                print(f"{name:<52} {'':>23} {percentile(ms, 0.5):>9.0f} {percentile(ms, 0.95):>7.0f}")
+    for name, values in cpu[None].items():
+        ms = statistics.median(values) * 1000
+        line = f"{name + ' ms per run (median of the rounds)':<52} {ms:>7.1f}"
+        if args.compare:
+            line += f" {'':>15} {statistics.median(cpu[args.compare][name]) * 1000:>9.1f}"
+        print(line)
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """A live process's user + system CPU time (Linux /proc): CPU spent is
+    steadier than wall time on a loaded machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
-def scratch_fleet(pg: str, address: str, settings: dict[str, str]):
-    """A fleet on a fresh schema and home, closed and dropped afterwards."""
+def scratch_fleet(pg: str, address: str, settings: dict[str, str], checkout: Path | None = None):
+    """A fleet on a fresh schema and home, closed and dropped afterwards;
+    `checkout`: its servers and workers run that checkout's pier (its .venv)."""
     schema = scratch_schema(pg, prefix="pier_bench")
     home = Path(tempfile.mkdtemp(prefix="pier-bench-fleet-"))
     fleet = Fleet(home=home, db_url=next(schema), address=address, settings=dict(settings))
+    if checkout is not None:
+        fleet.repo, fleet.python = checkout, str(checkout / ".venv" / "bin" / "python")
     try:
         yield fleet
     finally:
@@ -233,7 +310,7 @@ def scratch_fleet(pg: str, address: str, settings: dict[str, str]):
 def in_process_server(fleet: Fleet, settings: dict[str, str]) -> Server:
     """A `pier serve` that runs its runs itself (the embedded executor)."""
     server = Server(fleet.home, fleet.db_url, settings={
-        **settings, "PYTHONPATH": fleet.env()["PYTHONPATH"]}).start()  # fmt: skip
+        **settings, "PYTHONPATH": fleet.env()["PYTHONPATH"]}, python=fleet.python).start()  # fmt: skip
     fleet.servers.append(server)
     return server
 
@@ -389,6 +466,20 @@ def main() -> None:
     parser.add_argument("--line-gap", type=float, default=0.01, help="seconds between the agent's lines")
     parser.add_argument("--backlog", action="store_true", help="the backlog figures only (a few minutes)")
     parser.add_argument("--backlog-runs", type=int, default=200)
+    parser.add_argument(
+        "--compare", type=Path, metavar="CHECKOUT",
+        help="throughput, breakdown: also run the fleet on another checkout's pier (with its .venv), "
+        "e.g. /work/main, in the same run",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="throughput, breakdown: measure each configuration this many times, the pairs in alternating "
+        "order (medians of the walls; the breakdown pools the runs)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--workers", type=lambda v: [int(n) for n in v.split(",")], default=[1, 2, 3],
+        help="throughput: the fleet sizes, comma-separated (1,2,3)",
+    )  # fmt: skip
     parser.add_argument(
         "--keep-histories", help="--part breakdown: write the histories (JSON) in this folder"
     )

@@ -40,6 +40,7 @@ class Server:
     settings: dict[str, str] = field(default_factory=dict)
     port: int = 0
     proc: subprocess.Popen | None = None
+    python: str = sys.executable  # another checkout's interpreter runs its own pier (bench --compare)
 
     @property
     def url(self) -> str:
@@ -65,7 +66,7 @@ class Server:
         self.port = port or free_port()
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child writes it
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pier.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+            [self.python, "-m", "pier.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
              "--log-level", "info"],
             stdout=log, stderr=subprocess.STDOUT, env=self.env(), start_new_session=True,
         )  # fmt: skip

@@ -78,9 +78,12 @@ class Fleet:
     key: str = field(default_factory=lambda: Fernet.generate_key().decode())
     workers: list[Worker] = field(default_factory=list)
     servers: list[Server] = field(default_factory=list)
+    # a checkout whose pier the servers and workers run, with its .venv (bench --compare)
+    repo: Path = REPO
+    python: str = sys.executable
 
     def env(self) -> dict[str, str]:
-        pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+        pythonpath = os.pathsep.join(p for p in (str(self.repo), os.environ.get("PYTHONPATH")) if p)
         return {
             "PIER_EXECUTOR": "temporal",
             "PIER_TEMPORAL_ADDRESS": self.address,
@@ -95,7 +98,7 @@ class Fleet:
         }
 
     def server(self) -> Server:
-        server = Server(self.home, self.db_url, settings=self.env()).start()
+        server = Server(self.home, self.db_url, settings=self.env(), python=self.python).start()
         self.servers.append(server)
         return server
 
@@ -104,8 +107,8 @@ class Fleet:
         env = {**os.environ, **Server(self.home, self.db_url).env(), **self.env()}
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "pier.cli", "worker", "--identity", identity],
-                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=REPO,
+                [self.python, "-m", "pier.cli", "worker", "--identity", identity],
+                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=self.repo,
             )  # fmt: skip
         worker = Worker(identity, proc, log_path)
         self.workers.append(worker)

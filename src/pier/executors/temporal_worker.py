@@ -41,7 +41,7 @@ from pier.executors.base import Job
 from pier.executors.ports import EventSink, LifecycleHooks, RunPorts
 from pier.executors.spec import RunSpec
 from pier.executors.temporal_client import TemporalUnavailable, connect, control_queue
-from pier.executors.temporal_workflow import WORKER_LOST, RunWorkflow
+from pier.executors.temporal_workflow import WHOLE_RUN, WORKER_LOST, WORKER_LOST_RUNNING, RunWorkflow
 from pier.lifecycle import runner
 from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.context import RunContext
@@ -128,16 +128,33 @@ class FleetActivities:
     @activity.defn(name="pier.claim")
     async def claim(self, trajectory_id: str) -> dict[str, str]:
         """Take the run once this worker holds fewer than slots + PREFETCH
-        claims; answer with this worker's queue. The claim is kept for
-        `begin` (which waits for a run slot), and freed if it never comes."""
+        claims; answer with this worker's queue, and that it runs the whole
+        lifecycle in one activity (`run`). The claim is kept for `run` (or
+        `begin`: either waits for a run slot), and freed if it never comes."""
         await self._wait_until(
             lambda: trajectory_id in self._held or len(self._held) < self._slots + PREFETCH
         )
         expiry = 2 * self.settings.schedule_to_start_sec + 5
         self._held[trajectory_id] = asyncio.get_running_loop().call_later(expiry, self._free, trajectory_id)
-        return {"queue": self.queue, "worker": self.identity}
+        return {"queue": self.queue, "worker": self.identity, "stage": WHOLE_RUN}
 
     # this worker's own queue: the stages that touch its sandboxes
+
+    @activity.defn(name=WHOLE_RUN)
+    async def run(self, raw: dict[str, Any]) -> str:
+        """The whole lifecycle: begin, then conclude, in one activity (no
+        workflow task and no dispatch between them on the slot's time). The
+        worker going away once the agent started says so (WORKER_LOST_RUNNING):
+        the run is not started again."""
+        began = await self.begin(raw)
+        if began != "started":
+            return began
+        try:
+            return await self.conclude(raw["trajectory_id"])
+        except ApplicationError as exc:
+            if exc.type == WORKER_LOST:
+                raise ApplicationError(exc.message, type=WORKER_LOST_RUNNING, non_retryable=True) from None
+            raise
 
     @activity.defn(name="pier.begin")
     async def begin(self, raw: dict[str, Any]) -> str:
@@ -406,7 +423,7 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
         Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow],
                workflow_runner=RUNNER, activities=[acts.claim], max_concurrent_activities=1,
                identity=identity, max_heartbeat_throttle_interval=beat, default_heartbeat_throttle_interval=beat),
-        Worker(client, task_queue=queue, activities=[acts.begin, acts.conclude, acts.release],
+        Worker(client, task_queue=queue, activities=[acts.run, acts.begin, acts.conclude, acts.release],
                max_concurrent_activities=3 * settings.worker_slots,
                identity=identity, max_heartbeat_throttle_interval=beat, default_heartbeat_throttle_interval=beat),
     ]  # fmt: skip

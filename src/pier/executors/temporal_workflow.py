@@ -7,23 +7,27 @@ sandbox. What it decides:
    one claim beyond its slots: that run then waits in `begin` for a slot,
    the round trips to it done while the slots were busy) takes the run and
    answers with its own task queue (worker-specific queues).
-2. `begin` (prepare, create, setup) and `conclude` (the agent to the end) run
-   on that queue, so every stage that touches the sandbox runs on its host;
-   they heartbeat, and a short schedule-to-start timeout notices a worker that
-   is gone before it takes them.
+2. `run` (the whole lifecycle: prepare to the end) runs on that queue, so
+   every stage that touches the sandbox runs on its host; it heartbeats, and
+   a short schedule-to-start timeout notices a worker that is gone before it
+   takes it. Claims by a worker from before `run` (its claim does not name
+   it), and the histories of their workflows, take two activities instead:
+   `begin` (prepare, create, setup) and `conclude` (the agent to the end),
+   one workflow task and one dispatch apart.
 3. `release` (delete the sandbox, free the slot) runs after, even on
-   cancellation, unless begin or conclude returned: a stage that returns has
-   let the run go itself (one activity and one workflow task fewer per run).
+   cancellation, unless the stage returned: a stage that returns has let the
+   run go itself (one activity and one workflow task fewer per run).
 4. `webhook`, once the run has ended (cancelled included), when it has a
    webhook_url: an activity on the control queue stores the delivery in the
    durable queue every `pier serve` delivers from (retried by Temporal with
    backoff while the database is away). Its secret stays sealed.
 
-A worker lost before the agent started (begin timed out or failed saying its
-worker stops, or conclude was never taken) costs a restart: the run is claimed again, by another worker. Lost
-after (conclude's heartbeat stopped once the agent had started, as the run's
-record says), the agent's work is gone: `lost` fails the run with a reason
-that names the worker. Cancelling the workflow reaches
+A worker lost before the agent started (the stage was never taken, or failed
+saying its worker stops before the agent started, or its heartbeat stopped
+while the run's record says the agent had not started) costs a restart: the
+run is claimed again, by another worker. Lost after (its heartbeat stopped
+once the agent had started, as the run's record says), the agent's work is
+gone: `lost` fails the run with a reason that names the worker. Cancelling the workflow reaches
 the running activity through its heartbeat; the activity deletes the sandbox
 at once and records the run cancelled (a run cancelled while it waited for a
 slot, in claim or in begin, is recorded cancelled by a control activity).
@@ -51,6 +55,9 @@ ONCE = RetryPolicy(maximum_attempts=1)
 RESTART = "restart"
 RELEASED_BY_STAGE = "released-by-stage"  # begin and conclude free their run themselves when they return
 WORKER_LOST = "PierWorkerLost"  # an activity's error type: its worker is going away
+# `run`'s error type when its worker went away once the agent had started (as conclude's WORKER_LOST)
+WORKER_LOST_RUNNING = "PierWorkerLostRunning"
+WHOLE_RUN = "pier.run"  # a claim that names it: the worker runs the whole lifecycle in one activity
 
 
 def _worker_lost(exc: ActivityError) -> bool:
@@ -109,6 +116,8 @@ class RunWorkflow:
             "retry_policy": ONCE,
             "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         }
+        if claim.get("stage") == WHOLE_RUN:
+            return await self._whole_run(spec, config, claim, options)
         # a stage that returned has let the run go (its sandbox deleted, its
         # slot free): release is for the ones that did not (histories from
         # before this change replay with a release after every run)
@@ -142,6 +151,39 @@ class RunWorkflow:
                 # "restart" when the agent never started after all (the stage was
                 # taken but never ran: its worker, or Temporal, dropped it)
                 return await self._control("pier.lost", lost, config)
+        finally:
+            if not released:
+                await self._release(tid, queue, config)
+
+    async def _whole_run(
+        self, spec: dict[str, Any], config: dict[str, Any], claim: dict[str, str], options: dict[str, Any]
+    ) -> str:
+        """The lifecycle in one activity: no workflow task and no dispatch
+        between its first stages and the agent (what `begin` then `conclude`
+        cost on a slot's time)."""
+        tid, queue = spec["trajectory_id"], claim["queue"]
+        # a run's bound for each half before: the wait for a slot (one run at
+        # most, the slot's) and then this run, whole
+        options = {**options, "start_to_close_timeout": 2 * options["start_to_close_timeout"]}
+        released = False
+        try:
+            ended = await workflow.execute_activity(WHOLE_RUN, spec, **options)
+            released = True
+            return ended
+        except ActivityError as exc:
+            if is_cancelled_exception(exc):
+                # recorded cancelled unless the run recorded its end (it may
+                # have waited for a slot, or been cancelled mid-stage)
+                await self._control("pier.cancelled_waiting", spec, config)
+                raise
+            kind = _timeout(exc)
+            if kind == TimeoutType.SCHEDULE_TO_START or _worker_lost(exc):
+                return RESTART  # its worker is gone (or going) before the agent started
+            if kind is None:
+                raise
+            lost = {"trajectory_id": tid, "worker": claim["worker"], "timeout": kind.name.lower()}
+            # "restart" when the agent had not started (the run's record says)
+            return await self._control("pier.lost", lost, config)
         finally:
             if not released:
                 await self._release(tid, queue, config)

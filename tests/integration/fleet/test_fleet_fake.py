@@ -261,16 +261,16 @@ def busy_worker_with_a_second_run(fleet: Fleet) -> tuple[Collection, str, str]:
     return collection, long, collection.run("t")
 
 
-def begin_scheduled(fleet: Fleet, tid: str) -> bool:
-    return '"pier.begin"' in history_json(fleet.address, "default", tid)
+def run_scheduled(fleet: Fleet, tid: str) -> bool:
+    return '"pier.run"' in history_json(fleet.address, "default", tid)
 
 
-def test_a_busy_worker_holds_the_next_run_in_begin_so_its_slot_takes_it_at_once(fleet: Fleet) -> None:
+def test_a_busy_worker_holds_the_next_run_in_its_stage_so_its_slot_takes_it_at_once(fleet: Fleet) -> None:
     """The worker takes one claim beyond its slots: the next run's claim and
-    the workflow's round trips to `begin` happen while the slot is busy (they
-    used to start only once it was free), and the run waits in begin."""
+    the workflow's round trips to its stage (`run`) happen while the slot is
+    busy (they used to start only once it was free), and the run waits in it."""
     _collection, long, queued = busy_worker_with_a_second_run(fleet)
-    wait_for(lambda: begin_scheduled(fleet, queued), 15, "the queued run's begin is on the busy worker")
+    wait_for(lambda: run_scheduled(fleet, queued), 15, "the queued run's stage is on the busy worker")
     store = fleet.store()
     assert store.get_run(long).status.value == "running", "the slot was not busy"
     assert store.get_run(queued).status.value == "pending", "the queued run started beyond the slots"
@@ -280,12 +280,12 @@ def test_a_busy_worker_holds_the_next_run_in_begin_so_its_slot_takes_it_at_once(
     store.close()
 
 
-def test_a_run_cancelled_while_it_waits_in_begin_for_a_slot_ends_cancelled(fleet: Fleet) -> None:
+def test_a_run_cancelled_while_it_waits_in_its_stage_for_a_slot_ends_cancelled(fleet: Fleet) -> None:
     """Cancelled while it waits on the busy worker for a slot, the run ends
     `cancelled` without starting (it used to stay pending), and the busy run
     completes."""
     collection, long, queued = busy_worker_with_a_second_run(fleet)
-    wait_for(lambda: begin_scheduled(fleet, queued), 15, "the queued run's begin is on the busy worker")
+    wait_for(lambda: run_scheduled(fleet, queued), 15, "the queued run's stage is on the busy worker")
     with collection.client() as c:
         r = c.post(f"/api/v1/trajectory/{collection.name}/t/statuses", json={queued: "cancelled"})
     assert r.status_code == 200, r.text
@@ -298,10 +298,11 @@ def test_a_run_cancelled_while_it_waits_in_begin_for_a_slot_ends_cancelled(fleet
     store.close()
 
 
-def test_a_completed_run_costs_three_activities_no_release(fleet: Fleet) -> None:
-    """conclude lets the run go itself (its sandbox is deleted, its slot
-    free), so the workflow schedules no release after it: one activity and
-    one workflow task fewer per run."""
+def test_a_completed_run_costs_two_activities_no_release(fleet: Fleet) -> None:
+    """The lifecycle is one activity (`run`: no workflow task and no dispatch
+    between its first stages and the agent), and it lets the run go itself
+    (its sandbox is deleted, its slot free), so the workflow schedules no
+    release after it."""
     collection = setup(fleet)
     fleet.worker("w1")
     tid = collection.run("t")
@@ -309,5 +310,5 @@ def test_a_completed_run_costs_three_activities_no_release(fleet: Fleet) -> None
     wait_for(lambda: events(fleet, tid)[-1] == "WORKFLOW_EXECUTION_COMPLETED", 30, "the workflow ended")
     history = events(fleet, tid)
     scheduled = [e.split("(")[1].split("@")[0] for e in history if e.startswith("ACTIVITY_TASK_SCHEDULED")]
-    assert scheduled == ["pier.claim", "pier.begin", "pier.conclude"], history
-    assert history.count("WORKFLOW_TASK_COMPLETED") == 4, history
+    assert scheduled == ["pier.claim", "pier.run"], history
+    assert history.count("WORKFLOW_TASK_COMPLETED") == 3, history

@@ -67,7 +67,7 @@ def test_pier_run_remote_runs_on_a_worker_and_prints_like_a_local_run(fleet: Fle
         "the attached file reached the worker"
     )
     history = history_json(fleet.address, "default", tid)
-    assert "pier.begin" in history, "the run went through its workflow, id = the run's id"
+    assert "pier.run" in history, "the run went through its workflow, id = the run's id"
 
     as_json = pier_run(fleet, str(folder), "--json")
     assert as_json.returncode == 0, as_json.stderr

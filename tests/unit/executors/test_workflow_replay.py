@@ -28,4 +28,7 @@ def test_recorded_history_replays(path: Path):
 
 
 def test_there_are_histories_to_replay():
+    # claim-begin-conclude: before `pier.run` (and a claim by a worker from
+    # then); claim-run: the lifecycle in one activity
     assert any("claim-begin-conclude" in p.name for p in HISTORIES)
+    assert any("claim-run" in p.name for p in HISTORIES)
