@@ -147,10 +147,7 @@ class RunWorkflow:
                     return RESTART  # the worker went between the halves: the agent never started
                 if kind is None or is_cancelled_exception(exc):
                     raise
-                lost = {"trajectory_id": tid, "worker": claim["worker"], "timeout": kind.name.lower()}
-                # "restart" when the agent never started after all (the stage was
-                # taken but never ran: its worker, or Temporal, dropped it)
-                return await self._control("pier.lost", lost, config)
+                return await self._lost(tid, claim, kind, config)
         finally:
             if not released:
                 await self._release(tid, queue, config)
@@ -181,12 +178,17 @@ class RunWorkflow:
                 return RESTART  # its worker is gone (or going) before the agent started
             if kind is None:
                 raise
-            lost = {"trajectory_id": tid, "worker": claim["worker"], "timeout": kind.name.lower()}
-            # "restart" when the agent had not started (the run's record says)
-            return await self._control("pier.lost", lost, config)
+            return await self._lost(tid, claim, kind, config)
         finally:
             if not released:
                 await self._release(tid, queue, config)
+
+    async def _lost(self, tid: str, claim: dict[str, str], kind: TimeoutType, config: dict[str, Any]) -> str:
+        """The run's worker went silent mid-stage: a server records it failed, or
+        answers "restart" when its agent had not started after all (the run's
+        record says; the stage was taken but never ran)."""
+        lost = {"trajectory_id": tid, "worker": claim["worker"], "timeout": kind.name.lower()}
+        return str(await self._control("pier.lost", lost, config))
 
     async def _release(self, tid: str, queue: str, config: dict[str, Any]) -> None:
         """Delete the sandbox and free the slot, on the sandbox's host; when
