@@ -258,6 +258,10 @@ class FleetActivities:
                 ctx.emit = lambda _stage, _line: None
             runner.cancel(ctx)
             await asyncio.wait({future})
+            if declared_lost:
+                # a sandbox whose create was under way at the cancel is made
+                # after it: no release of this run comes here now, so it goes
+                await self._thread(lambda: runner.cancel(ctx))
             if self.stopping:
                 raise ApplicationError(f"worker {self.identity} stopped", type=WORKER_LOST) from None
             if declared_lost:

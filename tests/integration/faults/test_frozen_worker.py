@@ -21,6 +21,7 @@ HEARTBEAT_SEC = 5
 # and one control activity on a server.
 LOST_BOUND_SEC = HEARTBEAT_SEC + 15
 FROZEN_SEC = 25
+SLOW_CREATE_SEC = 50
 
 
 def freeze(worker) -> None:
@@ -74,14 +75,18 @@ def test_a_frozen_worker_is_declared_lost_by_others_and_takes_new_work_once_back
 def test_a_run_frozen_before_its_agent_started_runs_again_elsewhere_and_stays_completed(
     fault_fleet: Fleet,
 ) -> None:
+    # The frozen worker's create outlasts the freeze: once thawed it is told it
+    # was declared lost while its sandbox is still being made, and must delete
+    # that sandbox when the create returns (no release of the run comes to it).
     collection = fake_fleet(fault_fleet, PIER_WORKER_SLOTS="1", PIER_HEARTBEAT_TIMEOUT_SEC=str(HEARTBEAT_SEC),
-                            PIER_SCHEDULE_TO_START_SEC="5", PIER_TEST_CREATE_SEC="3")  # fmt: skip
+                            PIER_SCHEDULE_TO_START_SEC="5", PIER_TEST_CREATE_SEC=str(SLOW_CREATE_SEC))  # fmt: skip
     frozen = fault_fleet.worker("frozen")
     del fault_fleet.settings["PIER_TEST_CREATE_SEC"]
     store = fault_fleet.store()
     tid = collection.run("t")
     wait_for(lambda: store.get_run(tid).stage("create").status == "running", 60, "its sandbox is being made")
     freeze(frozen)
+    frozen_at = time.monotonic()
     try:
         fault_fleet.worker("other")
         record = ends_within(store, [tid], 90, fault_fleet).records[tid]
@@ -90,6 +95,7 @@ def test_a_run_frozen_before_its_agent_started_runs_again_elsewhere_and_stays_co
     finally:
         thaw(frozen)
     time.sleep(10)  # the thawed worker finds its attempt gone
+    time.sleep(max(0.0, SLOW_CREATE_SEC + 3 - (time.monotonic() - frozen_at)))  # and its create has returned
     record = store.get_run(tid)
     assert record.status.value == "completed", (
         f"after the thaw the run was recorded {record.status.value}: {record.error}"
