@@ -36,20 +36,22 @@ OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app
 # script (one exec: each is three round trips to the engine, and collect's time
 # under a burst is the engine's). The look prints, a line each: the bytes the
 # output folders hold, for the scratch disk's check (keeping.py); whether tar
-# is there ("tar") and can put what it writes in name order ("tar sorts": GNU
-# tar's --sort=name, which busybox's lacks); which output folders are folders
+# is there ("tar"); which output folders are folders
 # ("dir PATH"; "other PATH": there, but a file or a link, which yields nothing,
 # as the engine's archive of it would); then what in them is neither file nor
 # folder nor link, as `find -printf '%y %p'` says it: archives leave sockets
 # out without a word, and under gVisor the engine's leave fifos and devices out
 # too (they live in the sandbox's own kernel). Then the script's $0 (a marker
 # of pier's making, never guessed by what the agent wrote) on a line of its
-# own, and, when tar is there and any folder is, the tar of those folders.
+# own, and, when tar is there and any folder is, the tar of those folders, in
+# name order where tar takes --sort=name (GNU tar; busybox's does not): as the
+# engine's archives are, so which files are kept when the outputs pass their
+# limit does not hang on the disk's readdir order.
 COLLECT = (
     "dirs='" + " ".join(OUTPUT_DIRS.values()) + "'; "
     "du -sb $dirs 2>/dev/null | awk '{s += $1} END {print \"bytes \" s + 0}'; "
     "tar=; sort=; if hash tar 2>/dev/null; then tar=1; echo tar; "
-    "if tar --sort=name -c -f /dev/null -T /dev/null 2>/dev/null; then sort=--sort=name; echo 'tar sorts'; fi; fi; "
+    "if tar --sort=name -c -f /dev/null -T /dev/null 2>/dev/null; then sort=--sort=name; fi; fi; "
     "set --; for d in $dirs; do "
     'if [ -d "$d" ] && [ ! -L "$d" ]; then echo "dir $d"; set -- "$@" "${d#/}"; '
     'elif [ -e "$d" ] || [ -L "$d" ]; then echo "other $d"; fi; done; '
@@ -69,14 +71,13 @@ class Survey:
     tar: bool = False  # the sandbox has tar: the folders come out in one exec
     dirs: tuple[str, ...] = ()  # the output folders that are folders
     others: tuple[str, ...] = ()  # output paths that are there but no folder
-    tar_sorts: bool = False  # tar takes --sort=name: name order, as in the engine's archives
 
 
 def parse_survey(lines: list[str]) -> Survey:
     """What the look's lines say."""
     size: int | None = None
     special: list[str] = []
-    tar = sorts = False
+    tar = False
     dirs: list[str] = []
     others: list[str] = []
     for line in lines:
@@ -85,13 +86,11 @@ def parse_survey(lines: list[str]) -> Survey:
             size = int(rest)
         elif kind == "tar" and not rest:
             tar = True
-        elif kind == "tar" and rest == "sorts":
-            sorts = True
         elif kind in ("dir", "other") and rest in OUTPUT_DIRS.values():
             (dirs if kind == "dir" else others).append(rest)
         elif rest and kind in _FIND_KINDS:
             special.append(f"{rest}: {_FIND_KINDS[kind]}")
-    return Survey(size, tuple(special), tar, tuple(dirs), tuple(others), sorts)
+    return Survey(size, tuple(special), tar, tuple(dirs), tuple(others))
 
 
 @dataclass
@@ -250,9 +249,7 @@ def _say_missing(ctx: RunContext, survey: Survey, by_tar: bool) -> None:
 def _tar_out(ctx: RunContext, found: Look, present: list[str], skipped: list[str]) -> bool:
     """`present` out of the `tar -c` that follows the look on its stdout.
     False (and nothing of it left in the output folder) when tar failed or wrote
-    no readable archive: the engine's archives are read then. Where tar sorts,
-    in name order: which files are kept when the outputs pass their limit is
-    then the same on every run and on either path (readdir's order is the disk's)."""
+    no readable archive: the engine's archives are read then."""
     assert found.stream is not None
     routes = {
         path.lstrip("/"): ctx.output_dir / name for name, path in OUTPUT_DIRS.items() if path in present

@@ -42,11 +42,10 @@ class FolderSandbox:
     with the Docker engine's rule: a container stays locked while an archive of it
     is being read, so a second get_archive before the first stream is read to its
     end (or closed) waits for ever. Here it fails at once instead of hanging.
-    exec_stdout serves collect's script: its look (tar there with `has_tar`,
-    and sorting; every folder a folder), its marker line, then with `has_tar`
+    exec_stdout serves collect's script: its look (tar there with `has_tar`;
+    every folder a folder), its marker line, then with `has_tar`
     `tar -c -f - --sort=name -C / <folders>` as GNU tar writes it (exiting
-    `tar_exit`), in small chunks. The engine's archives, and tar with
-    --sort=name, give a folder's files in name order."""
+    `tar_exit`), in small chunks. Both give a folder's files in name order."""
 
     has_tar = False  # set for every test by the `way` fixture
     tar_exit = 0
@@ -68,7 +67,7 @@ class FolderSandbox:
         size = sum(
             len(data) for files in self.folders.values() for data in files.values() if isinstance(data, bytes)
         )
-        found = ["tar", "tar sorts"] if self.has_tar else []
+        found = ["tar"] if self.has_tar else []
         found += [f"dir {path}" for path in self.folders]
         found += [f"bytes {size}", *(f"s {path}" for path in self.sockets), argv[3]]
         head = "".join(f"{line}\n" for line in found).encode()
@@ -77,7 +76,7 @@ class FolderSandbox:
             for path in ("/logs/agent", "/app/results", "/app/assets")
             if path in self.folders
         }
-        tar = self._tar(tops, sort=True) + b"\0" * 10240 if self.has_tar and tops else b""  # GNU tar pads
+        tar = self._tar(tops) + b"\0" * 10240 if self.has_tar and tops else b""  # GNU tar pads
         result = ExecResult(self.tar_exit, "tar: something failed\n" if self.tar_exit and tar else "", 0.0)
         state = {"ended": False}
 
@@ -101,17 +100,16 @@ class FolderSandbox:
         if path not in self.folders:
             raise FileNotFoundError(path)
         self.open = path
-        return self._stream(self._tar({path: PurePosixPath(path).name}, sort=True))
+        return self._stream(self._tar({path: PurePosixPath(path).name}))
 
-    def _tar(self, tops: dict[str, str], *, sort: bool) -> bytes:
+    def _tar(self, tops: dict[str, str]) -> bytes:
         """A tar of folders ({sandbox folder: its name in the tar}), each
-        folder's files in name order with `sort`, else as given."""
+        folder's files in name order."""
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             for path, top in tops.items():
                 tar.addfile(_folder(top))
-                files = self.folders[path].items()
-                for name, data in sorted(files) if sort else files:
+                for name, data in sorted(self.folders[path].items()):
                     info = tarfile.TarInfo(f"{top}/{name}")
                     if isinstance(data, Special):
                         info.type, info.linkname = data.type, data.linkname.replace("TOP", top)
