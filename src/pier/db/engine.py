@@ -80,8 +80,7 @@ def conninfo(database_url: str) -> str:
     url = _bounded(make_url(database_url))
     # key=value, not a URL: a libpq URL reads "+" as itself, not as the space
     # between two `-c` options
-    parts = {"host": url.host, "port": url.port, "user": url.username, "password": url.password}
-    params = {k: v for k, v in {**parts, "dbname": url.database}.items() if v is not None}
+    params = url.translate_connect_args(username="user", database="dbname")
     query = {k: v if isinstance(v, str) else v[-1] for k, v in url.query.items()}
     return make_conninfo("", **params, **query)
 
