@@ -1,34 +1,52 @@
 """Stopping what an agent left running: when it ends, and again before checks.
 
-The sandbox's own keep-alive process is the oldest process after pid 1 (nothing
-the agent starts can be older), so it is found by start time, not by name, which
-the agent could imitate. This script's own ancestors (the exec's `timeout`
-wrapper) and their other children (its comsubs; the `tee` beside an agent) are
-spared: killing them would end the exec early or lose output. Processes are
-frozen first so none can fork away, then killed; this repeats until nothing
-else is left. Prints the number stopped."""
+The sandbox's keep-alive is spared: the child docker-init (pid 1) started, the
+only process besides pid 1 born in pid 1's session. Every exec starts a session
+of its own and no process can join a session it was not born in, so nothing the
+agent starts can pass for it (by name, by start time, by anything it controls);
+should the keep-alive fork, only the oldest of pid 1's session is spared.
+Without an init, pid 1 is the keep-alive itself and nothing else is spared.
+Where pid 1's session cannot be read (0: outside the sandbox's namespace), the
+oldest process that is not this script's own ancestor is spared instead.
+(Sparing the oldest process was the whole rule once, and wrong: under load the
+engine can start an exec before docker-init has forked the keep-alive; the
+keep-alive, killed then, took the sandbox with it.)
 
+This script's own ancestors (the exec's `timeout` wrapper) and their other
+children (its comsubs; the `tee` beside an agent) are spared too: killing them
+would end the exec early or lose output. Processes are frozen first so none can
+fork away, then killed; this repeats until nothing else is left. Prints the
+number stopped."""
+
+# Fields of /proc/PID/stat after "PID (comm) " (comm may hold spaces and
+# parentheses; the last ") " ends it): $2 ppid, $4 session, $20 start time.
 STOP_PROCESSES_SCRIPT = r"""
 self=${BASHPID:-$$}
-starttime() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
-parent() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f2; }
+fields() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null; }
+parent() { set -- $(fields "$1"); echo "$2"; }
 mine=" "; pid=$self
 while [ -n "$pid" ] && [ "$pid" != 0 ] && [ "$pid" != 1 ]; do mine="$mine$pid "; pid=$(parent "$pid"); done
+session=$(set -- $(fields 1); echo "$4")
+[ "$session" = 0 ] && session=""
 keep=""; oldest=""
 for dir in /proc/[0-9]*; do
   pid=${dir#/proc/}
   [ "$pid" = 1 ] && continue
-  st=$(starttime "$pid"); [ -n "$st" ] || continue
-  if [ -z "$oldest" ] || [ "$st" -lt "$oldest" ]; then oldest=$st; keep=$pid; fi
+  case "$mine" in *" $pid "*) continue;; esac
+  set -- $(fields "$pid"); [ -n "${20:-}" ] || continue
+  [ -n "$session" ] && [ "$4" != "$session" ] && continue
+  if [ -z "$oldest" ] || [ "${20}" -lt "$oldest" ] || { [ "${20}" -eq "$oldest" ] && [ "$pid" -lt "$keep" ]; }; then
+    oldest=${20}; keep=$pid
+  fi
 done
 others() {
   for dir in /proc/[0-9]*; do
     pid=${dir#/proc/}
     case "$pid" in 1|"$keep") continue;; esac
     case "$mine" in *" $pid "*) continue;; esac
-    ppid=$(parent "$pid")
-    case "$mine" in *" $ppid "*) continue;; esac
-    [ -n "$ppid" ] && echo "$pid"
+    set -- $(fields "$pid"); [ -n "${2:-}" ] || continue
+    case "$mine" in *" $2 "*) continue;; esac
+    echo "$pid"
   done
 }
 total=0

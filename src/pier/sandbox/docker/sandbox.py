@@ -116,8 +116,9 @@ class DockerSandbox(Sandbox):
                     on_line=on_line,
                     clean_env=clean_env,
                 )
-        except SandboxError:
+        except SandboxError as exc:
             self._refuse_if_stopped()  # stopped under the command: say why
+            self._refuse_if_ended(exc)
             raise
         self._refuse_if_stopped()
         return result
@@ -144,6 +145,23 @@ class DockerSandbox(Sandbox):
         reason = self.limit_reached()
         if reason:
             raise SandboxError(reason)
+
+    def _refuse_if_ended(self, exc: SandboxError) -> None:
+        """The engine refused a command because the sandbox is no longer running:
+        say how it ended, which "is not running" alone does not."""
+        cause = exc.__cause__
+        if not (isinstance(cause, docker.errors.APIError) and cause.status_code == 409):
+            return
+        try:
+            state = container_state(self._api, self.id)
+        except Exception:  # gone meanwhile: the engine's own words stand
+            return
+        if state.get("Running"):
+            return
+        how = f"its main process exited with code {state.get('ExitCode')} at {state.get('FinishedAt')}"
+        if state.get("OOMKilled"):
+            how += ", killed for memory"
+        raise SandboxError(f"sandbox {self.id[:12]} stopped under the run ({how}): {exc}") from exc
 
     def put_archive(self, dest_dir: str, tar_bytes: bytes | Iterable[bytes]) -> None:
         root = dest_dir.rstrip("/") == ""  # always exists: one round trip, bytes or stream
