@@ -44,6 +44,8 @@ SCRIPT = 'echo "first line"\necho hello > {{results_dir}}/out.txt'
 
 def burst_api(args: argparse.Namespace, home: Path, python: str | None = None) -> tuple[float, list[float]]:
     os.environ["PIER_MAX_CONCURRENT_RUNS"] = str(args.slots)
+    # The whole burst waits at once: past the default quota of 100 queued runs, it would be refused.
+    os.environ["PIER_QUOTA_QUEUED_RUNS"] = str(max(args.runs, 100))
     if args.pool:
         os.environ["PIER_WARM_POOL"] = json.dumps([{"image": args.image, "size": args.pool}])
     home.mkdir()
