@@ -18,22 +18,25 @@ would end the exec early or lose output. Processes are frozen first so none can
 fork away, then killed; this repeats until nothing else is left. Prints the
 number stopped."""
 
-# Fields of /proc/PID/stat after "PID (comm) " (comm may hold spaces and
-# parentheses; the last ") " ends it): $2 ppid, $4 session, $20 start time.
+# `stat PID` leaves in $line the fields of /proc/PID/stat after "PID (comm) "
+# (comm may hold spaces and parentheses; the last ") " ends it): after
+# `set -- $line`, $2 is the ppid, $4 the session, $20 the start time. Builtins
+# only, no process per process looked at: the script runs at every agent's end.
 STOP_PROCESSES_SCRIPT = r"""
 self=${BASHPID:-$$}
-fields() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null; }
-parent() { set -- $(fields "$1"); echo "$2"; }
+stat() { line=""; { read -r line < "/proc/$1/stat"; } 2>/dev/null; line=${line##*") "}; }
 mine=" "; pid=$self
-while [ -n "$pid" ] && [ "$pid" != 0 ] && [ "$pid" != 1 ]; do mine="$mine$pid "; pid=$(parent "$pid"); done
-session=$(set -- $(fields 1); echo "$4")
+while [ -n "$pid" ] && [ "$pid" != 0 ] && [ "$pid" != 1 ]; do
+  mine="$mine$pid "; stat "$pid"; set -- $line; pid=${2:-}
+done
+stat 1; set -- $line; session=${4:-}
 [ "$session" = 0 ] && session=""
 keep=""; oldest=""
 for dir in /proc/[0-9]*; do
   pid=${dir#/proc/}
   [ "$pid" = 1 ] && continue
   case "$mine" in *" $pid "*) continue;; esac
-  set -- $(fields "$pid"); [ -n "${20:-}" ] || continue
+  stat "$pid"; set -- $line; [ -n "${20:-}" ] || continue
   [ -n "$session" ] && [ "$4" != "$session" ] && continue
   if [ -z "$oldest" ] || [ "${20}" -lt "$oldest" ] || { [ "${20}" -eq "$oldest" ] && [ "$pid" -lt "$keep" ]; }; then
     oldest=${20}; keep=$pid
@@ -44,7 +47,7 @@ others() {
     pid=${dir#/proc/}
     case "$pid" in 1|"$keep") continue;; esac
     case "$mine" in *" $pid "*) continue;; esac
-    set -- $(fields "$pid"); [ -n "${2:-}" ] || continue
+    stat "$pid"; set -- $line; [ -n "${2:-}" ] || continue
     case "$mine" in *" $2 "*) continue;; esac
     echo "$pid"
   done
@@ -53,7 +56,7 @@ total=0
 for round in 1 2 3 4 5; do
   victims=$(others)
   [ -z "$victims" ] && break
-  total=$((total + $(echo "$victims" | wc -l)))
+  for pid in $victims; do total=$((total + 1)); done
   kill -STOP $victims 2>/dev/null
   kill -KILL $victims 2>/dev/null
   sleep 0.2
