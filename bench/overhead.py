@@ -1,7 +1,9 @@
 """pier's overhead on a trivial runbook, against raw docker doing the same work.
 
 Prints the median wall time of `pier run` (a script runbook that writes one file)
-and of `docker run` + `docker cp` doing the same on the same image, their ratio
+as its console script runs it (handed to the resident process, pier.launch) and
+in its own process (`python -m pier.cli`, as with PIER_RESIDENT=false), and of
+`docker run` + `docker cp` doing the same on the same image, their ratio
 (goal: <= 1.5), the same lifecycle run in-process (as the server runs it, without
 the CLI's interpreter start-up; goal <= 1.2), in-process again with a warm pool of
 one sandbox (refilled between runs, as a server's is), and the median time from
@@ -36,11 +38,13 @@ echo hello > {{results_dir}}/out.txt
 
 
 def time_pier(
-    runbook: Path, image: str, env: dict[str, str], python: str = sys.executable
+    runbook: Path, image: str, env: dict[str, str], python: str = sys.executable, entry: str = "pier.cli"
 ) -> tuple[float, float]:
     """(wall seconds, seconds to the first agent output line); its CPU seconds
-    (user + system, which the load does not stretch) are added to CPU[python]."""
-    cmd = [python, "-m", "pier.cli", "run", str(runbook), "--image", image]
+    (user + system, which the load does not stretch) are added to CPU[python]
+    (CPU[entry] for another entry point). Entry pier.cli is the command run in
+    its own process; pier.launch is the console script's (the resident's, when one answers)."""
+    cmd = [python, "-m", entry, "run", str(runbook), "--image", image]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     first = None
@@ -52,7 +56,8 @@ def time_pier(
         code = proc.wait()
     wall = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    CPU.setdefault(python, []).append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    key = python if entry == "pier.cli" else entry
+    CPU.setdefault(key, []).append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     if code != 0 or first is None:
         raise SystemExit(f"pier run failed (exit {code})")
     return wall, first
@@ -145,11 +150,21 @@ def main() -> None:
     runbook = work / "RUNBOOK.md"
     runbook.write_text(RUNBOOK)
     time_pier(runbook, args.image, env)  # warm-up: store created, image checked
+    # `pier run` as its console script runs it: the first starts a resident, the rest hand their run to it.
+    resident_dir = work / "resident"
+    env_resident = {**env, "PIER_RESIDENT": "true", "PIER_RESIDENT_DIR": str(resident_dir)}
+    time_pier(runbook, args.image, env_resident, entry="pier.launch")
+    deadline = time.monotonic() + 60
+    while not any(resident_dir.glob("*.sock")):
+        if time.monotonic() > deadline:
+            raise SystemExit("no resident started in 60 s")
+        time.sleep(0.1)
     os.environ["PIER_HOME"] = env["PIER_HOME"]
     time_in_process(runbook, args.image)  # warm-up of this process's imports and connection
     pooled = pooled_services(args.image)
     load_before = os.getloadavg()
     pier, first, raw, inproc, inproc_first, warm, warm_first = [], [], [], [], [], [], []
+    handed: list[tuple[float, float]] = []
     raw_first: list[float] = []
     other: list[tuple[float, float]] = []
     try:
@@ -157,6 +172,7 @@ def main() -> None:
             wall, to_first = time_pier(runbook, args.image, env)
             pier.append(wall)
             first.append(to_first)
+            handed.append(time_pier(runbook, args.image, env_resident, entry="pier.launch"))
             if args.compare:
                 other.append(time_pier(runbook, args.image, env, args.compare))
             raw.append(time_docker(args.image, work / f"raw-{index}"))
@@ -170,22 +186,31 @@ def main() -> None:
     finally:
         if pooled.pool is not None:
             pooled.pool.close()
+        subprocess.run(["pkill", "-f", f"pier.launch serve {resident_dir}"], check=False)
         shutil.rmtree(work, ignore_errors=True)
     med = statistics.median
     p, r = med(pier), med(raw)
     print(f"runs: {args.runs} on {args.image}")
     print(f"load average before / after:  {_load(load_before)} / {_load(os.getloadavg())}")
     print(f"docker run + cp (median):     {r:.3f} s (baseline)")
-    print(f"pier run (median):            {p:.3f} s  ratio {p / r:.2f} (goal <= 1.5)")
+    h, hf = med(w for w, _ in handed), med(f for _, f in handed)
+    print(f"pier run (median):            {h:.3f} s  ratio {h / r:.2f} (goal <= 1.5; handed to the resident)")
+    print(
+        f"  in its own process:         {p:.3f} s  ratio {p / r:.2f} (PIER_RESIDENT=false, or no resident yet)"
+    )
     i, w = med(inproc), med(warm)
     print(
         f"lifecycle in-process (median): {i:.3f} s  ratio {i / r:.2f} (goal <= 1.2; no interpreter start-up)"
     )
     print(f"  with a warm pool (median):   {w:.3f} s  ratio {w / r:.2f}")
-    print(f"start to first agent line:    pier run {med(first):.3f} s, in-process {med(inproc_first):.3f} s, "
+    print(f"start to first agent line:    pier run {hf:.3f} s (in its own process {med(first):.3f} s), "
+          f"in-process {med(inproc_first):.3f} s, "
           f"with a warm pool {med(warm_first):.3f} s (medians; goal <= 0.5)")  # fmt: skip
     print(f"  docker run to its first line: {med(raw_first):.3f} s (baseline)")
-    print(f"pier run CPU, user + system (median): {med(CPU[sys.executable][1:]):.3f} s")
+    print(
+        f"pier run CPU, user + system (median): {med(CPU[sys.executable][1:]):.3f} s in its own process, "
+        f"{med(CPU['pier.launch'][1:]):.3f} s for the client handing over (the resident's child not counted)"
+    )
     if other:
         o, of = med(w for w, _ in other), med(f for _, f in other)
         print(f"--compare {args.compare}: pier run {o:.3f} s  ratio {o / r:.2f}, first line {of:.3f} s, "

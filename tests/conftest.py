@@ -28,6 +28,9 @@ def pier_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
     """Every test gets its own PIER_HOME, so nothing touches the user's state."""
     home = tmp_path_factory.mktemp("pier-home")
     monkeypatch.setenv("PIER_HOME", str(home))
+    # A `pier run` started by a test runs in its own process: no resident is
+    # started or used (tests/unit/cli/test_resident.py turns it on).
+    monkeypatch.setenv("PIER_RESIDENT", "false")
     get_settings.cache_clear()
     yield home
     get_settings.cache_clear()
