@@ -56,7 +56,9 @@ def main() -> None:
         code = hand_over(argv)
         if code is not None:
             sys.exit(code)
-        start_resident()
+        import atexit
+
+        atexit.register(start_resident)  # once this run is done: its imports would slow this one
     from pier.cli import main as cli_main
 
     cli_main()
