@@ -112,7 +112,11 @@ def test_a_run_handed_over_prints_and_exits_as_in_process(env, resident):
             time.sleep(0.01)
         out, err = process.communicate(timeout=120)
     assert ran_in, "no child of the resident ran the command"
-    assert (process.returncode, same(out), same(err)) == (here.returncode, same(here.stdout), same(here.stderr))
+    assert (process.returncode, same(out), same(err)) == (
+        here.returncode,
+        same(here.stdout),
+        same(here.stderr),
+    )
     assert here.returncode == 0 and "completed" in err
 
 
