@@ -200,6 +200,7 @@ def serve(path: Path) -> None:
     """Accept runs on path until RESIDENT_IDLE_SEC pass without one (and none is
     running). One resident per path: a second one exits at once."""
     import fcntl
+    import select
     import time
 
     lock = os.open(str(path.with_suffix(".lock")), os.O_CREAT | os.O_RDWR, 0o600)
@@ -214,17 +215,29 @@ def serve(path: Path) -> None:
     os.chmod(path, 0o600)
     inode = os.stat(path).st_ino
     listener.listen(64)
-    listener.settimeout(1.0)
-    resident = _Resident(listener, lock)
+    listener.setblocking(False)
+    # A child's end wakes the loop at once (its exit code is what its client waits
+    # for); children are reaped only here, never inside a signal handler.
+    ended, wake = os.pipe()
+    os.set_blocking(wake, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake)
+    resident = _Resident(listener, lock, (ended, wake))
     last = time.monotonic()
     try:
         while resident.children or time.monotonic() - last < RESIDENT_IDLE_SEC:
             resident.reap()
             if not _still_ours(path, inode):
                 break  # removed, or another resident's now: it can no longer be reached
+            readable, _, _ = select.select([listener.fileno(), ended], [], [], 1.0)
+            if ended in readable:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(ended, 4096)
+            if listener.fileno() not in readable:
+                continue
             try:
                 conn, _ = listener.accept()
-            except TimeoutError:
+            except (BlockingIOError, InterruptedError):
                 continue
             last = time.monotonic()
             resident.take(conn)
@@ -262,9 +275,10 @@ class _Resident:
     """The resident's children, each with its client's connection (the resident
     sends the exit status on it once the child has ended)."""
 
-    def __init__(self, listener: socket.socket, lock: int):
+    def __init__(self, listener: socket.socket, lock: int, wake: tuple[int, int]):
         self.listener = listener
         self.lock = lock
+        self.wake = wake  # the self-pipe SIGCHLD writes to
         self.children: dict[int, socket.socket] = {}
 
     def reap(self) -> None:
@@ -310,6 +324,10 @@ class _Resident:
         if pid == 0:  # the child: never returns
             self.listener.close()
             os.close(self.lock)  # the resident's lock is its own: a child may outlive it
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for fd in self.wake:
+                os.close(fd)
             for other in self.children.values():
                 other.close()
             _child(conn, header, fds)
