@@ -15,7 +15,9 @@ Nothing is started by hand: a `pier run` that finds no resident runs in-process
 as before and starts one in the background for the runs after it. The resident
 exits after RESIDENT_IDLE_SEC without a run, and is per user, per interpreter
 and per pier source (a changed file means a new socket, so an edit or an upgrade
-is never served by old code). PIER_RESIDENT=false turns all of this off.
+is never served by old code), and per control group. PIER_RESIDENT=false turns
+all of this off; in a CI job (CI=true and the like) it is off unless
+PIER_RESIDENT=true.
 
 A run is started once or not at all: the child waits for the client's go
 before it runs anything, and the client falls back to running in-process only
@@ -64,8 +66,19 @@ def main() -> None:
     cli_main()
 
 
+OFF = ("false", "0", "no", "off")
+# Set in CI jobs (CI by most services, JENKINS_URL and BUILD_ID by Jenkins, TF_BUILD by
+# Azure Pipelines): a job's clean-up kills what the job started, so a resident one
+# job started would take the next job's runs down with it.
+CI_VARIABLES = ("CI", "JENKINS_URL", "BUILD_ID", "TF_BUILD")
+
+
 def _enabled() -> bool:
-    return os.environ.get("PIER_RESIDENT", "true").strip().lower() not in ("false", "0", "no", "off")
+    """PIER_RESIDENT when set; unset, on except in a CI job."""
+    value = os.environ.get("PIER_RESIDENT", "").strip().lower()
+    if value:
+        return value not in OFF
+    return not any(os.environ.get(name, "").strip().lower() not in ("", *OFF) for name in CI_VARIABLES)
 
 
 def resident_dir() -> Path | None:
@@ -91,8 +104,14 @@ def resident_dir() -> Path | None:
 def source_token() -> str:
     """Names this interpreter and this pier's source as it is on disk now."""
     # PYTHONPATH too: a child imports (a backend named by module) with the resident's sys.path.
+    # And the control group: a child runs in the resident's, which a CI job's or a
+    # service's clean-up kills with it, and whose limits and accounting apply.
     python_path = os.environ.get("PYTHONPATH", "")
-    digest = hashlib.sha256(f"{sys.executable}\0{sys.version}\0{PACKAGE}\0{python_path}".encode())
+    try:
+        cgroup = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        cgroup = ""
+    digest = hashlib.sha256(f"{sys.executable}\0{sys.version}\0{PACKAGE}\0{python_path}\0{cgroup}".encode())
     for root, dirs, files in os.walk(PACKAGE):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(files):

@@ -224,3 +224,29 @@ def test_the_client_imports_nothing_of_pier_but_its_entry_point():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "['pier', 'pier.launch']", done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("variables", "enabled"),
+    [
+        ({}, True),
+        ({"PIER_RESIDENT": "false"}, False),
+        ({"CI": "true"}, False),  # a job's clean-up would kill a resident serving the next job
+        ({"CI": "false"}, True),
+        ({"JENKINS_URL": "http://jenkins.example"}, False),
+        ({"CI": "true", "PIER_RESIDENT": "true"}, True),
+    ],
+)
+def test_on_unless_turned_off_or_in_a_ci_job(monkeypatch, variables, enabled):
+    for name in ("PIER_RESIDENT", *launch.CI_VARIABLES):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert launch._enabled() is enabled
+
+
+def test_another_pythonpath_is_another_resident(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/one")
+    one = launch.source_token()
+    monkeypatch.setenv("PYTHONPATH", "/two")
+    assert launch.source_token() != one
