@@ -291,8 +291,9 @@ def _still_ours(path: Path, inode: int) -> bool:
 
 
 class _Resident:
-    """The resident's children, each with its client's connection (the resident
-    sends the exit status on it once the child has ended)."""
+    """The resident's children, each with its client's connection: a child says
+    its exit code itself; the resident says it too once the child has ended,
+    which covers a child killed before it could."""
 
     def __init__(self, listener: socket.socket, lock: int, wake: tuple[int, int]):
         self.listener = listener
@@ -395,7 +396,13 @@ def _child(conn: socket.socket, header: dict[str, Any], fds: list[int]) -> None:
 
         traceback.print_exc()
     finally:
+        _ENDING.append(True)  # the client closing the connection now is no cancel
+        with contextlib.suppress(OSError):  # the client need not wait for the resident's word
+            conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
         os._exit(code)
+
+
+_ENDING: list[bool] = []  # set by a child once its command has ended
 
 
 def _fresh_streams() -> None:
@@ -427,7 +434,8 @@ def _watch_client(conn: socket.socket) -> None:
         with contextlib.suppress(OSError):
             while conn.recv(64):
                 pass
-        os.kill(os.getpid(), signal.SIGTERM)
+        if not _ENDING:
+            os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="pier-client-watch", daemon=True).start()
 

@@ -250,3 +250,16 @@ def test_another_pythonpath_is_another_resident(monkeypatch):
     one = launch.source_token()
     monkeypatch.setenv("PYTHONPATH", "/two")
     assert launch.source_token() != one
+
+
+def test_a_child_killed_outright_still_gives_its_client_an_exit_code(env, resident):
+    env = {**env, "PIER_TEST_AGENT_LINES": "400", "PIER_TEST_LINE_SEC": "0.05"}
+    with client(env, "run", HELLO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if "starting agent" in line:
+                break
+        (child,) = children_of(resident.pid)
+        os.kill(child, signal.SIGKILL)  # it cannot say its code: the resident does
+        process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGKILL
