@@ -4,6 +4,10 @@ does its work, and raises StageError (or a PierError) when the run must stop."""
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
+import os
+import re
 import shlex
 import shutil
 import tempfile
@@ -44,7 +48,10 @@ from pier.sandbox.snapshots import SnapshotCatalog
 from pier.sandbox.source import check_registries
 from pier.sandbox.sweeper import owner_label
 from pier.sandbox.tarutil import FileTar
+from pier.settings.files import make_private_dir
 from pier.telemetry import metrics
+
+log = logging.getLogger(__name__)
 
 SANDBOX_DIRS = ("/app/assets", "/app/results", "/app/checks", "/logs/agent", "/run/pier")
 REQUIRED_TOOLS = ("bash", "mkdir", "rm", "cat", "tee", "timeout", "kill")
@@ -366,16 +373,53 @@ TOOLS_SEEN_SEC = 60.0  # as long as the Docker backend trusts an image lookup
 
 
 def _tools_seen(ctx: RunContext) -> frozenset[str]:
+    """What this process saw in the last TOOLS_SEEN_SEC, else what any process
+    saw in an image of the same content id (kept in PIER_HOME: a `pier run` is
+    a new process each time, and an image's files never change under its id)."""
     with _TOOLS_SEEN_LOCK:
         seen = _TOOLS_SEEN.get(ctx.backend, {}).get(ctx.image or "")
-    if seen is None or time.monotonic() - seen[1] > TOOLS_SEEN_SEC:
+    if seen is not None and time.monotonic() - seen[1] <= TOOLS_SEEN_SEC:
+        return seen[0]
+    record = _tools_record(ctx)
+    if record is None:
         return frozenset()
-    return seen[0]
+    try:
+        found = frozenset(json.loads(record.read_text()))
+    except (OSError, ValueError, TypeError):
+        return frozenset()
+    _remember_in_process(ctx, found)
+    return found
 
 
 def _remember_tools(ctx: RunContext, present: set[str]) -> None:
+    """Tools found present, added to what was known of the image (another run's
+    checks may have needed others; an image's files never change under its id)."""
+    _remember_in_process(ctx, frozenset(present))
+    record = _tools_record(ctx)
+    if record is None:
+        return
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        present = present | set(json.loads(record.read_text()))
+    try:  # written whole, then renamed: a reader sees the old record or the new one
+        make_private_dir(record.parent)
+        partial = record.with_name(f".{record.name}.{os.getpid()}.{threading.get_ident()}")
+        partial.write_text(json.dumps(sorted(present)))
+        partial.replace(record)
+    except OSError as exc:  # only a probe saved, not the run's business
+        log.debug("could not record the tools of %s: %s", ctx.image, exc)
+
+
+def _remember_in_process(ctx: RunContext, present: frozenset[str]) -> None:
     with _TOOLS_SEEN_LOCK:
-        _TOOLS_SEEN.setdefault(ctx.backend, {})[ctx.image or ""] = (frozenset(present), time.monotonic())
+        _TOOLS_SEEN.setdefault(ctx.backend, {})[ctx.image or ""] = (present, time.monotonic())
+
+
+def _tools_record(ctx: RunContext) -> Path | None:
+    """The file that holds the tools of the run's image, by its content id."""
+    image_id = ctx.backend.image_id(ctx.image) if ctx.image else None
+    if not image_id or not re.fullmatch(r"[A-Za-z0-9:]+", image_id):
+        return None
+    return ctx.settings.tools_seen_dir / f"{image_id.replace(':', '-')}.json"
 
 
 def run_agent(ctx: RunContext) -> None:

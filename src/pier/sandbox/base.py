@@ -302,6 +302,12 @@ class SandboxBackend(ABC):
     @abstractmethod
     def image_exists(self, ref: str) -> bool: ...
 
+    def image_id(self, ref: str) -> str | None:
+        """The content id of the image ref names now (a digest: the same id is the
+        same files), or None when this backend has none or the image is missing.
+        What is learnt of one id holds for every sandbox of it, across processes."""
+        return None
+
     @abstractmethod
     def create(self, spec: SandboxSpec) -> Sandbox:
         """Create and start a sandbox with spec.files in place. Raises CapabilityError

@@ -88,5 +88,10 @@ class StateSettings(BaseModel):
         return self.home / "layers"
 
     @property
+    def tools_seen_dir(self) -> Path:
+        """Which tools each image (by content id) was found to have."""
+        return self.home / "cache" / "tools"
+
+    @property
     def disk_guard_root(self) -> Path:
         return self.disk_guard_dir or self.home / "sandbox-disks"

@@ -167,6 +167,14 @@ class DockerBackend(SandboxBackend):
         self._sources[ref] = source
         return ref
 
+    def image_id(self, ref: str) -> str | None:
+        try:
+            with docker_errors(f"looking up the image {ref}", self._url):
+                found = self.api.inspect_image(ref)
+        except SandboxError:
+            return None
+        return str(found.get("Id") or "") or None
+
     def ensure_layer(
         self, image: str, recipe: LayerRecipe, log: LineSink, timeout: float, wait: bool = True
     ) -> Layer:
