@@ -186,7 +186,7 @@ def main() -> None:
     finally:
         if pooled.pool is not None:
             pooled.pool.close()
-        subprocess.run(["pkill", "-f", f"pier.launch serve {resident_dir}"], check=False)
+        subprocess.run(["pkill", "-f", f"pier.resident serve {resident_dir}"], check=False)
         shutil.rmtree(work, ignore_errors=True)
     med = statistics.median
     p, r = med(pier), med(raw)

@@ -37,9 +37,9 @@ def env(pier_home: Path, tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def resident(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    code = "from pier import launch; print(launch.socket_path())"
+    code = "from pier import resident; print(resident.socket_path())"
     path = Path(subprocess.check_output([sys.executable, "-c", code], env=env, text=True).strip())
-    process = subprocess.Popen([sys.executable, "-P", "-m", "pier.launch", "serve", str(path)], env=env)
+    process = subprocess.Popen([sys.executable, "-P", "-m", "pier.resident", "serve", str(path)], env=env)
     deadline = time.monotonic() + 60
     while not path.exists():
         assert process.poll() is None and time.monotonic() < deadline, "the resident did not listen"

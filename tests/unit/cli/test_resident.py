@@ -1,4 +1,4 @@
-"""`pier run` through the resident process (pier.launch), as real processes on
+"""`pier run` through the resident process (pier.launch, pier.resident), as real processes on
 the fake sandbox backend: it prints and exits as the in-process `pier run` does,
 Ctrl-C and a killed client cancel the run, a run is started once or not at all,
 no resident means the run happens in-process (and one is started), and the
@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from pier import launch
+from pier import resident as resident_module
 
 ROOT = Path(__file__).resolve().parents[3]
 HELLO = str(ROOT / "examples" / "hello")
@@ -43,7 +44,7 @@ def env(pier_home: Path, tmp_path: Path) -> dict[str, str]:
 
 def socket_of(env: dict[str, str]) -> Path:
     """The socket a client with env looks for (computed as it computes it)."""
-    code = "from pier import launch; print(launch.socket_path())"
+    code = "from pier import resident; print(resident.socket_path())"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return Path(done.stdout.strip())
@@ -52,7 +53,7 @@ def socket_of(env: dict[str, str]) -> Path:
 @pytest.fixture
 def resident(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
     path = socket_of(env)
-    process = subprocess.Popen([sys.executable, "-P", "-m", "pier.launch", "serve", str(path)], env=env)
+    process = subprocess.Popen([sys.executable, "-P", "-m", "pier.resident", "serve", str(path)], env=env)
     deadline = time.monotonic() + 60
     while not path.exists():
         assert process.poll() is None, "the resident exited"
@@ -210,20 +211,25 @@ def test_an_edited_source_file_is_another_resident(tmp_path, monkeypatch):
     package = tmp_path / "pier"
     package.mkdir()
     (package / "a.py").write_text("x = 1\n")
-    monkeypatch.setattr(launch, "PACKAGE", package)
-    before = launch.source_token()
+    monkeypatch.setattr(resident_module, "PACKAGE", package)
+    before = resident_module.source_token()
     (package / "a.py").write_text("x = 2\n")
-    assert launch.source_token() != before
+    assert resident_module.source_token() != before
 
 
-def test_the_client_imports_nothing_of_pier_but_its_entry_point():
+@pytest.mark.parametrize(
+    ("module", "loaded"),
+    [("launch", "['pier', 'pier.launch']"), ("resident", "['pier', 'pier.resident']")],
+)
+def test_the_client_imports_nothing_of_pier_but_its_own_module(module, loaded):
+    # pier.launch is every `pier` call's entry; pier.resident's client half, a local `pier run`'s
     code = (
-        "import sys; from pier import launch; "
+        f"import sys; from pier import {module}; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('pier', 'pydantic', 'typer', 'sqlalchemy', 'docker', 'rich')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip() == "['pier', 'pier.launch']", done.stdout + done.stderr
+    assert done.stdout.strip() == loaded, done.stdout + done.stderr
 
 
 @pytest.mark.parametrize(
@@ -242,14 +248,14 @@ def test_on_unless_turned_off_or_in_a_ci_job(monkeypatch, variables, enabled):
         monkeypatch.delenv(name, raising=False)
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
-    assert launch._enabled() is enabled
+    assert launch.enabled() is enabled
 
 
 def test_another_pythonpath_is_another_resident(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", "/one")
-    one = launch.source_token()
+    one = resident_module.source_token()
     monkeypatch.setenv("PYTHONPATH", "/two")
-    assert launch.source_token() != one
+    assert resident_module.source_token() != one
 
 
 def test_a_child_killed_outright_still_gives_its_client_an_exit_code(env, resident):
