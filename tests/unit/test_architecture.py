@@ -72,7 +72,13 @@ def test_nothing_cites_a_document_outside_the_repository():
 
 # Who may read the global settings: the entry points, and the lifecycle's
 # Services (what the CLI and the API share); everything else is handed them.
-READS_SETTINGS = ("pier/cli", "pier/resident.py", "pier/api/", "pier/lifecycle/services.py", "pier/settings/__init__.py")
+READS_SETTINGS = (
+    "pier/cli",
+    "pier/resident.py",
+    "pier/api/",
+    "pier/lifecycle/services.py",
+    "pier/settings/__init__.py",
+)
 
 
 def test_only_entry_points_read_the_global_settings():

@@ -68,6 +68,20 @@ def client(env: dict[str, str], *args: str, **popen) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "pier.launch", *args], env=env, text=True, **popen)
 
 
+LONG_AGENT = {"PIER_TEST_AGENT_LINES": "400", "PIER_TEST_LINE_SEC": "0.05"}  # 20 s of agent output
+
+
+@contextlib.contextmanager
+def running_agent(env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """A handed `pier run` whose agent has started."""
+    with client(env, "run", HELLO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if "starting agent" in line:
+                break
+        yield process
+
+
 def in_process(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pier.cli", *args], env=env, capture_output=True, text=True, timeout=120
@@ -137,12 +151,8 @@ def test_exit_codes_and_messages_are_the_in_process_ones(env, resident, args):
 
 
 def test_ctrl_c_on_the_client_cancels_the_run(env, resident):
-    env = {**env, "PIER_TEST_AGENT_LINES": "400", "PIER_TEST_LINE_SEC": "0.05"}
-    with client(env, "run", HELLO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as process:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if "starting agent" in line:
-                break
+    env = {**env, **LONG_AGENT}
+    with running_agent(env) as process:
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=60)
     assert process.returncode == 130
@@ -150,12 +160,8 @@ def test_ctrl_c_on_the_client_cancels_the_run(env, resident):
 
 
 def test_a_killed_client_cancels_its_run(env, resident):
-    env = {**env, "PIER_TEST_AGENT_LINES": "400", "PIER_TEST_LINE_SEC": "0.05"}
-    with client(env, "run", HELLO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as process:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if "starting agent" in line:
-                break
+    env = {**env, **LONG_AGENT}
+    with running_agent(env) as process:
         process.kill()
     deadline = time.monotonic() + 60
     while last_run(env).get("status") not in ("cancelled", "failed", "completed"):
@@ -259,12 +265,8 @@ def test_another_pythonpath_is_another_resident(monkeypatch):
 
 
 def test_a_child_killed_outright_still_gives_its_client_an_exit_code(env, resident):
-    env = {**env, "PIER_TEST_AGENT_LINES": "400", "PIER_TEST_LINE_SEC": "0.05"}
-    with client(env, "run", HELLO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as process:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if "starting agent" in line:
-                break
+    env = {**env, **LONG_AGENT}
+    with running_agent(env) as process:
         (child,) = children_of(resident.pid)
         os.kill(child, signal.SIGKILL)  # it cannot say its code: the resident does
         process.communicate(timeout=60)
