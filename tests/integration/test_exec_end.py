@@ -105,7 +105,7 @@ def test_the_keepalive_alone_shares_pid_1s_session_on_each_runtime(base_image, o
         with_init = [row for row in rows if row[1] == init_session and row[0] != "1"]
         assert len(rows) >= 5 and [row[2] for row in with_init] == ["sleep"], rows  # the keep-alive alone
         stopped = made.exec("bash -c 'sleep 601 & setsid sleep 602 &'; " + STOP_PROCESSES_SCRIPT, timeout=30)
-        assert stopped.ok and stopped.output.split()[-1] == "2", stopped.output
+        assert stopped.ok and int(stopped.output.split()[-1]) >= 2, stopped.output  # the two, and any zombie
         assert made.exec("ps -eo args | grep -c '^sleep 60' || true", timeout=30).output.strip() == "0"
         assert made.exec("echo alive", timeout=30).output.strip() == "alive"  # the keep-alive lived
     finally:
