@@ -22,12 +22,16 @@ def main() -> None:
     if argv[:1] == ["run"] and "--remote" not in argv and enabled():
         from pier import resident
 
-        code = resident.hand_over(argv)
+        path = resident.socket_path()  # names this pier's source: a walk of its files, once
+        code = resident.hand_over(argv, path)
         if code is not None:
             sys.exit(code)
-        import atexit
+        if path is not None:
+            import atexit
 
-        atexit.register(resident.start_resident)  # once this run is done: its imports would slow this one
+            atexit.register(
+                resident.start_resident, path
+            )  # once this run is done: its imports would slow this one
     from pier.cli import main as cli_main
 
     cli_main()

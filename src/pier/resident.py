@@ -100,10 +100,10 @@ def socket_path() -> Path | None:
 # --- the client ----------------------------------------------------------------
 
 
-def hand_over(argv: list[str]) -> int | None:
-    """The command's exit code once the resident's child has run it; None when
-    no resident took it (nothing was run: the caller runs it in-process)."""
-    path = socket_path()
+def hand_over(argv: list[str], path: Path | None) -> int | None:
+    """The command's exit code once the resident's child at path (socket_path())
+    has run it; None when no resident took it (nothing was run: the caller runs
+    it in-process)."""
     if path is None or not path.exists():
         return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -111,7 +111,7 @@ def hand_over(argv: list[str]) -> int | None:
         conn.settimeout(REPLY_TIMEOUT_SEC)
         conn.connect(str(path))
         header = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "umask": _umask()}
-        socket.send_fds(conn, [json.dumps(header).encode() + b"\n"], [0, 1, 2])
+        socket.send_fds(conn, [_line(header)], [0, 1, 2])
         reader = conn.makefile("rb")
         first = json.loads(reader.readline() or b"{}")
         child = first.get("pid")
@@ -121,6 +121,11 @@ def hand_over(argv: list[str]) -> int | None:
         conn.close()
         return None
     return _follow(conn, reader, child)
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    """One message of the protocol: a JSON object on a line."""
+    return json.dumps(message).encode() + b"\n"
 
 
 def _umask() -> int:
@@ -160,11 +165,9 @@ def _follow(conn: socket.socket, reader: Any, child: int) -> int:
     return 1
 
 
-def start_resident() -> None:
-    """Start a resident in the background for the next `pier run` (best effort)."""
-    path = socket_path()
-    if path is None:
-        return
+def start_resident(path: Path) -> None:
+    """Start a resident on path (socket_path()) in the background, for the next
+    `pier run` (best effort)."""
     import subprocess
 
     log = path.with_suffix(".log")
@@ -287,7 +290,7 @@ class _Resident:
                 continue
             code = os.waitstatus_to_exitcode(status)
             with contextlib.suppress(OSError):
-                conn.sendall(json.dumps({"exit": code if code >= 0 else 128 - code}).encode() + b"\n")
+                conn.sendall(_line({"exit": code if code >= 0 else 128 - code}))
             conn.close()
 
     def take(self, conn: socket.socket) -> None:
@@ -353,7 +356,7 @@ def _child(conn: socket.socket, header: dict[str, Any], fds: list[int]) -> None:
         for signum in FORWARDED_SIGNALS:
             signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
         try:
-            conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+            conn.sendall(_line({"pid": os.getpid()}))
             go = conn.makefile("rb").readline().strip() == b"go"
         except OSError:
             go = False
@@ -369,7 +372,7 @@ def _child(conn: socket.socket, header: dict[str, Any], fds: list[int]) -> None:
     finally:
         _ENDING.append(True)  # the client closing the connection now is no cancel
         with contextlib.suppress(OSError):  # the client need not wait for the resident's word
-            conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
+            conn.sendall(_line({"exit": code}))
         os._exit(code)
 
 
