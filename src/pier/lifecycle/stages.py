@@ -344,10 +344,18 @@ def _place(ctx: RunContext, dirs: tuple[str, ...], assets: tuple[Path, ...], fil
 def _verify_tools(ctx: RunContext) -> None:
     """One exec for the tools every sandbox needs and those the checks need; none
     when a sandbox of the same image (on the same backend) was found to have them
-    all in the last TOOLS_SEEN_SEC: a fresh sandbox holds exactly its image's files."""
+    all in the last TOOLS_SEEN_SEC, or any process found them in an image of the
+    same content id (kept in PIER_HOME: a `pier run` is a new process each time):
+    a fresh sandbox holds exactly its image's files, and they never change under
+    the image's id."""
     sandbox = ctx.require_sandbox()
     tools = [*REQUIRED_TOOLS, *(t for t in check_tools(ctx) if t not in REQUIRED_TOOLS)]
-    if set(tools) <= _tools_seen(ctx):
+    if set(tools) <= _tools_in_process(ctx):
+        return
+    record = _tools_record(ctx)
+    known = _tools_on_disk(record)
+    if set(tools) <= known:
+        _remember_in_process(ctx, known)
         return
     script = " ".join(f"command -v {tool} >/dev/null || echo {tool};" for tool in tools)
     result = sandbox.exec(["/bin/sh", "-c", script], workdir="/")
@@ -361,7 +369,8 @@ def _verify_tools(ctx: RunContext) -> None:
             "use an image with bash and the core utilities (Debian or Ubuntu based)",
         )
     refuse_missing_check_tools(ctx, missing)
-    _remember_tools(ctx, set(tools) - set(missing))
+    # added to what was known of the image: another run's checks may have needed others
+    _remember_tools(ctx, record, known | (set(tools) - set(missing)))
 
 
 # backend -> image -> (tools its sandboxes have, when that was seen)
@@ -372,34 +381,29 @@ _TOOLS_SEEN_LOCK = threading.Lock()
 TOOLS_SEEN_SEC = 60.0  # as long as the Docker backend trusts an image lookup
 
 
-def _tools_seen(ctx: RunContext) -> frozenset[str]:
-    """What this process saw in the last TOOLS_SEEN_SEC, else what any process
-    saw in an image of the same content id (kept in PIER_HOME: a `pier run` is
-    a new process each time, and an image's files never change under its id)."""
+def _tools_in_process(ctx: RunContext) -> frozenset[str]:
+    """What this process saw in the run's image in the last TOOLS_SEEN_SEC."""
     with _TOOLS_SEEN_LOCK:
         seen = _TOOLS_SEEN.get(ctx.backend, {}).get(ctx.image or "")
-    if seen is not None and time.monotonic() - seen[1] <= TOOLS_SEEN_SEC:
-        return seen[0]
-    record = _tools_record(ctx)
+    if seen is None or time.monotonic() - seen[1] > TOOLS_SEEN_SEC:
+        return frozenset()
+    return seen[0]
+
+
+def _tools_on_disk(record: Path | None) -> frozenset[str]:
+    """What any process found in the image whose record this is."""
     if record is None:
         return frozenset()
     try:
-        found = frozenset(json.loads(record.read_text()))
+        return frozenset(json.loads(record.read_text()))
     except (OSError, ValueError, TypeError):
         return frozenset()
-    _remember_in_process(ctx, found)
-    return found
 
 
-def _remember_tools(ctx: RunContext, present: set[str]) -> None:
-    """Tools found present, added to what was known of the image (another run's
-    checks may have needed others; an image's files never change under its id)."""
-    _remember_in_process(ctx, frozenset(present))
-    record = _tools_record(ctx)
+def _remember_tools(ctx: RunContext, record: Path | None, present: frozenset[str]) -> None:
+    _remember_in_process(ctx, present)
     if record is None:
         return
-    with contextlib.suppress(OSError, ValueError, TypeError):
-        present = present | set(json.loads(record.read_text()))
     try:  # written whole, then renamed: a reader sees the old record or the new one
         make_private_dir(record.parent)
         partial = record.with_name(f".{record.name}.{os.getpid()}.{threading.get_ident()}")
