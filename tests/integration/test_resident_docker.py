@@ -9,24 +9,18 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.api_server import runbook as script_runbook
+from tests.support.resident import serving
 
 pytestmark = pytest.mark.integration
 
-RUNBOOK = """---
-agent: script
-snapshot: ""
----
-```bash
-echo "first line"
+SCRIPT = """echo "first line"
 for i in $(seq 1 {ticks}); do echo "tick $i"; sleep 0.5; done
-echo hello > {{{{results_dir}}}}/out.txt
-```
-"""
+echo hello > {{{{results_dir}}}}/out.txt"""
 
 
 @pytest.fixture
@@ -37,21 +31,13 @@ def env(pier_home: Path, tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def resident(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    code = "from pier import resident; print(resident.socket_path())"
-    path = Path(subprocess.check_output([sys.executable, "-c", code], env=env, text=True).strip())
-    process = subprocess.Popen([sys.executable, "-P", "-m", "pier.resident", "serve", str(path)], env=env)
-    deadline = time.monotonic() + 60
-    while not path.exists():
-        assert process.poll() is None and time.monotonic() < deadline, "the resident did not listen"
-        time.sleep(0.05)
-    yield process
-    process.terminate()
-    process.wait(timeout=30)
+    with serving(env) as process:
+        yield process
 
 
 def runbook(tmp_path: Path, ticks: int) -> Path:
     path = tmp_path / "RUNBOOK.md"
-    path.write_text(RUNBOOK.format(ticks=ticks))
+    path.write_text(script_runbook(SCRIPT.format(ticks=ticks), snapshot=""))
     return path
 
 

@@ -12,17 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.support.api_server import runbook
 
 pytestmark = pytest.mark.integration
 
-RUNBOOK = """---
-agent: script
-snapshot: ""
----
-```bash
-echo hello > {{results_dir}}/out.txt
-```
-"""
+RUNBOOK = runbook("echo hello > {{results_dir}}/out.txt", snapshot="")
 
 
 def execs_in(sandbox_id: str, since: int) -> int:

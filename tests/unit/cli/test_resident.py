@@ -22,6 +22,7 @@ import pytest
 
 from pier import launch
 from pier import resident as resident_module
+from tests.support.resident import serving, socket_of
 
 ROOT = Path(__file__).resolve().parents[3]
 HELLO = str(ROOT / "examples" / "hello")
@@ -42,26 +43,10 @@ def env(pier_home: Path, tmp_path: Path) -> dict[str, str]:
     }
 
 
-def socket_of(env: dict[str, str]) -> Path:
-    """The socket a client with env looks for (computed as it computes it)."""
-    code = "from pier import resident; print(resident.socket_path())"
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return Path(done.stdout.strip())
-
-
 @pytest.fixture
 def resident(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    path = socket_of(env)
-    process = subprocess.Popen([sys.executable, "-P", "-m", "pier.resident", "serve", str(path)], env=env)
-    deadline = time.monotonic() + 60
-    while not path.exists():
-        assert process.poll() is None, "the resident exited"
-        assert time.monotonic() < deadline, "the resident did not listen in 60 s"
-        time.sleep(0.05)
-    yield process
-    process.terminate()
-    process.wait(timeout=30)
+    with serving(env) as process:
+        yield process
 
 
 def client(env: dict[str, str], *args: str, **popen) -> subprocess.Popen[str]:
