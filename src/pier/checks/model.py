@@ -8,7 +8,15 @@ import re
 from pathlib import PurePosixPath
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from pier.errors import InputError
 
@@ -68,7 +76,9 @@ class _TargetCheck(_Check):
     @model_validator(mode="after")
     def _one_target(self) -> _TargetCheck:
         if (self.path is None) == (self.glob is None) and not self.default_glob:
-            raise ValueError("give `path` or `glob` (one of them), relative to the results folder")
+            raise ValueError(
+                "`path` is required (or a `glob` instead, not both), relative to the results folder"
+            )
         return self
 
     default_glob: ClassVar[str | None] = None
@@ -192,8 +202,18 @@ class CodeCheck(_Check):
 
 
 Check = Annotated[
-    FileExists | Nonempty | JsonValid | JsonField | Regex | CodeCheck | MinSize | RegexPresent
-    | MarkdownLinks | CommandCheck | AgentCheck | InvalidCheck,
+    FileExists
+    | Nonempty
+    | JsonValid
+    | JsonField
+    | Regex
+    | CodeCheck
+    | MinSize
+    | RegexPresent
+    | MarkdownLinks
+    | CommandCheck
+    | AgentCheck
+    | InvalidCheck,
     Field(discriminator="type"),
 ]
 CHECK_TYPES = ("file_exists", "nonempty", "json_valid", "json_field", "regex", "code")
@@ -276,7 +296,7 @@ def _first_problem(exc: ValidationError, item: dict[str, Any]) -> str:
     if kind == "extra_forbidden":
         return f"`{field}` is not a field of a {error['loc'][0]} check"
     message = str(error["msg"]).removeprefix("Value error, ")
-    return f"`{field}`: {message}"
+    return message if field == "check" else f"`{field}`: {message}"
 
 
 def check_isolation(value: str | None) -> str:
@@ -289,7 +309,9 @@ def check_isolation(value: str | None) -> str:
 def program_spec(check: Check) -> dict[str, Any]:
     """What the in-sandbox program needs of a built-in check: its type, path and
     the conditions the runbook set (an unset `equals` differs from `equals: null`)."""
-    spec = check.model_dump(by_alias=True, exclude_unset=True, exclude={"name", "timeout_sec", *COMPILED_FIELDS})
+    spec = check.model_dump(
+        by_alias=True, exclude_unset=True, exclude={"name", "timeout_sec", *COMPILED_FIELDS}
+    )
     glob = getattr(check, "default_glob", None)
     if glob and spec.get("path") is None and spec.get("glob") is None:
         spec["glob"] = glob

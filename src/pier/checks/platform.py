@@ -106,7 +106,9 @@ def compile_code_checks(headings: Sequence[CheckHeading], config: CodeChecksConf
         check = _compile_one(heading, config)
         if check.name in seen:
             check = _invalid(
-                f"{check.name}#{number}", heading, f"two checks have the id '{check.name}'; ids must be unique"
+                f"{check.name}#{number}",
+                heading,
+                f"two checks have the id '{check.name}'; ids must be unique",
             )
         seen.add(check.name)
         checks.append(check)
@@ -124,20 +126,35 @@ def _compile_one(heading: CheckHeading, config: CodeChecksConfig) -> Check:
             "'.', '_' or '-'",
         )
     if not heading.fences:
-        return _invalid(heading.id, heading, "has no fenced block: give it one (```bash, ```yaml or ```agent)")
+        return _invalid(
+            heading.id, heading, "has no fenced block: give it one (```bash, ```yaml or ```agent)"
+        )
     if len(heading.fences) > 1:
-        return _invalid(heading.id, heading, f"has {len(heading.fences)} fenced blocks; a check has exactly one")
+        return _invalid(
+            heading.id, heading, f"has {len(heading.fences)} fenced blocks; a check has exactly one"
+        )
     fence = heading.fences[0]
     if not fence.closed:
         return _invalid(heading.id, heading, "its fenced block is never closed")
-    common = {"name": heading.id, "title": heading.name, "origin": "code_checks", "timeout_sec": config.timeout_sec}
+    common = {
+        "name": heading.id,
+        "title": heading.name,
+        "origin": "code_checks",
+        "timeout_sec": config.timeout_sec,
+    }
     executor = fence.attrs.get("executor")
     if fence.lang in AGENT_LANGS:
         if executor not in (None, "agent"):
-            return _invalid(heading.id, heading, f"an agent check runs only on the agent; executor={executor} is not allowed")
+            return _invalid(
+                heading.id,
+                heading,
+                f"an agent check runs only on the agent; executor={executor} is not allowed",
+            )
         return validate_check({**common, "type": "agent", "instruction": fence.body.strip()})
     if executor not in (None, "agent", "jetty"):
-        return _invalid(heading.id, heading, f"executor={executor} is not known; use executor=agent or leave it out")
+        return _invalid(
+            heading.id, heading, f"executor={executor} is not known; use executor=agent or leave it out"
+        )
     runner = executor or ("agent" if config.executor == "agent" else "jetty")
     common["runner"] = runner
     if fence.lang in COMMAND_LANGS:
@@ -147,7 +164,9 @@ def _compile_one(heading: CheckHeading, config: CodeChecksConfig) -> Check:
     if fence.lang in BUILTIN_LANGS:
         return _builtin(heading, fence, common)
     return _invalid(
-        heading.id, heading, f"a ```{fence.lang} block is not a check: use ```bash, ```yaml (a built-in) or ```agent"
+        heading.id,
+        heading,
+        f"a ```{fence.lang} block is not a check: use ```bash, ```yaml (a built-in) or ```agent",
     )
 
 
@@ -157,10 +176,16 @@ def _builtin(heading: CheckHeading, fence: Fence, common: dict[str, Any]) -> Che
     except yaml.YAMLError as exc:
         return _invalid(heading.id or "", heading, f"its yaml block is not valid YAML: {exc}")
     if not isinstance(spec, dict) or "use" not in spec:
-        return _invalid(heading.id or "", heading, f"its yaml block needs `use:`, one of {', '.join(PLATFORM_BUILTINS)}")
+        return _invalid(
+            heading.id or "", heading, f"its yaml block needs `use:`, one of {', '.join(PLATFORM_BUILTINS)}"
+        )
     use = spec.pop("use")
     if use not in PLATFORM_BUILTINS:
-        return _invalid(heading.id or "", heading, f"use: '{use}' is not a built-in; use one of {', '.join(PLATFORM_BUILTINS)}")
+        return _invalid(
+            heading.id or "",
+            heading,
+            f"use: '{use}' is not a built-in; use one of {', '.join(PLATFORM_BUILTINS)}",
+        )
     if "timeout_sec" in spec:
         common = {**common, "timeout_sec": spec.pop("timeout_sec")}
     try:

@@ -196,7 +196,10 @@ def check_markdown_links(target, spec):
     base = os.path.dirname(target)
     broken = [link for link in links if not os.path.exists(os.path.join(base, link))]
     if broken:
-        return False, f"{path}: {len(broken)} of {len(links)} relative link(s) do not resolve: {shown(broken)}"
+        return (
+            False,
+            f"{path}: {len(broken)} of {len(links)} relative link(s) do not resolve: {shown(broken)}",
+        )
     return True, f"{path}: {len(links)} relative link(s) resolve"
 
 
@@ -238,7 +241,8 @@ def run(root, spec):
         messages, passed = [], True
         for path in paths:
             ok, message = check(locate(root, path), dict(spec, path=path))
-            passed, messages = passed and ok, messages + [message]
+            passed = passed and ok
+            messages.append(message)
     except CheckError as exc:
         return ERROR, f"error: {exc}"
     except OSError as exc:

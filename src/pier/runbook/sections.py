@@ -14,7 +14,7 @@ _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?
 _HEADING = re.compile(r"^[ ]{0,3}(?P<hashes>#{1,6})[ \t]+(?P<text>.*?)[ \t#]*$")
 CODE_CHECKS = "code checks"
 # `### <id> — <name>`: an em dash, an en dash or a spaced hyphen between them.
-_CHECK_HEADING = re.compile(r"^(?P<id>\S+?)\s+(?:—|–|--|-)\s+(?P<name>.+)$")
+_CHECK_HEADING = re.compile(r"^(?P<id>\S+?)\s+(?:\u2014|\u2013|--|-)\s+(?P<name>.+)$")
 CHECK_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
