@@ -117,9 +117,19 @@ CHECKLIST_ENTRY = {
 
 # Every fence kind and every built-in, passing and failing: (id, lang, body, expected status).
 CHECKS = [
-    ("outputs-exist", "bash", "test -s {{results_dir}}/answer.json && test -s {{results_dir}}/summary.md", "pass"),
-    ("dirs", "bash", 'test "$RESULTS_DIR" = /app/results && test "$CHECKS_DIR" = {{checks_dir}} '
-     '&& test "$ASSETS_DIR" = {{assets_dir}} && echo "dirs ok"', "pass"),  # fmt: skip
+    (
+        "outputs-exist",
+        "bash",
+        "test -s {{results_dir}}/answer.json && test -s {{results_dir}}/summary.md",
+        "pass",
+    ),
+    (
+        "dirs",
+        "bash",
+        'test "$RESULTS_DIR" = /app/results && test "$CHECKS_DIR" = {{checks_dir}} '
+        '&& test "$ASSETS_DIR" = {{assets_dir}} && echo "dirs ok"',
+        "pass",
+    ),
     ("sh-fence", "sh", "grep -q 42 $RESULTS_DIR/answer.json", "pass"),
     ("no-lang", "", "test -f {{results_dir}}/details.md", "pass"),
     ("pipefail", "bash", "false | true\necho never", "fail"),
@@ -169,11 +179,22 @@ def test_programmatic_template_every_fence_and_builtin_merged_into_one_report(ba
             STEP_ENTRY,
             CHECKLIST_ENTRY,
             # pier runs `fails`: the agent's entry is replaced by pier's.
-            {"kind": "code_check", "id": "fails", "name": "x", "status": "pass", "message": "agent says fine"},
+            {
+                "kind": "code_check",
+                "id": "fails",
+                "name": "x",
+                "status": "pass",
+                "message": "agent says fine",
+            },
             # no such check: dropped.
             {"kind": "code_check", "id": "made-up", "name": "y", "status": "fail"},
-            {"kind": "code_check", "id": "agent-told", "name": "the agent-told check", "status": "pass",
-             "message": "reads well"},  # fmt: skip
+            {
+                "kind": "code_check",
+                "id": "agent-told",
+                "name": "the agent-told check",
+                "status": "pass",
+                "message": "reads well",
+            },
         ],
     }
     text = programmatic({}, STEPS, platform_checks(), agent_report)
@@ -252,8 +273,13 @@ def test_executor_agent_the_agents_entries_stand(base_image):
     report = {
         "version": 2,
         "checks": [
-            {"kind": "code_check", "id": "would-fail", "name": "w", "status": "pass",
-             "details": {"command": "false", "exit_code": 0, "stdout_tail": ""}},  # fmt: skip
+            {
+                "kind": "code_check",
+                "id": "would-fail",
+                "name": "w",
+                "status": "pass",
+                "details": {"command": "false", "exit_code": 0, "stdout_tail": ""},
+            },
         ],
     }
     checks = [
@@ -283,8 +309,17 @@ def test_a_secret_withheld_from_the_agent_reaches_the_checks_and_is_scrubbed(bas
         f"\n(env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n') | grep -c '{SECRET[:8]}' "
         "> {{results_dir}}/probe.txt || true"
     )
-    front = {"secrets": {"CHECK_TOKEN": {"env": "CHECK_TOKEN", "expose_to_agent": False, "expose_to_checks": True}}}
-    checks = passing(check("token", "the token reaches the check", "bash", 'test -n "$CHECK_TOKEN"\necho "token=$CHECK_TOKEN"'))
+    front = {
+        "secrets": {"CHECK_TOKEN": {"env": "CHECK_TOKEN", "expose_to_agent": False, "expose_to_checks": True}}
+    }
+    checks = passing(
+        check(
+            "token",
+            "the token reaches the check",
+            "bash",
+            'test -n "$CHECK_TOKEN"\necho "token=$CHECK_TOKEN"',
+        )
+    )
     record = start(programmatic(front, steps, checks, None), base_image, env={"CHECK_TOKEN": SECRET})
     assert record.status == "completed", record.error
     storage = open_storage(get_settings().storage_location)
@@ -305,15 +340,31 @@ def rubric(judges: list[dict], checks: list[str]) -> str:
         "pass_threshold": 4.0,
     }
     text = programmatic({"evaluation": "rubric"}, STEPS, checks, report)
-    return text.replace("## Checklist", "## Step 4: Evaluate Against Rubric\n\n| # | Criterion |\n\n## Checklist")
+    return text.replace(
+        "## Checklist", "## Step 4: Evaluate Against Rubric\n\n| # | Criterion |\n\n## Checklist"
+    )
 
 
 def test_rubric_template_judges_decide_with_the_checks(base_image):
     judges = [
-        {"kind": "judge", "id": "clarity", "name": "Clarity", "status": "pass", "score": 4, "max_score": 5,
-         "threshold": 3},  # fmt: skip
-        {"kind": "judge", "id": "depth", "name": "Depth", "status": "pass", "score": 2, "max_score": 5,
-         "threshold": 3},  # fmt: skip
+        {
+            "kind": "judge",
+            "id": "clarity",
+            "name": "Clarity",
+            "status": "pass",
+            "score": 4,
+            "max_score": 5,
+            "threshold": 3,
+        },
+        {
+            "kind": "judge",
+            "id": "depth",
+            "name": "Depth",
+            "status": "pass",
+            "score": 2,
+            "max_score": 5,
+            "threshold": 3,
+        },
     ]
     record = start(rubric(judges, passing()), base_image)
     assert record.status == "completed", record.error
@@ -329,9 +380,17 @@ def test_rubric_template_judges_decide_with_the_checks(base_image):
 
 def test_both_forms_in_one_run_one_report(base_image, tmp_path):
     (tmp_path / "scripts").mkdir()
-    front = {"checks": [{"name": "own", "type": "regex", "path": "summary.md", "pattern": "Summary"},
-                        {"name": "placeholder", "type": "code", "source": "scripts",
-                         "run": "test {{checks_dir}}/scripts = /app/checks/scripts"}]}  # fmt: skip
+    front = {
+        "checks": [
+            {"name": "own", "type": "regex", "path": "summary.md", "pattern": "Summary"},
+            {
+                "name": "placeholder",
+                "type": "code",
+                "source": "scripts",
+                "run": "test {{checks_dir}}/scripts = /app/checks/scripts",
+            },
+        ]
+    }
     record = start(programmatic(front, STEPS, passing(), None), base_image, source_dir=tmp_path)
     assert record.status == "completed", record.error
     results = by_name(record)

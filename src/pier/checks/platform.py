@@ -20,7 +20,7 @@ from pier.checks.model import (
     _first_problem,
     validate_check,
 )
-from pier.errors import InputError
+from pier.errors import InputError, Problems
 from pier.runbook.sections import CHECK_ID, CheckHeading, Fence
 
 PLATFORM_TIMEOUT_SEC = 120
@@ -77,17 +77,36 @@ def code_checks_config(raw: Any) -> CodeChecksConfig:
     try:
         config = CodeChecksConfig.model_validate(dict(raw))
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        message = str(error["msg"]).removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            message = "not a key of code_checks (executor, timeout_sec, sources, mcp_servers, references)"
-        raise InputError(f"code_checks.{where}: {message}").at(f"code_checks.{where}") from None
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error["loc"])
+            message = str(error["msg"]).removeprefix("Value error, ")
+            if error["type"] == "extra_forbidden":
+                message = "not a key of code_checks (executor, timeout_sec, sources, mcp_servers, references)"
+            problems.append(InputError(f"code_checks.{where}: {message}").at(f"code_checks.{where}"))
+        Problems.raise_any(problems)
+        raise
     names = [source.name for source in config.sources]
     for name in names:
         if names.count(name) > 1:
             raise InputError(f"code_checks.sources: two sources are named '{name}'").at("code_checks.sources")
     return config
+
+
+def lenient_config(raw: Any) -> CodeChecksConfig:
+    """`code_checks:` with its bad keys left out (their defaults instead), so the
+    rest is still checked in the same round."""
+    try:
+        return code_checks_config(raw)
+    except InputError as exc:
+        bad = {p.key.split(".")[1] for p in getattr(exc, "problems", (exc,)) if p.key and "." in p.key}
+    good = (
+        {key: value for key, value in dict(raw).items() if key not in bad} if isinstance(raw, Mapping) else {}
+    )
+    try:
+        return code_checks_config(good)
+    except InputError:
+        return CodeChecksConfig()
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pier.checks import Check, load_checks
-from pier.checks.platform import CodeChecksConfig, code_checks_config, compile_code_checks
+from pier.checks.platform import CodeChecksConfig, compile_code_checks
 from pier.errors import InputError, Problems
 from pier.runbook.render import render
 from pier.runbook.sections import code_checks
@@ -29,7 +29,7 @@ class PlannedChecks:
 
 def plan_checks(
     raw_checks: tuple[dict[str, Any], ...],
-    raw_config: Any,
+    config: CodeChecksConfig,
     body: str,
     names: Mapping[str, str],
     source_dir: Path | None,
@@ -45,11 +45,6 @@ def plan_checks(
     except InputError as exc:
         own = ()
         problems.append(exc.at("checks"))
-    try:
-        config = code_checks_config(raw_config)
-    except InputError as exc:
-        config = CodeChecksConfig()
-        problems.append(exc)
     rendered = render(body, names)
     compiled = compile_code_checks(code_checks(rendered.text), config)
     for check in compiled.checks:

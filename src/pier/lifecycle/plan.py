@@ -18,7 +18,7 @@ from pier.agents import Agent, agent_env_names, get_agent
 from pier.agents.providers import PROVIDERS
 from pier.checks import Check, check_isolation
 from pier.checks.model import CodeCheck
-from pier.checks.platform import CodeChecksConfig, code_checks_config
+from pier.checks.platform import CodeChecksConfig, code_checks_config, lenient_config
 from pier.checks.sources import check_destination
 from pier.egress.allow import allow_list, refuse_disallowed
 from pier.egress.inject import Injection, declared_injections
@@ -230,7 +230,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     injections = checked(lambda: declared_injections(step.secrets, secret_variable), (), "secrets")
     secret_env = _secret_values(step.secrets, env)
     secret_env.update({i.name: i.placeholder for i in injections if i.name in secret_env})
-    config = checked(lambda: code_checks_config(step.code_checks), CodeChecksConfig(), None)
+    config = checked(lambda: code_checks_config(step.code_checks), lenient_config(step.code_checks), None)
     mcp_servers = {**config.mcp_servers, **step.mcp_servers}
     exposed = checked(
         lambda: exposure(step.secrets, config, mcp_servers, secret_variable),
@@ -258,7 +258,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
                                           AssetLimits.of(settings)), ())  # fmt: skip
     planned = checked(
         lambda: plan_checks(
-            step.checks, step.code_checks, step.body, variables(vars_, to_checks), inputs.source_dir
+            step.checks, config, step.body, variables(vars_, to_checks), inputs.source_dir
         ),
         None,
     )

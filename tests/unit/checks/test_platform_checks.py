@@ -110,7 +110,10 @@ def test_executor_agent_hands_every_command_check_to_the_agent():
         (f"### s — spec\n\n{F}yaml\nuse: regex_present\npath: a\n{F}\n", "`pattern` is required"),
         (f"### p — py\n\n{F}python\nprint(1)\n{F}\n", "```python block is not a check"),
         (f"### a — agent\n\n{F}agent executor=jetty\nx\n{F}\n", "executor=jetty is not allowed"),
-        (f"### x — x\n\n{F}bash\ntrue\n{F}\n### x — again\n\n{F}bash\ntrue\n{F}\n", "two checks have the id 'x'"),
+        (
+            f"### x — x\n\n{F}bash\ntrue\n{F}\n### x — again\n\n{F}bash\ntrue\n{F}\n",
+            "two checks have the id 'x'",
+        ),
     ],
 )
 def test_a_heading_pier_cannot_use_is_an_error_check(section, problem):
@@ -121,7 +124,9 @@ def test_a_heading_pier_cannot_use_is_an_error_check(section, problem):
 
 
 def test_headings_inside_fences_and_other_sections_are_not_checks():
-    body = f"## Code Checks\n\n{F}markdown\n### fake — in a fence\n{F}\n\n## Other\n\n### other — not a check\n"
+    body = (
+        f"## Code Checks\n\n{F}markdown\n### fake — in a fence\n{F}\n\n## Other\n\n### other — not a check\n"
+    )
     assert compiled(body).checks == ()
 
 
@@ -134,7 +139,9 @@ def test_code_checks_settings_are_validated():
         code_checks_config({"sources": [{"name": "c", "type": "git", "url": "git@github.com:a/b"}]})
     with pytest.raises(InputError, match="not a key of code_checks"):
         code_checks_config({"runner": "x"})
-    config = code_checks_config({"sources": [{"name": "c", "type": "git", "url": "https://h/r.git", "ref": "v1"}]})
+    config = code_checks_config(
+        {"sources": [{"name": "c", "type": "git", "url": "https://h/r.git", "ref": "v1"}]}
+    )
     assert config.sources[0].ref == "v1" and config.executor == "jetty"
 
 
@@ -150,10 +157,15 @@ def test_the_note_names_who_runs_what():
 
 
 def test_placeholders_are_filled_in_every_check_field():
-    names = {"results_dir": "/app/results", "checks_dir": "/app/checks", "assets_dir": "/app/assets", "n": "7"}
+    names = {
+        "results_dir": "/app/results",
+        "checks_dir": "/app/checks",
+        "assets_dir": "/app/assets",
+        "n": "7",
+    }
     raw = ({"name": "c", "type": "regex", "path": "{{results_dir}}/a.md", "pattern": "n={{n}} {{nope}}"},)
     body = f"## Code Checks\n\n### k — k\n\n{F}bash\npython {{{{checks_dir}}}}/x/run.py {{{{assets_dir}}}} {{{{n}}}}\n{F}\n"
-    planned = plan_checks(raw, None, body, names, None)
+    planned = plan_checks(raw, CodeChecksConfig(), body, names, None)
     own, command = planned.checks
     assert own.path == "a.md" and own.pattern == "n=7 {{nope}}"
     assert command.run == "python /app/checks/x/run.py /app/assets 7"
@@ -163,14 +175,20 @@ def test_placeholders_are_filled_in_every_check_field():
 def test_one_id_in_both_forms_is_refused():
     body = f"## Code Checks\n\n### c — c\n\n{F}bash\ntrue\n{F}\n"
     with pytest.raises(InputError, match="a `checks:` entry and a `## Code Checks` heading have this id"):
-        plan_checks(({"name": "c", "type": "file_exists", "path": "a"},), None, body, {}, None)
+        plan_checks(({"name": "c", "type": "file_exists", "path": "a"},), CodeChecksConfig(), body, {}, None)
 
 
 def test_checks_entries_cannot_claim_the_platforms_fields():
     with pytest.raises(InputError, match="belongs to the checks of a `## Code Checks` section"):
-        plan_checks(({"name": "c", "type": "command", "run": "true"},), None, "", {}, None)
+        plan_checks(({"name": "c", "type": "command", "run": "true"},), CodeChecksConfig(), "", {}, None)
     with pytest.raises(InputError, match="`runner`"):
-        plan_checks(({"name": "c", "type": "file_exists", "path": "a", "runner": "agent"},), None, "", {}, None)
+        plan_checks(
+            ({"name": "c", "type": "file_exists", "path": "a", "runner": "agent"},),
+            CodeChecksConfig(),
+            "",
+            {},
+            None,
+        )
 
 
 # --- the merge
@@ -199,7 +217,9 @@ def test_the_merge_replaces_drops_and_fills_in():
     assert ids == [("step", "s"), ("code_check", "outputs-exist"), ("code_check", "size"),
                    ("code_check", "look"), ("code_check", "mine")]  # fmt: skip
     entry = merged.report["checks"][1]
-    assert entry["status"] == "fail" and entry["details"]["runner"] == "jetty" and entry["message"] == "no a.txt"
+    assert (
+        entry["status"] == "fail" and entry["details"]["runner"] == "jetty" and entry["message"] == "no a.txt"
+    )
     assert merged.report["checks"][4]["status"] == "skipped"
     assert merged.report["verdict"] == "fail" and merged.report["agent_verdict"] == "pass"
     assert [r.outcome for r in merged.results] == ["fail", "pass", "pass", "skipped"]
@@ -213,7 +233,10 @@ def test_strict_makes_an_unreported_agent_check_an_error():
     ran = [result("outputs-exist", "pass"), result("size", "pass")]
     assert merge_report(None, checks, ran).passed is True
     strict = merge_report(None, checks, ran, strict=True)
-    assert strict.passed is False and {r.name for r in strict.results if r.outcome == "error"} == {"look", "mine"}
+    assert strict.passed is False and {r.name for r in strict.results if r.outcome == "error"} == {
+        "look",
+        "mine",
+    }
 
 
 @pytest.mark.parametrize("kind", ["step", "checklist"])
@@ -252,13 +275,18 @@ def test_a_secret_a_source_names_is_withheld_from_the_agent():
 
 def test_expose_flags_override_the_defaults():
     config = code_checks_config({"sources": [{"name": "c", "url": "https://h/r.git", "secret": "TOKEN"}]})
-    both = decls(TOKEN={"env": "GH", "expose_to_agent": True}, OTHER={"expose_to_agent": False, "expose_to_checks": True})
+    both = decls(
+        TOKEN={"env": "GH", "expose_to_agent": True},
+        OTHER={"expose_to_agent": False, "expose_to_checks": True},
+    )
     seen = exposure(both, config, {}, secret_variable)
     assert seen.withheld == {"OTHER"} and seen.to_checks == {"GH", "OTHER"}
 
 
 def test_an_mcp_server_that_names_a_secret_consumes_it():
-    seen = exposure(decls(), CodeChecksConfig(), {"gh": {"url": "https://x", "secret": "OTHER"}}, secret_variable)
+    seen = exposure(
+        decls(), CodeChecksConfig(), {"gh": {"url": "https://x", "secret": "OTHER"}}, secret_variable
+    )
     assert seen.withheld == {"OTHER"}
 
 
@@ -273,9 +301,17 @@ def test_a_secret_not_declared_is_refused():
 
 @pytest.mark.parametrize(
     ("model", "agent"),
-    [("claude-sonnet-4-6", "claude-code"), ("anthropic/claude-sonnet-4.6", "claude-code"), ("gpt-5.5", "codex"),
-     ("o3-mini", "codex"), ("o4-mini", "codex"), ("o1-preview", "codex"), ("gemini-2.5-pro", "gemini-cli"),
-     ("gemini/gemini-2.5-flash", "gemini-cli"), ("mistral-large", None)],  # fmt: skip
+    [
+        ("claude-sonnet-4-6", "claude-code"),
+        ("anthropic/claude-sonnet-4.6", "claude-code"),
+        ("gpt-5.5", "codex"),
+        ("o3-mini", "codex"),
+        ("o4-mini", "codex"),
+        ("o1-preview", "codex"),
+        ("gemini-2.5-pro", "gemini-cli"),
+        ("gemini/gemini-2.5-flash", "gemini-cli"),
+        ("mistral-large", None),
+    ],
 )
 def test_the_agent_is_inferred_from_the_model(model, agent):
     assert infer_agent(model) == agent
