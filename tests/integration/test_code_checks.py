@@ -5,11 +5,18 @@ evaluation, secret exposure, and the evaluation report v2 pier merges."""
 
 from __future__ import annotations
 
+import base64
+import functools
+import http.server
 import json
+import ssl
+import subprocess
 import textwrap
+import threading
+from collections.abc import Iterator
 
 import pytest
-from tests.integration.test_checks import by_name, events, sandboxes_of, start
+from tests.integration.test_checks import by_name, check_repo, events, git, sandboxes_of, start  # noqa: F401 (check_repo: a fixture)
 
 from pier.record import Trajectory
 from pier.settings import get_settings
@@ -398,3 +405,147 @@ def test_both_forms_in_one_run_one_report(base_image, tmp_path):
     assert results["placeholder"].outcome == "pass", results["placeholder"].output
     assert set(entries(report_of(record))) == {"own", "placeholder", "outputs-exist", "json"}
     assert record.success is True
+
+
+# --- code_checks.sources with a secret, over https with a token
+
+
+TOKEN = "ghp-test-token-5a9c2e71"
+
+
+class _TokenGit(http.server.SimpleHTTPRequestHandler):
+    """git's dumb HTTP, answering only requests that carry the token as basic auth."""
+
+    seen: list[str]
+
+    def do_GET(self) -> None:
+        expected = "Basic " + base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
+        if self.headers.get("Authorization") != expected:
+            self.seen.append("refused")
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="checks"')
+            self.end_headers()
+            return
+        self.seen.append("served")
+        super().do_GET()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def https_git(check_repo, tmp_path, monkeypatch) -> Iterator[tuple[str, list[str]]]:  # noqa: F811 (a fixture)
+    """The check repository over https on 127.0.0.1 (only pier, on the host, clones
+    it), with a certificate git is told to trust, behind a token."""
+    served = tmp_path / "served"
+    served.mkdir()
+    git("clone", "-q", "--bare", str(check_repo), str(served / "checks.git"), cwd=tmp_path)
+    (served / "checks.git" / "run.sh").write_text("")
+    git("update-server-info", cwd=served / "checks.git")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    seen: list[str] = []
+    handler = functools.partial(type("H", (_TokenGit,), {"seen": seen}), directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    monkeypatch.setenv("PIER_OUTBOUND_ALLOW", f"127.0.0.1:{port}")
+    monkeypatch.setenv("GIT_SSL_CAINFO", str(cert))
+    get_settings.cache_clear()
+    try:
+        yield f"https://127.0.0.1:{port}/checks.git", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def source_front(url: str, ref: str = "main", **flags: object) -> dict:
+    return {
+        "secrets": {"GITHUB_TOKEN": {"env": "GITHUB_TOKEN", **flags}},
+        "code_checks": {"sources": [{"name": "checks", "type": "git", "url": url, "ref": ref,
+                                     "secret": "GITHUB_TOKEN"}]},
+    }  # fmt: skip
+
+
+# The pattern goes in a file: on grep's command line it would find itself in /proc.
+PROBE_AGENT = (
+    f"\necho '{TOKEN[:12]}' > /tmp/pattern"
+    "\n(env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; cat /proc/*/cmdline 2>/dev/null) "
+    "| grep -c -f /tmp/pattern > {{results_dir}}/probe.txt || true"
+    "\nls /app/checks > {{results_dir}}/checks-dir.txt 2>&1 || true"
+)
+
+
+def test_a_source_with_a_secret_is_cloned_after_the_agent_which_never_sees_the_token(base_image, https_git):
+    url, seen = https_git
+    checks = [
+        check("from-source", "the source's script", "bash", "sh {{checks_dir}}/checks/check.sh"),
+        check("leak", "prints what it was given", "bash", 'echo "token=$GITHUB_TOKEN"'),
+    ]
+    front = source_front(url, expose_to_checks=True)
+    text = programmatic(front, STEPS + "\necho 42 > {{results_dir}}/answer.txt" + PROBE_AGENT, checks, None)
+    record = start(text, base_image, env={"GITHUB_TOKEN": TOKEN})
+    assert record.status == "completed", record.error
+    storage = open_storage(get_settings().storage_location)
+    with storage.open(record.result_key("probe.txt")) as handle:
+        assert handle.read().strip() == b"0", (
+            "the agent's environment, /proc or a command line held the token"
+        )
+    with storage.open(record.result_key("checks-dir.txt")) as handle:
+        assert b"checks" not in handle.read(), "the check source was in the sandbox while the agent ran"
+    results = by_name(record)
+    assert results["from-source"].outcome == "pass", results["from-source"].output
+    assert "answer is 42" in results["from-source"].output
+    assert results["leak"].outcome == "pass" and "token=" in results["leak"].output
+    assert TOKEN not in results["leak"].output and TOKEN not in json.dumps(report_of(record))
+    assert TOKEN not in "\n".join(events(record.trajectory_id))
+    assert "served" in seen
+
+
+@pytest.mark.parametrize(
+    ("token", "ref", "why"),
+    [("wrong-token", "main", "ls-remote"), (TOKEN, "no-such-ref", "no branch or tag 'no-such-ref'")],
+)
+def test_a_dead_token_or_a_missing_ref_fails_before_any_sandbox(
+    base_image, docker_backend, https_git, token, ref, why
+):
+    url, _seen = https_git
+    checks = [check("from-source", "x", "bash", "sh {{checks_dir}}/checks/check.sh")]
+    record = start(
+        programmatic(source_front(url, ref), STEPS, checks, None), base_image, env={"GITHUB_TOKEN": token}
+    )
+    assert record.status == "failed" and record.failed_stage == "prepare", (record.status, record.error)
+    assert why in record.error and "no sandbox was created" in record.error
+    assert token not in record.error
+    assert not sandboxes_of(docker_backend, record.trajectory_id)
+    assert next(s for s in record.stages if s.name == "create").status == "skipped"
+
+
+def test_under_executor_agent_the_source_is_there_before_the_agent(base_image, https_git):
+    url, _seen = https_git
+    front = {**source_front(url), "code_checks": {**source_front(url)["code_checks"], "executor": "agent"}}
+    steps = (
+        STEPS
+        + "\necho 42 > {{results_dir}}/answer.txt\nsh /app/checks/checks/check.sh > {{results_dir}}/ran.txt"
+        + PROBE_AGENT
+    )
+    report = {
+        "version": 2,
+        "checks": [{"kind": "code_check", "id": "from-source", "name": "x", "status": "pass"}],
+    }
+    checks = [check("from-source", "the source's script", "bash", "sh {{checks_dir}}/checks/check.sh")]
+    record = start(programmatic(front, steps, checks, report), base_image, env={"GITHUB_TOKEN": TOKEN})
+    assert record.status == "completed", record.error
+    storage = open_storage(get_settings().storage_location)
+    with storage.open(record.result_key("ran.txt")) as handle:
+        assert b"answer is 42" in handle.read()
+    with storage.open(record.result_key("probe.txt")) as handle:
+        assert handle.read().strip() == b"0"
+    assert by_name(record)["from-source"].runner == "agent" and record.success is True

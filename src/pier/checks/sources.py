@@ -18,6 +18,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -160,6 +161,32 @@ def _pinned(source: str, policy: OutboundPolicy) -> tuple[str, list[str]]:
         return parts._replace(netloc=f"{shown}:{port}").geturl(), []
     pinned = f"[{address}]" if ":" in address else address
     return source, ["-c", f"http.curloptResolve={host}:{port}:{pinned}", "-c", "http.followRedirects=false"]
+
+
+_SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")
+
+
+def probe(url: str, ref: str | None, secret: str | None, policy: OutboundPolicy, timeout: float) -> None:
+    """That `url` answers to git with the token given and has `ref` (a branch or
+    tag; a commit id is only checked when cloned). Raises FetchError saying which."""
+    if shutil.which("git") is None:
+        raise FetchError("git is not installed on the pier host, which fetches check sources: install git")
+    source_url, pinned = _pinned(url, policy)
+    refs = [] if ref is None or _SHA.match(ref) else [ref]
+    auth = auth_env(secret) if secret else {}
+    with tempfile.TemporaryDirectory(prefix="pier-probe-") as home:
+        try:
+            _git(
+                [*pinned, "ls-remote", "--exit-code", "--", source_url, *refs],
+                Path(home),
+                timeout,
+                "ls-remote",
+                auth,
+            )
+        except FetchError as exc:
+            if refs and str(exc).rstrip().endswith("failed:"):  # exit 2, nothing said: no such ref
+                raise FetchError(f"{url} has no branch or tag '{ref}'") from None
+            raise
 
 
 def auth_env(secret: str) -> dict[str, str]:

@@ -41,12 +41,13 @@ def show_checks(record: Trajectory, console: Console) -> None:
 
 def checks_table(checks: list[CheckResult], width: int = 120) -> Table:
     colours = {"pass": "green", "fail": "red", "error": "red", "skipped": "yellow"}
+    words = {"pass": "passed", "fail": "failed", "error": "error", "skipped": "skipped"}
     rows = [
         (
             escape(check.name),
             check.type,
             check.runner,
-            f"[{colours[check.outcome]}]{check.outcome}[/{colours[check.outcome]}]",
+            f"[{colours[check.outcome]}]{words[check.outcome]}[/{colours[check.outcome]}]",
             "-" if check.exit_code is None else str(check.exit_code),
             f"{check.duration_s:.1f}s",
             escape(_detail(check)),

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from pier.checks import CheckOptions, ReportError, eval_summary, required_tools, run_checks
 from pier.checks.report import REPORT_NAME, is_v2, merge_report, read_report
+from pier.checks.runner import place_sources
+from pier.checks.sources import FetchError, probe
 from pier.errors import StageError
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.plan import RunPlan
@@ -45,6 +47,47 @@ def refuse_missing_check_tools(ctx: RunContext, missing: list[str]) -> None:
         )
 
 
+def probe_sources(ctx: RunContext) -> None:
+    """Before any sandbox exists: every `code_checks.sources` entry answers, with its
+    token, and has its ref, so a bad URL, a dead token or a missing ref fails the
+    run before anything is paid for. Raises StageError."""
+    plan = ctx.require_plan()
+    for source in plan.code_checks.sources:
+        try:
+            probe(
+                source.url,
+                source.ref,
+                _secret_of(plan, source.secret),
+                ctx.settings.outbound,
+                PROBE_TIMEOUT_SEC,
+            )
+        except FetchError as exc:
+            raise StageError(
+                "prepare",
+                f"code_checks.sources {source.name}: {ctx.redactor.text(str(exc))}: fix its url, ref or secret; "
+                "no sandbox was created",
+            ) from None
+        ctx.log(
+            f"check source {source.name}: {source.url} answers"
+            + (f", ref {source.ref}" if source.ref else "")
+        )
+
+
+PROBE_TIMEOUT_SEC = 60
+
+
+def sources_before_agent(ctx: RunContext) -> None:
+    """Under `code_checks.executor: agent` the agent runs the checks, so their sources
+    are in /app/checks before it starts (cloned on the host: a source's token never
+    enters the sandbox). Raises StageError."""
+    plan = ctx.require_plan()
+    if plan.code_checks.executor != "agent" or not plan.code_checks.sources:
+        return
+    unfetched = place_sources(ctx.require_sandbox(), _options(ctx))
+    if unfetched:
+        raise StageError("setup", f"{unfetched}; the agent was not started")
+
+
 def record_eval(ctx: RunContext) -> None:
     """The runbook's own validation_report.json, summarised on the record."""
     try:
@@ -62,7 +105,8 @@ def check_stage(ctx: RunContext, fresh_spec: Callable[[], SandboxSpec]) -> None:
     plan = ctx.require_plan()
     step = ctx.record.stage("check")
     agent_report, unreadable = read_report(ctx.output_dir / "results")
-    if not plan.checks and not is_v2(agent_report):
+    platform = any(check.origin == "code_checks" for check in plan.checks) or is_v2(agent_report)
+    if not plan.checks and not platform:
         step.detail = "no checks declared"
         return
     ctx.record.outputs.checks = []
@@ -73,10 +117,11 @@ def check_stage(ctx: RunContext, fresh_spec: Callable[[], SandboxSpec]) -> None:
             _run(ctx, ctx.require_sandbox())
     if ctx.cancel.is_set():
         raise StageError("check", "the run was cancelled")
-    if unreadable:
-        ctx.record.outputs.warnings.append(unreadable)
-        ctx.log(f"warning: {unreadable}")
-    merge_into_report(ctx, agent_report)
+    if platform:  # pier's own `checks:` with a v1 report (or none) keep the v1 report as it is
+        if unreadable:
+            ctx.record.outputs.warnings.append(unreadable)
+            ctx.log(f"warning: {unreadable}")
+        merge_into_report(ctx, agent_report)
     checks = ctx.record.outputs.checks
     passed = sum(result.outcome == "pass" for result in checks)
     step.detail = f"{passed}/{len(checks)} checks passed"
@@ -126,12 +171,18 @@ def _listed(ctx: RunContext, path: Path) -> None:
 
 def _run(ctx: RunContext, sandbox: Sandbox) -> None:
     plan = ctx.require_plan()
+    ctx.log(f"running {sum(c.runs_here for c in plan.checks)} check(s) in a clean shell")
+    run_checks(sandbox, plan.checks, _options(ctx))
+
+
+def _options(ctx: RunContext) -> CheckOptions:
+    plan = ctx.require_plan()
 
     def on_result(result: CheckResult) -> None:
         ctx.record.outputs.checks.append(result)
         ctx.save_record(ctx.record)
 
-    options = CheckOptions(
+    return CheckOptions(
         network=plan.network,
         env=dict(ctx.backend.tls_env()),
         redact=ctx.redactor.text,
@@ -143,8 +194,6 @@ def _run(ctx: RunContext, sandbox: Sandbox) -> None:
         secrets=plan.check_env,
         sources=[(source, _secret_of(plan, source.secret)) for source in plan.code_checks.sources],
     )
-    ctx.log(f"running {sum(c.runs_here for c in plan.checks)} check(s) in a clean shell")
-    run_checks(sandbox, plan.checks, options)
 
 
 def _secret_of(plan: RunPlan, name: str | None) -> str | None:

@@ -257,9 +257,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     assets = checked(lambda: check_assets(_files(step.file_paths, inputs.resolve_file),
                                           AssetLimits.of(settings)), ())  # fmt: skip
     planned = checked(
-        lambda: plan_checks(
-            step.checks, config, step.body, variables(vars_, to_checks), inputs.source_dir
-        ),
+        lambda: plan_checks(step.checks, config, step.body, variables(vars_, to_checks), inputs.source_dir),
         None,
     )
     checks = planned.checks if planned else ()
