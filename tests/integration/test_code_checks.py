@@ -13,14 +13,18 @@ import ssl
 import subprocess
 import textwrap
 import threading
+import uuid
 from collections.abc import Iterator
 
 import pytest
 from tests.integration.test_checks import by_name, check_repo, events, git, sandboxes_of, start  # noqa: F401 (check_repo: a fixture)
 
+from pier.lifecycle.service import RunRequest, Services, run
 from pier.record import Trajectory
+from pier.runbook import parse
 from pier.settings import get_settings
 from pier.storage import open_storage
+from pier.tasks import task_from_runbook
 
 pytestmark = pytest.mark.integration
 
@@ -549,3 +553,69 @@ def test_under_executor_agent_the_source_is_there_before_the_agent(base_image, h
     with storage.open(record.result_key("probe.txt")) as handle:
         assert handle.read().strip() == b"0"
     assert by_name(record)["from-source"].runner == "agent" and record.success is True
+
+
+# --- a real agent CLI against the scripted model, reporting an agent check
+
+
+def test_a_real_cli_reports_its_agent_check_and_pier_runs_the_rest(agent_image, model_server, monkeypatch):
+    """claude-code, driven by the scripted provider, writes the v2 report with its
+    entry for the agent check (and one for a check pier runs, which pier replaces);
+    the note appended to the runbook reached the model."""
+    from tests.support import model_script
+
+    agent_report = {
+        "version": 2,
+        "verdict": "pass",
+        "checks": [
+            {
+                "kind": "code_check",
+                "id": "renders",
+                "name": "It renders",
+                "status": "pass",
+                "message": "looked",
+            },
+            {
+                "kind": "code_check",
+                "id": "report-exists",
+                "name": "x",
+                "status": "fail",
+                "message": "agent's",
+            },
+        ],
+    }
+    monkeypatch.setattr(model_script, "ANSWER_PATH", "/app/results/validation_report.json")
+    monkeypatch.setattr(model_script, "ANSWER_TEXT", json.dumps(agent_report))
+    text = f"""---
+agent: claude-code
+model: claude-sonnet-4-5
+snapshot: ""
+evaluation: programmatic
+strict_evaluation: true
+---
+# Report
+
+Write the validation report to {{{{results_dir}}}}/validation_report.json.
+
+## Code Checks
+
+{check("report-exists", "The report exists", "bash", "test -s {{results_dir}}/validation_report.json")}
+{check("renders", "It renders", "agent", "Look at the report and confirm it reads well.")}
+"""
+    key = f"sk-pier-test-{uuid.uuid4().hex}"
+    env = {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": model_server.url}
+    task = task_from_runbook(parse(text))
+    request = RunRequest(collection="agents", task_name="checks", task=task,
+                         run_params={"snapshot": "", "image": agent_image}, env=env)  # fmt: skip
+    record = run(Services(get_settings()), request)
+    assert record.status == "completed", record.error
+    sent = json.dumps([r.body for r in model_server.model_calls()])
+    assert "You run these checks" in sent and "renders" in sent, "the note never reached the model"
+    results = by_name(record)
+    assert results["renders"].runner == "agent" and results["renders"].outcome == "pass"
+    assert results["report-exists"].runner == "jetty" and results["report-exists"].outcome == "pass"
+    merged = entries(report_of(record))
+    assert (
+        merged["renders"]["message"] == "looked" and merged["report-exists"]["details"]["runner"] == "jetty"
+    )
+    assert record.success is True and record.outputs.eval["passed"] is True
