@@ -327,3 +327,17 @@ def test_python312_uv_node_is_the_same_snapshot_as_python312_uv():
 def test_command_checks_take_no_source_fields():
     with pytest.raises(Exception, match="source"):
         validate_check({"name": "c", "type": "command", "run": "true", "source": "x"})
+
+
+def test_an_experiments_score_counts_the_checks_that_ran():
+    from pier.experiments.results import score
+    from pier.record import RunStatus, Trajectory, utcnow
+
+    record = Trajectory.new("r1", "c", "t")
+    record.outputs.checks = [result("a", "pass"), result("b", "fail"), result("c", "skipped")]
+    record.finish(RunStatus.completed, utcnow(), 1.0)
+    assert score(record) == 0.5
+    assert record.success is False
+    record.outputs.checks = [result("a", "pass"), result("c", "skipped")]
+    record.finish(RunStatus.completed, utcnow(), 1.0)
+    assert score(record) == 1.0 and record.success is True, "a skipped check fails nothing"
