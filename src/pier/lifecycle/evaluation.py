@@ -142,9 +142,10 @@ def exposure(
     return Exposure(frozenset(withheld), frozenset(to_checks), consumed)
 
 
-def agent_note(checks: tuple[Check, ...]) -> str:
+def agent_note(checks: tuple[Check, ...], references: tuple[str, ...] = ()) -> str:
     """The note appended to the instruction when the runbook has `## Code Checks`:
-    the ids the agent runs and reports, and the ids pier runs after it."""
+    the ids the agent runs and reports, the ids pier runs after it, and the
+    `code_checks.references` it may read while checking."""
     platform = [check for check in checks if check.origin == "code_checks"]
     if not platform:
         return ""
@@ -163,4 +164,32 @@ def agent_note(checks: tuple[Check, ...]) -> str:
             "- The platform runs these after you finish, in this sandbox; do not run them and write no "
             f"report entries for them: {', '.join(pier)}."
         )
+    if references and agents:
+        lines.append(f"- While checking you may read: {', '.join(references)}.")
     return "\n".join(lines) + "\n"
+
+
+def consumed_by_servers(
+    servers: Mapping[str, Any], decls: Mapping[str, Any], env: Mapping[str, str], variable_of: Any
+) -> dict[str, Any]:
+    """The MCP servers with the secret each names (`secret: NAME`) handed to the
+    server itself, not the agent: a command server gets it in its own `env` (under
+    the secret's variable), a URL server as `Authorization: Bearer` unless it sets
+    that header. `secret` is pier's to read; the CLI's configuration never has it."""
+    out: dict[str, Any] = {}
+    for name, spec in servers.items():
+        if not isinstance(spec, Mapping) or not spec.get("secret"):
+            out[name] = spec
+            continue
+        spec = {key: value for key, value in spec.items() if key != "secret"}
+        secret = str(servers[name]["secret"])
+        variable = variable_of(secret, decls.get(secret))
+        value = env.get(variable)
+        if value is not None and spec.get("url"):
+            headers = dict(spec.get("headers") or {})
+            headers.setdefault("Authorization", f"Bearer {value}")
+            spec["headers"] = headers
+        elif value is not None:
+            spec["env"] = {**dict(spec.get("env") or {}), variable: value}
+        out[name] = spec
+    return out

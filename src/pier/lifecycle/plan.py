@@ -25,7 +25,7 @@ from pier.egress.inject import Injection, declared_injections
 from pier.errors import InputError, Problems
 from pier.gateway.grants import Budget
 from pier.lifecycle.assets import AssetLimits, check_assets
-from pier.lifecycle.evaluation import Exposure, agent_note, exposure, plan_checks
+from pier.lifecycle.evaluation import Exposure, agent_note, consumed_by_servers, exposure, plan_checks
 from pier.limits import run_limits
 from pier.outbound import OutboundPolicy
 from pier.runbook.parse import parse
@@ -287,7 +287,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         agent=step.agent or infer_agent(step.model) or "",
         model=model,
         model_provider=provider,
-        instruction=rendered.text + agent_note(checks),
+        instruction=rendered.text + agent_note(checks, config.references),
         snapshot=step.snapshot or None,
         image=step.image,
         base_image=step.base_image,
@@ -301,7 +301,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         checks=checks,
         checks_isolation=isolation,
         primary_outputs=primary,
-        mcp_servers=mcp_servers,
+        mcp_servers=consumed_by_servers(mcp_servers, step.secrets, env, secret_variable),
         secret_decls=step.secrets,
         env=env,
         vars=vars_,

@@ -154,6 +154,9 @@ def test_the_note_names_who_runs_what():
     assert "You run these checks" in note and "look, mine" in note
     assert "do not run them and write no report entries for them: outputs-exist, size" in note
     assert agent_note(()) == ""
+    assert "you may read: https://docs.example/spec" in agent_note(
+        compiled().checks, ("https://docs.example/spec",)
+    )
 
 
 def test_placeholders_are_filled_in_every_check_field():
@@ -341,3 +344,14 @@ def test_an_experiments_score_counts_the_checks_that_ran():
     record.outputs.checks = [result("a", "pass"), result("c", "skipped")]
     record.finish(RunStatus.completed, utcnow(), 1.0)
     assert score(record) == 1.0 and record.success is True, "a skipped check fails nothing"
+
+
+def test_an_mcp_server_gets_the_secret_it_names_and_the_agents_config_not_the_name():
+    from pier.lifecycle.evaluation import consumed_by_servers
+
+    servers = {"gh": {"url": "https://mcp.example/x", "secret": "OTHER"},
+               "local": {"command": "srv", "secret": "TOKEN"}, "plain": {"command": "p"}}  # fmt: skip
+    out = consumed_by_servers(servers, decls(), {"OTHER": "o-value", "GH": "t-value"}, secret_variable)
+    assert out["gh"] == {"url": "https://mcp.example/x", "headers": {"Authorization": "Bearer o-value"}}
+    assert out["local"] == {"command": "srv", "env": {"GH": "t-value"}}
+    assert out["plain"] == {"command": "p"}
