@@ -206,7 +206,14 @@ def _builtin(heading: CheckHeading, fence: Fence, common: dict[str, Any]) -> Che
             f"use: '{use}' is not a built-in; use one of {', '.join(PLATFORM_BUILTINS)}",
         )
     if "timeout_sec" in spec:
-        common = {**common, "timeout_sec": spec.pop("timeout_sec")}
+        asked = spec.pop("timeout_sec")
+        if not isinstance(asked, int) or isinstance(asked, bool) or not 0 < asked <= MAX_PLATFORM_TIMEOUT_SEC:
+            return _invalid(
+                heading.id or "",
+                heading,
+                f"timeout_sec {asked!r} must be 1 to {MAX_PLATFORM_TIMEOUT_SEC} seconds",
+            )
+        common = {**common, "timeout_sec": asked}
     try:
         return validate_check({**spec, **common, "type": use})
     except ValidationError as exc:

@@ -109,6 +109,7 @@ def test_executor_agent_hands_every_command_check_to_the_agent():
         (f"### u — unknown\n\n{F}yaml\nuse: nope\n{F}\n", "'nope' is not a built-in"),
         (f"### s — spec\n\n{F}yaml\nuse: regex_present\npath: a\n{F}\n", "`pattern` is required"),
         (f"### p — py\n\n{F}python\nprint(1)\n{F}\n", "```python block is not a check"),
+        (f"### t — slow\n\n{F}yaml\nuse: file_exists\npath: a\ntimeout_sec: 901\n{F}\n", "must be 1 to 900"),
         (f"### a — agent\n\n{F}agent executor=jetty\nx\n{F}\n", "executor=jetty is not allowed"),
         (
             f"### x — x\n\n{F}bash\ntrue\n{F}\n### x — again\n\n{F}bash\ntrue\n{F}\n",
