@@ -6,9 +6,12 @@ percent-encoded, and served under that spelling. Never a 500."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import urllib.parse
 
+import httpx
 import pytest
 from tests.support.api_server import ADMIN_TOKEN, Collection
 
@@ -58,3 +61,19 @@ def test_odd_result_names_survive_and_every_view_answers(collection: Collection)
             got = c.get("/api/v1/file/" + urllib.parse.quote(path, safe="/"))
             assert got.status_code == 200, (raw, got.status_code, got.text[:200])
             assert got.content.decode() == raw.hex(), raw
+
+    # The web UI: the run's page lists them, and serves each.
+    jar = {"pier_session": collection.token}
+    with httpx.Client(base_url=collection.server.url, cookies=jar, timeout=60) as web:
+        page = web.get(f"/runs/{tid}")
+        assert page.status_code == 200, page.text[:300]
+        for raw in NAMES:
+            assert html.escape(shown_name(raw), quote=False) in page.text, raw
+            quoted = urllib.parse.quote(shown_name(raw))
+            assert f'href="/runs/{tid}/files/{quoted}"' in page.text, raw  # links percent-encode the name
+            shown = web.get(f"/runs/{tid}/files/{quoted}")
+            assert shown.status_code == 200, (raw, shown.status_code)
+            link = re.search(r'href="(/api/v1/file/[^"]+)" download', shown.text)
+            assert link, shown.text[-500:]
+            served = web.get(html.unescape(link.group(1)))
+            assert served.status_code == 200 and served.content.decode() == raw.hex(), raw
