@@ -18,14 +18,27 @@ from tests.support.api_server import ADMIN_TOKEN, Collection
 pytestmark = pytest.mark.integration
 
 # The raw names, as bytes; the script makes them with printf's octal escapes.
-NAMES = [b"\xff\xfe", b"two\nlines", b"bell\x07tab\t", b"...", b"..x", b"\xe2\x80\xae", b"\xff" * 200, b"a" * 255, b"ok.txt", b"100%.txt"]
+NAMES = [
+    b"\xff\xfe",
+    b"two\nlines",
+    b"bell\x07tab\t",
+    b"...",
+    b"..x",
+    b"\xe2\x80\xae",
+    b"\xff" * 200,
+    b"a" * 255,
+    b"ok.txt",
+    b"100%.txt",
+]
 
 
 def _script() -> str:
     made = []
     for raw in NAMES:
         octal = "".join(f"\\{b:03o}" for b in raw)
-        made.append(f'name="$(printf "{octal}_")"; printf "%s" "{raw.hex()}" > "{{{{results_dir}}}}/${{name%_}}"')
+        made.append(
+            f'name="$(printf "{octal}_")"; printf "%s" "{raw.hex()}" > "{{{{results_dir}}}}/${{name%_}}"'
+        )
     return "\n".join(made)
 
 

@@ -265,7 +265,9 @@ def test_connections_that_never_send_a_byte_are_closed_within_the_header_timeout
 def test_one_address_holds_at_most_its_cap_of_connections(tmp_path: Path):
     from tests.integration.tenancy.conftest import start_server
 
-    srv = start_server(tmp_path, PIER_HTTP_MAX_CONNECTIONS_PER_ADDRESS="20", PIER_HTTP_HEADER_TIMEOUT_SEC="30")
+    srv = start_server(
+        tmp_path, PIER_HTTP_MAX_CONNECTIONS_PER_ADDRESS="20", PIER_HTTP_HEADER_TIMEOUT_SEC="30"
+    )
     try:
         held = [socket.create_connection(("127.0.0.1", srv.port), timeout=10) for _ in range(20)]
         time.sleep(0.5)  # all accepted
