@@ -108,7 +108,7 @@ def test_odd_file_names_are_shown_by_the_one_rule_in_the_cli(base_image, tmp_pat
     names = [b"\xff\xfe", b"two\nlines", b"esc\x1b[31mred"]
 
     def octal(raw: bytes) -> str:
-        return "".join("\\%03o" % b for b in raw)
+        return "".join(f"\\{b:03o}" for b in raw)
 
     made = "\n".join(
         f'n="$(printf "{octal(raw)}_")"; echo x > "{{{{results_dir}}}}/${{n%_}}"; ls {{{{results_dir}}}}'
