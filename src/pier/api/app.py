@@ -93,7 +93,9 @@ def create_app(
         services.storage.check()  # a bucket that is not there stops the start, saying so
         log.info("pier serve: outputs and uploads in %s", services.storage.url)
         sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings, services.storage)
-        scheduler = Scheduler(services.store, lambda r: fire(state.dispatcher, r), settings.routine_poll_sec)
+        scheduler = Scheduler(
+            services.store, lambda r: fire(state.dispatcher, r, state.vault), settings.routine_poll_sec
+        )
         state.bus.start()
         executor = state.dispatcher.executor
         if executor.durable:  # the queue is Temporal's: the store says how many wait
