@@ -24,6 +24,7 @@ from pier.api.recovery import Recovery
 from pier.api.routes import (
     catalog,
     catalogue,
+    chat,
     collections,
     events,
     files,
@@ -153,7 +154,7 @@ def create_app(
     app.add_middleware(Observe)  # outside the limits: refused requests are counted (and audited) too
     app.add_middleware(NoTrailingSlash)
     for module in (health, collections, tasks, runs, trajectories, files, events, catalog, catalogue,
-                   routines, experiment_routes):  # fmt: skip
+                   chat, routines, experiment_routes):  # fmt: skip
         app.include_router(module.router)
     app.include_router(operations.router)
     if pages is not None:
