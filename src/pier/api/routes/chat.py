@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from pier.api.auth import CallerDep
-from pier.api.errors import ApiError
+from pier.api.errors import invalid
 from pier.api.routes.runs import wait_for_end
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.services import chat as service
@@ -92,8 +92,8 @@ def _chunk(record: Trajectory, model: str | None, content: str | None, finish: s
 async def chat_completions(body: ChatRequest, state: StateDep, caller: CallerDep) -> Any:
     jetty = body.jetty
     if not jetty or not jetty.get("runbook"):
-        raise ApiError(
-            501,
+        raise invalid(
+            "jetty",
             "this pier serves chat completions in runbook mode: send a `jetty` block with "
             '"runbook": true, collection and task (the runbook as the system message)',
         )
