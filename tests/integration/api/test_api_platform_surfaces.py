@@ -31,7 +31,9 @@ def test_a_file_uploaded_by_id_reaches_the_sandbox(collection: Collection):
         assert made["id"] in [f["id"] for f in c.get("/api/v1/files").json()["data"]]
     collection.put_task("reads", SCRIPT)
     with collection.client() as c:
-        started = c.post(f"/api/v1/run/{collection.name}/reads", json={"init_params": {"files": [made["id"]]}})
+        started = c.post(
+            f"/api/v1/run/{collection.name}/reads", json={"init_params": {"files": [made["id"]]}}
+        )
         assert started.status_code == 200, started.text
         tid = started.json()["trajectory_id"]
     record = collection.wait("reads", tid)
@@ -48,7 +50,9 @@ def test_a_file_id_in_file_paths_is_refused_naming_the_field(collection: Collect
         r = c.post(f"/api/v1/run/{collection.name}/reads", json={"init_params": {"file_paths": [made["id"]]}})
         assert r.status_code == 422, r.text
         assert "init_params.files" in r.text and "file_paths" in r.text
-        assert c.get(f"/api/v1/db/trajectories/{collection.name}/reads").json()["total"] == 0  # nothing started
+        assert (
+            c.get(f"/api/v1/db/trajectories/{collection.name}/reads").json()["total"] == 0
+        )  # nothing started
 
 
 def test_another_collections_file_id_is_not_found(server, base_image, collection: Collection):

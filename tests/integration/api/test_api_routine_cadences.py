@@ -86,8 +86,13 @@ def test_patch_takes_any_subset(collection: Collection):
         assert patched["cron_expression"] == "45 * * * *" and patched["next_run_at"].endswith(":45:00Z")
         patched = c.patch(one, json={"init_params_overrides": {"vars": {"who": "p"}}}).json()
         assert patched["init_params"] == {"vars": {"who": "p"}}
-        patched = c.patch(one, json={"secret_params": {"A": "1", "B": "2"}, "webhook_url": "https://h.invalid/"})
-        assert patched.json()["secret_params"] == ["A", "B"] and patched.json()["webhook_url"] == "https://h.invalid/"
+        patched = c.patch(
+            one, json={"secret_params": {"A": "1", "B": "2"}, "webhook_url": "https://h.invalid/"}
+        )
+        assert (
+            patched.json()["secret_params"] == ["A", "B"]
+            and patched.json()["webhook_url"] == "https://h.invalid/"
+        )
         patched = c.patch(one, json={"cron_expression": "0 3 * * *", "timezone": "Europe/Berlin"}).json()
         assert patched["cadence"] is None and patched["timezone"] == "Europe/Berlin"  # a cron routine now
         patched = c.patch(one, json={"cadence": {"type": "manual"}}).json()
@@ -103,8 +108,14 @@ def test_patch_takes_any_subset(collection: Collection):
         ({"cadence": {"type": "weekdays", "minute_utc": 0}}, 400, "cadence.hour_utc"),
         ({"cadence": {"type": "weekly", "hour_utc": 9}}, 400, "cadence.day_of_week"),
         ({"cadence": {"type": "manual", "hour_utc": 9}}, 400, "cadence.hour_utc"),
-        ({"cadence": {"type": "daily", "hour_utc": 9}, "init_params_overrides": {"prompt": "x", "vars": {}}},
-         400, "'prompt'"),
+        (
+            {
+                "cadence": {"type": "daily", "hour_utc": 9},
+                "init_params_overrides": {"prompt": "x", "vars": {}},
+            },
+            400,
+            "'prompt'",
+        ),
         ({"cadence": {"type": "yearly"}}, 400, "cadence.type"),
         ({"cadence": {"type": "daily", "hour_utc": 9}, "cron_expression": "@daily"}, 422, "send only one"),
         ({"cadence": {"type": "daily", "hour_utc": 9}, "timezone": "Europe/Berlin"}, 422, "UTC"),

@@ -20,7 +20,9 @@ RUNBOOK_SCRIPT = (
 
 
 def client(collection: Collection, token: str | None = None) -> OpenAI:
-    return OpenAI(base_url=collection.server.url, api_key=token or collection.token, max_retries=0, timeout=300)
+    return OpenAI(
+        base_url=collection.server.url, api_key=token or collection.token, max_retries=0, timeout=300
+    )
 
 
 def jetty(collection: Collection, **more) -> dict:
@@ -29,7 +31,9 @@ def jetty(collection: Collection, **more) -> dict:
 
 
 def the_runbook(collection: Collection) -> str:
-    return runbook(RUNBOOK_SCRIPT, image=collection.image, snapshot="", vars={"topic": "x", "reader": "everyone"})
+    return runbook(
+        RUNBOOK_SCRIPT, image=collection.image, snapshot="", vars={"topic": "x", "reader": "everyone"}
+    )
 
 
 def test_runbook_mode_through_the_openai_sdk(collection: Collection):
@@ -37,8 +41,10 @@ def test_runbook_mode_through_the_openai_sdk(collection: Collection):
         made = c.post("/api/v1/files", files={"file": ("notes.txt", b"n")}).json()
     answer = client(collection).chat.completions.create(
         model="script",
-        messages=[{"role": "system", "content": the_runbook(collection)},
-                  {"role": "user", "content": "Execute the runbook. topic=IGNORED"}],  # fmt: skip
+        messages=[
+            {"role": "system", "content": the_runbook(collection)},
+            {"role": "user", "content": "Execute the runbook. topic=IGNORED"},
+        ],
         extra_body={"jetty": jetty(collection, template_variables={"topic": "tides"}, files=[made["id"]])},
     )
     extra = answer.model_extra["jetty"]
@@ -48,7 +54,9 @@ def test_runbook_mode_through_the_openai_sdk(collection: Collection):
     record = collection.record("chat-task", extra["trajectory_id"])
     with collection.client() as c:
         report = c.get(f"/api/v1/file/{collection.name}/chat-task/{extra['trajectory_id']}/results/report.md")
-        assets = c.get(f"/api/v1/file/{collection.name}/chat-task/{extra['trajectory_id']}/results/assets.txt")
+        assets = c.get(
+            f"/api/v1/file/{collection.name}/chat-task/{extra['trajectory_id']}/results/assets.txt"
+        )
     # the server substituted the variables: the given one, and the runbook's default for the other
     assert report.text.strip() == "report on tides for everyone"
     assert "IGNORED" not in report.text

@@ -88,7 +88,9 @@ def _chunk(record: Trajectory, model: str | None, content: str | None, finish: s
 
 
 @router.post("/v1/chat/completions", summary="Chat completions (OpenAI-compatible); runbook mode")
-@router.post("/chat/completions", include_in_schema=False)  # an OpenAI client whose base_url is the server's root
+@router.post(
+    "/chat/completions", include_in_schema=False
+)  # an OpenAI client whose base_url is the server's root
 async def chat_completions(body: ChatRequest, state: StateDep, caller: CallerDep) -> Any:
     jetty = body.jetty
     if not jetty or not jetty.get("runbook"):

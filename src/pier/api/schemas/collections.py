@@ -65,7 +65,9 @@ class EnvironmentPublic(BaseModel):
 
     @classmethod
     def of(cls, collection: str, names: list[str]) -> EnvironmentPublic:
-        return cls(collection=collection, environment_variables=dict.fromkeys(names, MASKED), names=sorted(names))
+        return cls(
+            collection=collection, environment_variables=dict.fromkeys(names, MASKED), names=sorted(names)
+        )
 
 
 MAX_QUOTA = 2**62  # bytes or counts: anything a 64-bit column keeps
