@@ -126,7 +126,7 @@ def test_apt_curl_http_and_git_work_and_unlisted_hosts_are_refused(
     body = (
         PROBE
         + rf"""
-probe apt_update apt-get update
+probe apt_update env -u http_proxy -u HTTP_PROXY -u https_proxy -u HTTPS_PROXY apt-get update --error-on=any
 probe apt_install apt-get install -y --no-install-recommends tree
 probe tree tree --version
 probe curl_http curl -sS -m 30 -o /dev/null -w '%{{http_code}}\n' http://{MIRROR}/debian/dists/bookworm/Release
@@ -143,9 +143,12 @@ env | grep -i _proxy | sed 's/pier-egress-[^@]*/TOKEN/' > "$out/env.txt"
 
     assert record.status.value == "completed", record.error
     seen = outputs(record)
-    assert seen["apt_update"].endswith("exit=0\n") and "bookworm InRelease" in seen["apt_update"], seen[
-        "apt_update"
-    ]
+    # every index fetched (--error-on=any: a fetch that failed fails it), with the
+    # environment's proxy variables gone (as under sudo): apt's drop-in names the proxy
+    update = seen["apt_update"]
+    assert f"Get:1 http://{MIRROR}/debian bookworm InRelease" in update and update.endswith("exit=0\n"), (
+        update
+    )
     assert seen["apt_install"].endswith("exit=0\n"), seen["apt_install"]
     assert seen["tree"].startswith("tree v") and "exit=0" in seen["tree"], seen["tree"]
     assert seen["curl_http"].splitlines() == ["200", "exit=0"], seen["curl_http"]
