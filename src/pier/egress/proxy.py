@@ -319,6 +319,11 @@ class EgressProxy:
             )
         except (h11.ProtocolError, OSError) as exc:
             log.debug("egress: plain HTTP to %s ended: %s", where.shown, type(exc).__name__)
+            if conn.our_state is h11.SEND_RESPONSE:  # nothing answered yet: say why
+                with contextlib.suppress(h11.ProtocolError, OSError):
+                    await _refuse(
+                        conn, client[1], 502, f"pier egress: {where.shown} gave no HTTP/1.1 answer ({exc})"
+                    )
             return False
         finally:
             upstream[1].close()

@@ -241,6 +241,17 @@ def test_plain_http_to_a_listed_loopback_name_is_refused_by_the_outbound_policy(
     assert CountingHTTP.connections == 0
 
 
+def test_an_origin_that_does_not_speak_http_is_answered_502(proxy, echo_port):
+    """The echo server sends the request back: not an HTTP response."""
+    grant = proxy.open("run-1", allow_list([f"127.0.0.1:{echo_port}"]), ttl_s=60, policy=opted_in(echo_port))
+    request = f"GET http://127.0.0.1:{echo_port}/ HTTP/1.1\r\nHost: 127.0.0.1:{echo_port}\r\n{auth(grant.token)}\r\n\r\n"
+    answer, _ = through(proxy, request.encode())
+    assert answer.startswith(
+        f"HTTP/1.1 502 pier egress: 127.0.0.1:{echo_port} gave no HTTP/1.1 answer".encode()
+    )
+    assert Echo.connections == 1
+
+
 def test_allow_list_entries():
     rules = allow_list(["PyPI.org", "*.npmjs.org", "git.corp:8443", "10.0.0.5:5432", "[::1]:80"])
     assert rules.rule_for("pypi.org", 443) and rules.rule_for("pypi.org.", 80)
