@@ -153,9 +153,14 @@ def _accept(address: str, port: int) -> tuple[str, ...]:
 
 def _me() -> str | None:
     """This process as an owner comment names it, or None without /proc."""
-    start = _start_time(os.getpid())
+    return _owner_for(os.getpid())
+
+
+@functools.cache
+def _owner_for(pid: int) -> str | None:
+    start = _start_time(pid)
     namespace = _pid_namespace()
-    return f"{namespace}:{os.getpid()}:{start}" if start and namespace else None
+    return f"{namespace}:{pid}:{start}" if start and namespace else None
 
 
 def _pid_namespace() -> str | None:
