@@ -24,8 +24,9 @@ mistaken for it). A pier process takes its rules back when it exits, and the
 first fence call of every pier process removes the rules whose owner is gone (a
 process that was killed or crashed), so a port a stopped pier listened on is not
 left open for whatever takes it next. Rules of another PID namespace are not
-judged (their owner cannot be looked up from here); rules without an owner
-(made by pier before owners were recorded) are left as they are.
+judged (their owner cannot be looked up from here). A rule without an owner
+(made by pier before owners were recorded) is removed once nothing on the
+machine listens on its port: a live older pier listens on every port it admitted.
 
 Best effort by nature: without the binary or the right, each function returns
 why, and the caller says it as a warning."""
@@ -186,17 +187,39 @@ def _sweep_locked() -> list[str]:
     if listing.returncode != 0:
         return []
     removed = []
+    listening: set[int] | None = None
     for line in listing.stdout.splitlines():
         words = shlex.split(line)
-        if words[:2] != ["-A", CHAIN] or "--comment" not in words:
+        if words[:2] != ["-A", CHAIN] or "--dport" not in words:
             continue
-        comment = words[words.index("--comment") + 1]
-        gone = comment.startswith(OWNER_PREFIX) and owner_gone(comment.removeprefix(OWNER_PREFIX))
+        if "--comment" in words:
+            comment = words[words.index("--comment") + 1]
+            gone = comment.startswith(OWNER_PREFIX) and owner_gone(comment.removeprefix(OWNER_PREFIX))
+        else:  # an older pier's, which recorded no owner: gone once nothing listens on its port
+            listening = _listening_ports() if listening is None else listening
+            port = words[words.index("--dport") + 1]
+            gone = port.isdigit() and int(port) not in listening
         if gone and _run("iptables", ["-D", *words[1:]]).returncode == 0:
             removed.append(line)
     if removed:
         log.info("fence: removed %d rule(s) of pier processes that are gone", len(removed))
     return removed
+
+
+def _listening_ports() -> set[int]:
+    """The TCP ports something on this machine (this network namespace) listens
+    on, from the kernel's socket tables."""
+    ports: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == "0A":  # TCP_LISTEN
+                ports.add(int(fields[1].rpartition(":")[2], 16))
+    return ports
 
 
 def _delete(rule: tuple[str, ...]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -228,17 +229,40 @@ def test_ports_of_a_process_that_died_are_removed_at_the_next_start(fake_iptable
     assert ports(fake_iptables) == [left]
     # What the sweep must leave: a live process's rule (this one's), a rule of
     # another PID namespace (its owner cannot be looked up here), and a rule
-    # without an owner (an older pier's).
+    # without an owner (an older pier's) for a port something listens on. An
+    # older pier's rule for a port nothing listens on goes.
     other_namespace = owned("-p", "tcp", "--dport", "41301", "-j", "ACCEPT", owner="1:1:1")
-    legacy = ["-p", "tcp", "--dport", "41302", "-j", "ACCEPT"]
+    listened = socket.create_server(("127.0.0.1", 0))
+    legacy_live = ["-p", "tcp", "--dport", str(listened.getsockname()[1]), "-j", "ACCEPT"]
+    legacy_gone = [
+        "-d",
+        "172.30.0.1",
+        "-p",
+        "tcp",
+        "--dport",
+        str(_a_port_nothing_listens_on()),
+        "-j",
+        "ACCEPT",
+    ]
     data = tables(fake_iptables)
-    data["iptables"][fence.CHAIN][:0] = [other_namespace, legacy]
+    data["iptables"][fence.CHAIN][:0] = [other_namespace, legacy_live, legacy_gone]
     fake_iptables.write_text(json.dumps(data))
 
-    assert fence.admit("172.30.0.1", 41303) is None  # this process's first fence call: the next start
-    mine = owned("-d", "172.30.0.1", "-p", "tcp", "--dport", "41303", "-j", "ACCEPT")
-    assert sorted(ports(fake_iptables)) == sorted([mine, other_namespace, legacy])
-    assert fence.sweep() == []  # the live one stays
+    try:
+        assert fence.admit("172.30.0.1", 41303) is None  # this process's first fence call: the next start
+        mine = owned("-d", "172.30.0.1", "-p", "tcp", "--dport", "41303", "-j", "ACCEPT")
+        assert sorted(ports(fake_iptables)) == sorted([mine, other_namespace, legacy_live])
+        assert fence.sweep() == []  # the live ones stay
+    finally:
+        listened.close()
+
+
+def _a_port_nothing_listens_on() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert port not in fence._listening_ports()
+    return port
 
 
 def test_an_owner_is_gone_only_when_known_to_be():
