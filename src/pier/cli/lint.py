@@ -52,9 +52,10 @@ class Report:
             return Finding(message, *key_position(self.frontmatter, key.split("."), 2))
         return Finding(message)
 
-    def warn(self, message: str) -> None:
+    def warn(self, message: str, key: str | None = None) -> None:
         unknown = _UNKNOWN_KEY.match(message)
-        line, column = key_position(self.frontmatter, [unknown.group(1)], 2) if unknown else (None, None)
+        key = unknown.group(1) if unknown else key
+        line, column = key_position(self.frontmatter, [key], 2) if key else (None, None)
         self.warnings.append(Finding(message, line, column))
 
 
@@ -96,7 +97,33 @@ def validate_one(path: Path) -> Report:
     if plan is not None:
         for warning in plan.warnings:
             report.warn(warning)
+        _source_warnings(plan, report)
     return report
+
+
+def _source_warnings(plan: RunPlan, report: Report) -> None:
+    """What the run's sandbox source would warn about (an unknown snapshot, packages
+    a snapshot or image ignores), at the key that causes it; reading the snapshots
+    file is the only work (nothing is built)."""
+    from pier.sandbox.snapshots import SnapshotCatalog
+    from pier.sandbox.source import source_notes
+
+    try:
+        catalog = SnapshotCatalog(get_settings())
+    except InputError as exc:
+        report.warn(f"the snapshots pier knows cannot be read: {exc}")
+        return
+    notes = source_notes(
+        snapshot=plan.snapshot, image=plan.image, base_image=plan.base_image,
+        apt_packages=plan.apt_packages, pip_packages=plan.pip_packages, catalog=catalog,
+    )  # fmt: skip
+    for note in notes:
+        key = "snapshot" if note.startswith("snapshot ") and "not found" in note else None
+        if key is None:
+            key = next(
+                (k for k in ("apt_packages", "pip_packages", "base_image") if note.startswith(k)), None
+            )
+        report.warn(note, key)
 
 
 def _loaded(path: Path, report: Report) -> Runbook:
