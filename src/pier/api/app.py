@@ -115,7 +115,7 @@ def create_app(
         services.start_pool()  # PIER_WARM_POOL: ready sandboxes, filled in the background
         services.say_isolation_problem("pier serve")
         log.info("pier serve: %d run slot(s)", settings.max_concurrent_runs)
-        say_runtime(services.backend, log.info)
+        say_runtime(lambda: services.backend, log.info)
         try:
             yield
         finally:

@@ -123,7 +123,7 @@ def _run_here(services: Services, request: RunRequest, as_json: bool) -> NoRetur
     from pier.sandbox.base import say_runtime
 
     end_orphans(services)
-    say_runtime(services.backend, lambda line: err.print(line, highlight=False, markup=False))
+    say_runtime(lambda: services.backend, lambda line: err.print(line, highlight=False, markup=False))
     # The run's own log says what happens; library warnings (a retried create)
     # would print again as raw log lines between the progress lines.
     library = logging.getLogger("pier")

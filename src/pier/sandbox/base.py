@@ -412,12 +412,12 @@ class SandboxBackend(ABC):
         return None
 
 
-def say_runtime(backend: SandboxBackend, say: Callable[[str], None]) -> None:
+def say_runtime(backend: Callable[[], SandboxBackend], say: Callable[[str], None]) -> None:
     """Say once, at a CLI's or a server's start, which runtime its sandboxes run
     under and why; an engine that does not answer yet says nothing here (the run
     that needs it says why it cannot)."""
     try:
-        reason = backend.runtime_reason()
+        reason = backend().runtime_reason()
     except PierError:
         return
     if reason:

@@ -34,6 +34,7 @@ KEEP_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "NET_BIND_SERV
 # Stronger runtimes, strongest isolation first, under the names engines register them.
 STRONG_RUNTIMES = ("runsc", "kata", "kata-runtime", "kata-qemu", "sysbox-runc")
 AUTO = "auto"
+RUNC = "runc"  # Docker's built-in runtime: the explicit choice of no stronger one
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ def _runtime(wanted: str | None, available: set[str]) -> str | None:
         return None
     if wanted == AUTO:
         return next((name for name in STRONG_RUNTIMES if name in available), None)
+    if wanted == RUNC and not available:  # an engine that lists none still has its built-in runc
+        return RUNC
     if wanted not in available:
         have = ", ".join(sorted(available)) or "none"
         raise SandboxError(
