@@ -33,7 +33,9 @@ BASES = {
 FIRST_CASE = {case.agent: case for case in reversed(CASES)}  # each agent's first (default-provider) case
 # The CLIs that need python3 run only where it is (or can be put) there: all of
 # them here, since the installer puts python3 in with apt when it is missing.
-MATRIX = [(base, agent) for base in BASES for agent in ("hermes", "claude-code", "codex", "opencode", "gemini-cli")]
+MATRIX = [
+    (base, agent) for base in BASES for agent in ("hermes", "claude-code", "codex", "opencode", "gemini-cli")
+]
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +48,9 @@ def stock_bases(docker_backend) -> dict[str, str]:
             env = {**os.environ, "PIER_TEST_IMAGE": tag, "PIER_TEST_PACKAGES": packages}
             subprocess.run(["bash", str(BUILD_SCRIPT)], env=env, check=False, timeout=900)
         if not docker_backend.image_exists(tag):
-            require_service(f"the stock base {tag}", "run scripts/build-test-image.sh as root (needs debootstrap)")
+            require_service(
+                f"the stock base {tag}", "run scripts/build-test-image.sh as root (needs debootstrap)"
+            )
         built[name] = tag
     return built
 
@@ -54,14 +58,15 @@ def stock_bases(docker_backend) -> dict[str, str]:
 def test_the_minimal_base_is_what_a_user_would_bring(docker_backend, stock_bases):
     """The bases lack what the installers must bring: no ensurepip, no Node, no uv
     (and the second no python3 at all)."""
-    probe = (
-        "python3 -c 'import ensurepip' 2>/dev/null && echo ensurepip; command -v node npm uv pip3 python3 || true"
-    )
+    probe = "python3 -c 'import ensurepip' 2>/dev/null && echo ensurepip; command -v node npm uv pip3 python3 || true"
     seen = {
         name: subprocess.run(
             ["docker", "run", "--rm", "--runtime", "runc", tag, "bash", "-c", probe],
-            capture_output=True, text=True, timeout=120, check=True,
-        ).stdout.split()  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout.split()
         for name, tag in stock_bases.items()
     }
     assert seen == {"bookworm-minimal": ["/usr/bin/python3"], "bookworm-no-python": []}
