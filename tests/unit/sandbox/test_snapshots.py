@@ -149,7 +149,7 @@ def test_the_python_mirror_reaches_the_recipe_and_a_mirror_that_is_no_plain_url_
         .dockerfile
     )
     assert "mirror='https://mirror.example/pbs'" in text
-    with pytest.raises(InputError, match="PIER_PYTHON_INSTALL_MIRROR.*plain"):
+    with pytest.raises(InputError, match=r"PIER_PYTHON_INSTALL_MIRROR.*plain"):
         SnapshotCatalog(make_settings(python_install_mirror="https://x/'; rm -rf / #"))
 
 
