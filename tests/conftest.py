@@ -8,6 +8,13 @@ import pytest
 from pier.settings import get_settings
 from tests.support.services import require_service
 
+# pier's default runtime is `auto` (gVisor where registered). The tests of what
+# does not depend on the runtime pin runc (here, before any session fixture
+# makes a backend), so the suite's time stays what it was; the isolation and
+# conformance tests run on each runtime (tests/support/runtimes.py), and those
+# of the default itself unset it (tests/integration/test_default_snapshot.py).
+os.environ.setdefault("PIER_SANDBOX_RUNTIME", "runc")
+
 SHARED = Path(os.environ.get("PIER_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
 CORPUS = SHARED / "corpus" / "agent-runbooks"
 

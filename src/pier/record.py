@@ -126,6 +126,7 @@ class SandboxRecord(BaseModel):
     network: bool | None = None
     id: str | None = None
     pool: str | None = None  # "hit": claimed from the warm pool; "miss": a pool is set, none matched
+    runtime: str | None = None  # the OCI runtime it ran under (runsc, runc), when the backend tells
 
 
 class Label(BaseModel):

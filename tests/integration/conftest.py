@@ -105,9 +105,6 @@ def on_runtime(sandbox_runtime: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """pier's settings (get_settings, and so every run) use sandbox_runtime."""
     from pier.settings import get_settings
 
-    if sandbox_runtime == "runc":
-        monkeypatch.delenv("PIER_SANDBOX_RUNTIME", raising=False)
-    else:
-        monkeypatch.setenv("PIER_SANDBOX_RUNTIME", sandbox_runtime)
+    monkeypatch.setenv("PIER_SANDBOX_RUNTIME", sandbox_runtime)
     get_settings.cache_clear()
     return sandbox_runtime

@@ -46,6 +46,7 @@ from pier.lifecycle.service import Services
 from pier.lifecycle.webhooks import SenderConfig, WebhookSender
 from pier.record import RunStatus
 from pier.routines.scheduler import Scheduler
+from pier.sandbox.base import say_runtime
 from pier.settings import Settings, get_settings
 from pier.telemetry import metrics, tracing
 from pier.vault import load_vault
@@ -118,6 +119,7 @@ def create_app(
         services.start_pool()  # PIER_WARM_POOL: ready sandboxes, filled in the background
         services.say_isolation_problem("pier serve")
         log.info("pier serve: %d run slot(s)", settings.max_concurrent_runs)
+        say_runtime(lambda: services.backend, log.info)
         try:
             yield
         finally:

@@ -56,10 +56,11 @@ class Report:
             return Finding(message, *key_position(self.frontmatter, key.split("."), 2))
         return Finding(message)
 
-    def warn(self, message: str) -> None:
+    def warn(self, message: str, key: str | None = None) -> None:
         unknown = _UNKNOWN_KEY.match(message)
+        key = unknown.group(1) if unknown else key
         field = _CHECK_FIELD.match(message)
-        line, column = key_position(self.frontmatter, [unknown.group(1)], 2) if unknown else (None, None)
+        line, column = key_position(self.frontmatter, [key], 2) if key else (None, None)
         if field:
             line, column = key_position(self.frontmatter, ["checks", field.group(1), field.group(2)], 2)
         self.warnings.append(Finding(message, line, column))
@@ -107,6 +108,7 @@ def validate_one(path: Path) -> Report:
         for warning in plan.warnings:
             if not _CHECK_WARNING.match(warning):
                 report.warn(warning)
+        _source_warnings(plan, report)
     return report
 
 
@@ -162,6 +164,31 @@ def _body_offset(path: Path) -> int:
     except (OSError, UnicodeDecodeError, PierError):
         return 0
     return text[: len(text) - len(body)].count("\n")
+
+
+def _source_warnings(plan: RunPlan, report: Report) -> None:
+    """What the run's sandbox source would warn about (an unknown snapshot, packages
+    a snapshot or image ignores), at the key that causes it; reading the snapshots
+    file is the only work (nothing is built)."""
+    from pier.sandbox.snapshots import SnapshotCatalog
+    from pier.sandbox.source import source_notes
+
+    try:
+        catalog = SnapshotCatalog(get_settings())
+    except InputError as exc:
+        report.warn(f"the snapshots pier knows cannot be read: {exc}")
+        return
+    notes = source_notes(
+        snapshot=plan.snapshot, image=plan.image, base_image=plan.base_image,
+        apt_packages=plan.apt_packages, pip_packages=plan.pip_packages, catalog=catalog,
+    )  # fmt: skip
+    for note in notes:
+        key = "snapshot" if note.startswith("snapshot ") and "not found" in note else None
+        if key is None:
+            key = next(
+                (k for k in ("apt_packages", "pip_packages", "base_image") if note.startswith(k)), None
+            )
+        report.warn(note, key)
 
 
 def _loaded(path: Path, report: Report) -> Runbook:

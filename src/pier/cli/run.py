@@ -120,8 +120,10 @@ def _run_here(services: Services, request: RunRequest, as_json: bool) -> NoRetur
     from pier.cli.progress import Progress
     from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt
     from pier.lifecycle.service import run
+    from pier.sandbox.base import say_runtime
 
     end_orphans(services)
+    say_runtime(lambda: services.backend, lambda line: err.print(line, highlight=False, markup=False))
     # The run's own log says what happens; library warnings (a retried create)
     # would print again as raw log lines between the progress lines.
     library = logging.getLogger("pier")

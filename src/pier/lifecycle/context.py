@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,6 +56,7 @@ class RunContext:
     source: SandboxSource | None = None
     image: str | None = None
     agent_layer: str | None = None  # the image is this agent layer: the CLI is in it already
+    image_labels: Mapping[str, str] = field(default_factory=dict)  # the run's image's own (pier.agents, ...)
     # No layer yet: the sandbox installs, then the layer of (image, recipe) is built in the background.
     layer_pending: tuple[str, LayerRecipe] | None = None
     sandbox: Sandbox | None = None

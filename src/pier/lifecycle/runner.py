@@ -193,7 +193,7 @@ def _message(ctx: RunContext, stage: str, exc: Exception) -> str:
 def _delete_sandbox(ctx: RunContext) -> None:
     if ctx.sandbox is None:
         return
-    with metrics.sandbox_operation.labels("delete").time():
+    with metrics.sandbox_operation.labels("delete", ctx.backend.runtime or "unknown").time():
         ctx.sandbox.delete()
     metrics.sandboxes_live.dec()
     ctx.log(f"sandbox {ctx.sandbox.id[:12]} deleted", "save")

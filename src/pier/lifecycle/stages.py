@@ -14,6 +14,7 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from pier.sandbox.base import (
     LABEL_DEADLINE,
     LABEL_OWNER,
     LABEL_RUN,
+    LayerRecipe,
     Limits,
     Sandbox,
     SandboxBackend,
@@ -51,7 +53,7 @@ from pier.sandbox.base import (
 )
 from pier.sandbox.dockerfile import read_ca_bundle
 from pier.sandbox.processes import STOP_PROCESSES_SCRIPT
-from pier.sandbox.snapshots import SnapshotCatalog
+from pier.sandbox.snapshots import LABEL_AGENTS, SnapshotCatalog, image_mcp_servers, promise_shortfalls
 from pier.sandbox.source import check_registries
 from pier.sandbox.sweeper import owner_label
 from pier.sandbox.tarutil import FileTar
@@ -82,13 +84,14 @@ def prepare(ctx: RunContext) -> None:
 def create(ctx: RunContext) -> None:
     plan = ctx.require_plan()
     settings = ctx.settings
+    catalog = SnapshotCatalog(settings)
     source = resolve_source(
         snapshot=plan.snapshot,
         image=plan.image,
         base_image=plan.base_image,
         apt_packages=plan.apt_packages,
         pip_packages=plan.pip_packages,
-        catalog=SnapshotCatalog(settings),
+        catalog=catalog,
         settings=settings,
     )
     ctx.source = source
@@ -100,6 +103,12 @@ def create(ctx: RunContext) -> None:
     # Again just before the engine connects: a name may point elsewhere since accept.
     check_registries(settings.outbound, {"image": plan.image, "base_image": plan.base_image})
     ctx.image = ctx.backend.ensure_image(source, ctx.log, timeout=settings.create_timeout_sec)
+    ctx.image_labels = ctx.backend.image_labels(ctx.image)
+    snapshot = catalog.get(source.name) if source.kind == "snapshot" and source.name else None
+    if snapshot is not None and snapshot.origin == "built-in":
+        for note in promise_shortfalls(source.name or "", catalog.facts(ctx.backend, ctx.image)):
+            ctx.log(f"warning: {note}")
+            ctx.record.outputs.warnings.append(note)
     ctx.image = agent_layer(ctx, ctx.image)
     open_run_egress(ctx)
     spec = sandbox_spec(ctx)
@@ -112,6 +121,7 @@ def create(ctx: RunContext) -> None:
     metrics.sandboxes_live.inc()
     report_limit_notes(ctx, tuple(ctx.sandbox.notes))
     cpus = ctx.sandbox.applied.cpus if ctx.sandbox.applied else plan.cpus
+    runtime = ctx.backend.runtime
     ctx.record.outputs.sandbox = SandboxRecord(
         source=source.kind,
         name=source.name,
@@ -121,14 +131,16 @@ def create(ctx: RunContext) -> None:
         network=plan.network,
         id=ctx.sandbox.id,
         pool=None if ctx.pool is None else ("hit" if pooled else "miss"),
+        runtime=runtime,
     )
+    shown = f"runtime {runtime}, " if runtime else ""
     ctx.log(
-        f"sandbox {ctx.sandbox.id[:12]} up ({cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
+        f"sandbox {ctx.sandbox.id[:12]} up ({shown}{cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
     )
 
 
 def _create(ctx: RunContext, spec: SandboxSpec, deadline: float) -> Sandbox:
-    with metrics.sandbox_operation.labels("create").time():
+    with metrics.sandbox_operation.labels("create", ctx.backend.runtime or "unknown").time():
         return create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
 
 
@@ -140,8 +152,12 @@ def agent_layer(ctx: RunContext, image: str) -> str:
     install (no open network); otherwise the sandbox installs, as fast as a build
     would without its commit, and setup starts the build in the background."""
     plan = ctx.require_plan()
-    recipe = ctx.agent.layer() if ctx.agent is not None and ctx.settings.agent_layers else None
-    if recipe is None:
+    recipe = ctx.agent.layer() if ctx.agent is not None else None
+    if recipe is not None and _in_image(ctx.image_labels, recipe):
+        ctx.agent_layer = image  # the snapshot carries the CLI at its pin: nothing to install
+        ctx.log(f"agent: {recipe.name} {recipe.version} is in the image; nothing to install")
+        return image
+    if recipe is None or not ctx.settings.agent_layers:
         return image
     background = ctx.settings.agent_layer_background and plan.network and plan.network_allow is None
     timeout = ctx.settings.agent_install_timeout_sec
@@ -157,6 +173,13 @@ def agent_layer(ctx: RunContext, image: str) -> str:
     how = "cached" if layer.built_s is None else f"built in {layer.built_s:.1f} s"
     ctx.log(f"agent layer: {how} ({recipe.name} {recipe.version}, {layer.image})")
     return layer.image
+
+
+def _in_image(labels: Mapping[str, str], recipe: LayerRecipe) -> bool:
+    """Whether the image says (its pier.agents label, written by a build whose
+    install step verified the version) that it has recipe's CLI at its pin."""
+    pins = dict(entry.partition("=")[::2] for entry in labels.get(LABEL_AGENTS, "").split(",") if entry)
+    return pins.get(recipe.name) == recipe.version
 
 
 def _build_layer_after_install(ctx: RunContext, installed_s: float) -> None:
@@ -332,6 +355,9 @@ def _launch(ctx: RunContext) -> AgentLaunch:
     plan, agent = ctx.require_plan(), ctx.agent
     assert agent is not None
     ctx.model_route = model_route(ctx)
+    offered = image_mcp_servers(ctx.image_labels)
+    if offered:  # what the snapshot offers every agent; the runbook's own servers win by name
+        plan = replace(plan, mcp_servers={**offered, **plan.mcp_servers})
     launch = agent.launch(plan, ctx.model_route)
     grant = ctx.model_route.grant if ctx.model_route else None
     if grant is not None:

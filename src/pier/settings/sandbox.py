@@ -58,6 +58,12 @@ class SandboxSettings(BaseModel):
     snapshot_base_image: str = Field(
         "python:3.12-slim-bookworm", description="base of the built-in snapshot recipes"
     )
+    python_install_mirror: str = Field(
+        "",
+        description="base URL of a python-build-standalone mirror the built-in snapshots take Python 3.12 "
+        "from (uv's UV_PYTHON_INSTALL_MIRROR) when the base has no python3.12 and its package manager none; "
+        "empty: the build warns and python3 stays the base's",
+    )
     ca_bundle: Path | None = Field(
         default_factory=detect_host_ca_bundle,
         description="extra CA certificates for image builds and sandboxes",
@@ -75,8 +81,9 @@ class SandboxSettings(BaseModel):
         description="sandbox backend: docker, fake (tests), a registered name, or module:factory",
     )
     sandbox_runtime: str | None = Field(
-        None,
-        description="OCI runtime for sandboxes (runsc, kata, sysbox-runc, or auto); default the engine's",
+        "auto",
+        description="OCI runtime for sandboxes: auto (gVisor's runsc where the engine has it registered, "
+        "else the strongest of kata, sysbox-runc, else the engine's default), or a name: runsc, runc, ...",
     )
     sandbox_cap_add: str = Field(
         "", description="capabilities sandboxes keep beyond pier's set, comma-separated (e.g. NET_RAW)"

@@ -81,8 +81,8 @@ stage_duration = Histogram(
 )
 sandbox_operation = Histogram(
     "pier_sandbox_operation_duration_seconds",
-    "Sandbox operations on the engine: create, setup, delete",
-    ["operation"],
+    "Sandbox operations on the engine: create, setup, delete, by the runtime sandboxes run under",
+    ["operation", "runtime"],
     buckets=FAST_BUCKETS,
     registry=REGISTRY,
 )
