@@ -13,6 +13,7 @@ from pathlib import Path
 from pier.checks import CheckOptions, ReportError, eval_summary, required_tools, run_checks
 from pier.errors import StageError
 from pier.lifecycle.context import RunContext
+from pier.lifecycle.outcomes import Outcome
 from pier.record import CheckResult
 from pier.sandbox import create_with_retry
 from pier.sandbox.base import Sandbox, SandboxSpec
@@ -38,6 +39,7 @@ def refuse_missing_check_tools(ctx: RunContext, missing: list[str]) -> None:
             "setup",
             f"the image {ctx.image} has no {' and no '.join(missing)} ({needs}): add "
             f"{' and '.join(missing)} to the image; the agent was not started",
+            Outcome.invalid,
         )
 
 
