@@ -244,7 +244,10 @@ def results(
 
 
 def cell_view(cell: Cell) -> dict[str, Any]:
-    return {"cell": cell.index, "key": cell.key, "axes": cell.axes()}
+    view: dict[str, Any] = {"cell": cell.index, "key": cell.key, "axes": cell.axes()}
+    if (label := cell.row_label()) is not None:
+        view["row_label"] = label
+    return view
 
 
 def comparisons(axes: Mapping[str, Mapping[str, Tally]]) -> list[dict[str, Any]]:
