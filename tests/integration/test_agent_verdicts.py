@@ -39,7 +39,10 @@ def limited(case: Case) -> str:
 
 
 def env_for(case: Case, model_server) -> dict[str, str]:
-    return {case.key_env: f"sk-pier-test-{uuid.uuid4().hex}", case.base_env: model_server.url + case.base_suffix}
+    return {
+        case.key_env: f"sk-pier-test-{uuid.uuid4().hex}",
+        case.base_env: model_server.url + case.base_suffix,
+    }
 
 
 @pytest.mark.parametrize("mode", list(MODES))
@@ -103,7 +106,10 @@ def test_opencodes_title_request_is_counted(agent_image, model_server):
     assert untooled, "opencode made no title request: nothing to count"
     usage = record.outputs.usage
     assert usage["api_calls"] == len(generations)
-    assert (usage["prompt_tokens"], usage["completion_tokens"]) == (100 * len(generations), 20 * len(generations))
+    assert (usage["prompt_tokens"], usage["completion_tokens"]) == (
+        100 * len(generations),
+        20 * len(generations),
+    )
     reported = usage.get("agent_reported") or {}
     assert reported.get("prompt_tokens", 0) < usage["prompt_tokens"], reported
 
@@ -123,7 +129,10 @@ def test_claude_codes_atif_steps_add_up_to_its_totals(agent_image, model_server)
     final = data["final_metrics"]
     generations = [c for c in model_server.model_calls() if is_generation(c.path)]
     assert final["total_completion_tokens"] == 20 * len(generations)
-    assert sum(s.get("metrics", {}).get("completion_tokens", 0) for s in agents) == final["total_completion_tokens"]
+    assert (
+        sum(s.get("metrics", {}).get("completion_tokens", 0) for s in agents)
+        == final["total_completion_tokens"]
+    )
     assert sum(s.get("metrics", {}).get("prompt_tokens", 0) for s in agents) == final["total_prompt_tokens"]
     assert any(s.get("tool_calls") and s["metrics"]["completion_tokens"] == 20 for s in agents), agents
     assert run_folder(record).is_dir()

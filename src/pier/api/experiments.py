@@ -15,7 +15,6 @@ from pier.sandbox.sweeper import owner_label
 from pier.settings import Settings
 from pier.tasks.model import Task
 
-
 # What the caller gives a run of a task with these init_params (its keys), sent
 # as the run's secret_params: `pier experiment run` gives its caller's
 # environment the way `pier run` does.
