@@ -60,7 +60,8 @@ def failed_checks(record: Trajectory) -> str:
     """What a run whose checks failed says: the first failing check's name and message."""
     failing = [c for c in record.outputs.checks if not c.passed] if _has_run(record) else []
     if not failing:
-        return "checks failed"
+        entries = (record.outputs.eval or {}).get("failed") if _has_run(record) else None
+        return f"the evaluation failed: {', '.join(map(str, entries))}" if entries else "checks failed"
     first = failing[0]
     text = getattr(first, "message", None) or next(
         (line.strip() for line in reversed(first.output.splitlines()) if line.strip()), ""

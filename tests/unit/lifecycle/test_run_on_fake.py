@@ -13,6 +13,7 @@ from pier.sandbox.base import ExecResult
 from pier.sandbox.fake import FakeBackend, FakeEngine, Script, replied
 from pier.settings import Settings
 from pier.tasks import step_override, task_from_runbook
+from pier.telemetry import metrics
 
 RUNBOOK = """---
 agent: script
@@ -98,9 +99,14 @@ def events(tmp_path, record) -> list[str]:
 )
 def test_each_way_an_agent_ends_is_its_own_outcome_on_the_record(tmp_path, engine, reply, outcome, stage):
     """The record's outcome is what experiments, metrics and traces count: an
-    agent that wrote nothing is its own outcome at collect, never pier's."""
+    agent that wrote nothing is its own outcome at collect, never pier's, and a
+    timeout is not a plain failure in the metrics either."""
+    status = "completed" if outcome == "success" else "failed"
+    labels = {"collection": "-", "status": status, "failed_stage": stage or "", "outcome": outcome}
+    before = metrics.REGISTRY.get_sample_value("pier_runs_ended_total", labels) or 0
     record = start(tmp_path, engine, Script().on(r"script\.sh", reply))
     assert (record.outcome, record.failed_stage) == (outcome, stage), record.error
+    assert metrics.REGISTRY.get_sample_value("pier_runs_ended_total", labels) == before + 1
 
 
 def test_a_capability_the_backend_lacks_is_the_runs_input_not_infrastructure(tmp_path, engine):
