@@ -60,10 +60,10 @@ def test_the_providers_answer_is_the_runs_verdict(case, mode, agent_image, model
     print(f"{case.agent} {mode}: {took:.0f} s, {len(model_server.requests)} request(s): {record.error}")
     calls = [c for c in model_server.model_calls() if is_generation(c.path)]
     assert calls, "the CLI never called the model"
-    assert not record.success and record.outcome == outcome, (record.outcome, record.error)
     error = record.error or ""
     found = re.match(rf"the provider \(\w+\) answered {answer} to (\d+) of (\d+) requests?: ", error)
     assert found, error
+    assert not record.success and record.outcome == outcome, (record.outcome, record.error)
     assert int(found[1]) == int(found[2]) == len(model_server.requests), (error, len(model_server.requests))
     assert f"its last answer: {message}" in error
     if mode == "401":

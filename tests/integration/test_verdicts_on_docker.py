@@ -48,7 +48,8 @@ def test_an_agent_that_writes_nothing_fails_its_attempts_and_is_not_infrastructu
         "name: goodbad\nrunbook: RUNBOOK.md\nmatrix:\n  vars: [{kind: good}, {kind: bad}]\n"
         "attempts: 3\nconcurrency: 3\ninfra_retries: 2\n"
     )
-    ran = experiment("run", str(tmp_path / "experiment.yaml"))  # the local collection, worked here
+    assert pier("collection", "create", "goodbad").returncode == 0
+    ran = experiment("run", str(tmp_path / "experiment.yaml"), "--collection", "goodbad")  # worked here
     assert ran.returncode == 0, ran.stderr
     (found,) = [e for e in json.loads(experiment("list", "--json").stdout) if e["name"] == "goodbad"]
     results = json.loads(experiment("show", found["id"], "--json").stdout)["results"]
