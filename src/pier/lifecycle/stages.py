@@ -447,7 +447,8 @@ def run_agent(ctx: RunContext) -> None:
         close_model_route(ctx)  # the token dies with the agent
         ctx.say_log_cut()
     ctx.agent_output = result.output
-    usage = run_usage(ctx.redactor.data(agent.usage(result.output)), grant.usage() if grant else None)
+    # the provider's error messages (in the gateway's count) may quote a key: masked like the rest
+    usage = ctx.redactor.data(run_usage(agent.usage(result.output), grant.usage() if grant else None))
     if usage:
         usage.setdefault("duration_seconds", round(result.duration_s, 3))
     ctx.record.outputs.usage = usage
