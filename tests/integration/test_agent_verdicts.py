@@ -14,7 +14,7 @@ import time
 import uuid
 
 import pytest
-from tests.integration.test_agents import CASES, Case, runbook_text, start
+from tests.integration.test_agents import CASES, Case, runbook_text, start, stored_text
 from tests.support.runs import run_folder
 
 from pier.experiments.atif import run_trajectory
@@ -52,9 +52,10 @@ def test_the_providers_answer_is_the_runs_verdict(case, mode, agent_image, model
     out after 60 s' with no 401 in its log, opencode's 500s a timeout."""
     model_server.mode = mode
     outcome, answer, message = MODES[mode]
+    env = env_for(case, model_server)
     began = time.monotonic()
 
-    record = start(limited(case), agent_image, env_for(case, model_server))
+    record = start(limited(case), agent_image, env)
 
     took = time.monotonic() - began
     print(f"{case.agent} {mode}: {took:.0f} s, {len(model_server.requests)} request(s): {record.error}")
@@ -75,6 +76,8 @@ def test_the_providers_answer_is_the_runs_verdict(case, mode, agent_image, model
     assert any(line.endswith(error) and " failed: " in line for line in log)
     seen = record.outputs.usage["gateway"]
     assert seen["answers"] == {mode: len(model_server.requests)}
+    # the 401 quotes the refused key back: pier keeps it nowhere (error, usage, log, files)
+    assert env[case.key_env] not in stored_text(record)
 
 
 def test_a_provider_reporting_its_own_cost_is_the_runs_cost(agent_image, model_server):

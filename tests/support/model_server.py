@@ -144,11 +144,10 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 server.on_model_call(item)
             if server.mode in ERRORS:
                 item.answered = server.mode
-                self._json(
-                    int(server.mode),
-                    _error(server.mode),
-                    {"retry-after": "1"} if server.mode == "429" else {},
-                )
+                error = _error(server.mode)
+                if server.mode == "401":  # as some providers do: the refused key quoted back
+                    error["error"]["message"] += f" ({item.credential})"
+                self._json(int(server.mode), error, {"retry-after": "1"} if server.mode == "429" else {})
                 return
             if item.path.endswith(":countTokens") or item.path.endswith("/count_tokens"):
                 self._json(200, {"totalTokens": 100, "input_tokens": 100})
