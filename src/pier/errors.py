@@ -94,12 +94,15 @@ class ServiceUnavailable(PierError, ConnectionError):
 
 
 class StageError(PierError, RuntimeError):
-    """A run stage failed; `stage` names it, the message says what to do."""
+    """A run stage failed; `stage` names it, the message says what to do, and
+    `outcome` (a pier.lifecycle.outcomes.Outcome value) says whose failure it is
+    when the stage alone does not (pier.lifecycle.outcomes.classify)."""
 
-    def __init__(self, stage: str, message: str):
+    def __init__(self, stage: str, message: str, outcome: str | None = None):
         super().__init__(message)
         self.stage = stage
         self.message = message
+        self.outcome = outcome
 
 
 class RunTimeout(StageError, TimeoutError):

@@ -5,8 +5,8 @@ A runbook task has one workflow step, `run` (`steps.run`, activity
 `runbook`): its `inputs` are the resolved parameters (secrets never), its
 `outputs` what the run made and how it went, and `outputs.stages` pier's own
 lifecycle stages (prepare ... save), which `pier runs`, `pier logs` and the
-live log follow. `error` is the first failure's message and `failed_stage`
-the stage it happened in.
+live log follow. `error` is the first failure's message, `failed_stage`
+the stage it happened in and `outcome` how the run ended (pier.lifecycle.outcomes).
 
 Labels live in their own table (they can be added while a run is running);
 the store attaches them when it reads a run.
@@ -199,6 +199,10 @@ class Trajectory(BaseModel):
     org_id: str | None = None
     error: str | None = None
     failed_stage: str | None = None
+    # How the run ended, one label of pier.lifecycle.outcomes.Outcome (success,
+    # checks_failed, timed_out, provider_refused, infra, ...): what experiments,
+    # metrics and traces count by. None while it runs, and on records older than it.
+    outcome: str | None = None
     webhook_url: str | None = None
     started: datetime | None = None
     ended: datetime | None = None
@@ -251,10 +255,11 @@ class Trajectory(BaseModel):
         self.outputs.stages.append(stage)
         return stage
 
-    def fail(self, stage: str, message: str) -> None:
-        """Record the run's first failure; later ones stay on their stages only."""
+    def fail(self, stage: str, message: str, outcome: str | None = None) -> None:
+        """Record the run's first failure (and its outcome); later ones stay on
+        their stages only."""
         if self.error is None:
-            self.error, self.failed_stage = message, stage
+            self.error, self.failed_stage, self.outcome = message, stage, outcome
 
     def result_key(self, path: str) -> str:
         return storage_key(self.collection, self.name, self.trajectory_id, "results", path)

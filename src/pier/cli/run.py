@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 def secret_env(step: ResolvedStep, environ: Mapping[str, str]) -> dict[str, str]:
     """Only the host variables the runbook's secrets and the agent's providers name
     (keys, endpoints), never the whole environment: the same choice the API makes."""
-    from pier.lifecycle.sandbox_env import wanted_names
+    from pier.lifecycle.sandbox_env import caller_env
 
-    return {key: environ[key] for key in wanted_names(step) if key in environ}
+    return caller_env(step, environ)
 
 
 def run_command(

@@ -41,11 +41,14 @@ def validation_message(exc: ValidationError) -> str:
 
 def show_summary(record: Trajectory, folder: str) -> None:
     from pier.cli.checks import show_checks
+    from pier.lifecycle.outcomes import DESCRIPTIONS, Outcome, outcome_of
 
     colour = "green" if record.success else "red"
+    found = outcome_of(record)
+    how = f" ({DESCRIPTIONS[found]})" if found not in (None, Outcome.success, Outcome.cancelled) else ""
     out.print(
         f"[{colour}]{record.status.value}[/{colour}] run {record.trajectory_id} "
-        f"in {record.duration_seconds or 0:.1f}s",
+        f"in {record.duration_seconds or 0:.1f}s{how}",
         highlight=False,
     )
     if record.error:

@@ -101,6 +101,7 @@ def default_identity() -> str:
 def _fresh(record: Trajectory) -> Trajectory:
     """A run that starts again: its stages as if it had never started."""
     record.status, record.error, record.failed_stage, record.started = RunStatus.pending, None, None, None
+    record.outcome = None
     record.outputs.stages = [StageRecord(name=name) for name in STAGES]
     return record
 

@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from pier.gateway.grants import Grant, Grants
-from pier.gateway.usage import CallUsage, call_usage, is_generation, model_of
+from pier.gateway.usage import CallUsage, call_usage, error_message, is_generation, model_of
 from pier.telemetry import metrics, tracing
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ DROP_REQUEST = {"host", "content-length", "connection", "keep-alive", "proxy-aut
 DROP_RESPONSE = {"content-length", "content-encoding", "connection", "keep-alive", "transfer-encoding",
                  "trailer", "upgrade"}  # fmt: skip
 MAX_USAGE_BODY = 32 << 20  # answers larger than this are forwarded but not read for usage
+MAX_ERROR_BODY = 64 << 10  # of an error answer, what is read for its message
 
 
 def create_app(grants: Grants, client: httpx.AsyncClient) -> Starlette:
@@ -106,6 +107,7 @@ async def _proxy(request: Request, grant: Grant, client: httpx.AsyncClient) -> R
     except httpx.HTTPError as exc:
         log.warning("gateway: %s unreachable for run %s: %s", grant.provider, grant.trajectory_id, exc)
         call.ended(502, None)
+        grant.answered(502, f"pier's gateway could not reach {grant.provider}: {exc}")
         return error(502, "upstream_unreachable", f"pier gateway could not reach {grant.provider}: {exc}")
     call.first_byte()
     headers = {k: v for k, v in upstream.headers.items() if k not in DROP_RESPONSE}
@@ -127,9 +129,10 @@ async def _relay(
     kept: list[bytes] = []
     size = 0
     used = None
+    failed = upstream.status_code >= 400  # its message is kept: the run's verdict may name it
     try:
         async for chunk in upstream.aiter_bytes():
-            if counting and size <= MAX_USAGE_BODY:
+            if (counting and size <= MAX_USAGE_BODY) or (failed and size <= MAX_ERROR_BODY):
                 kept.append(chunk)
                 size += len(chunk)
             yield chunk
@@ -139,6 +142,9 @@ async def _relay(
             used = call_usage(content_type, b"".join(kept), grant.provider, model)
             if used is not None:
                 grant.record(used)
+        grant.answered(
+            upstream.status_code, error_message(b"".join(kept)[:MAX_ERROR_BODY]) if failed else None
+        )
         call.ended(upstream.status_code, used, model)
 
 

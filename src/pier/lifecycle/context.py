@@ -22,6 +22,7 @@ from pier.tasks.model import Task
 
 if TYPE_CHECKING:  # loaded by the stages that need them: a run without a model or allow-list never does
     from pier.egress.run import EgressRun
+    from pier.gateway.grants import ProviderTrouble
     from pier.gateway.routing import ModelRoute
 
 # (stage, line): a human line for the run's log.
@@ -66,6 +67,7 @@ class RunContext:
     stage: str = "prepare"
     on_step: Callable[[StageRecord], None] | None = None  # a stage started or ended
     model_route: ModelRoute | None = None  # the run's way to its model through pier's gateway
+    provider_trouble: ProviderTrouble | None = None  # the provider's refusal or failure the gateway saw
     egress: EgressRun | None = None  # the run's allow-listed way out, when it has one
     storage: RunStorage | None = None  # where output_dir is published; None keeps it where it is
     pool: WarmPool | None = None  # ready sandboxes create may claim (pier serve)

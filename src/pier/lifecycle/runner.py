@@ -14,7 +14,8 @@ from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.interrupts import deferred_signals, interruption_reason
 from pier.lifecycle.keeping import publish_retried
 from pier.lifecycle.orphans import remove_sandboxes
-from pier.lifecycle.outcomes import end_record
+from pier.lifecycle.outcomes import BEFORE_AGENT as NOT_STARTED
+from pier.lifecycle.outcomes import Outcome, classify, end_record, finished_outcome
 from pier.record import RunStatus, StageRecord, StageStatus, Trajectory, utcnow
 from pier.sandbox.runlog import to_run_log
 from pier.sandbox.sweeper import owner_label
@@ -140,10 +141,10 @@ def _step(ctx: RunContext, name: str, stage: Stage) -> None:
     record = ctx.record
     step = record.stage(name)
     if ctx.cancel.is_set():  # its sandbox is gone (cancel deletes it): nothing left to do
-        record.fail(name, "the run was cancelled")
+        record.fail(name, "the run was cancelled", Outcome.cancelled)
         step.status = StageStatus.skipped
         return
-    if record.error is not None and (name not in AFTER_FAILURE or ctx.sandbox is None):
+    if record.error is not None and not _after_failure(record, name, ctx):
         step.status = StageStatus.skipped
         return
     ctx.stage = name
@@ -158,7 +159,7 @@ def _step(ctx: RunContext, name: str, stage: Stage) -> None:
         step.status = StageStatus.failed
         message = _message(ctx, name, exc)
         step.detail = message
-        record.fail(name, message)
+        record.fail(name, message, Outcome.cancelled if ctx.cancel.is_set() else classify(name, exc))
         ctx.log(f"{name} failed: {message}", name)
     finally:
         step.ended = utcnow()
@@ -166,6 +167,15 @@ def _step(ctx: RunContext, name: str, stage: Stage) -> None:
         metrics.stage_duration.labels(name, step.status.value).observe(step.duration_seconds)
         tracing.stage_span(record, step)
         _saved(ctx, step, store=False)
+
+
+def _after_failure(record: Trajectory, name: str, ctx: RunContext) -> bool:
+    """Whether stage `name` still runs after the run failed: credentials go and
+    what the agent wrote is kept; a run that failed before its agent started
+    has nothing to collect, so it ends there (saving only its record)."""
+    if name not in AFTER_FAILURE or ctx.sandbox is None:
+        return False
+    return not (record.failed_stage in NOT_STARTED and name == "collect")
 
 
 def _saved(ctx: RunContext, step: StageRecord, store: bool = True) -> None:
@@ -210,6 +220,7 @@ def _finish(ctx: RunContext, elapsed: float) -> None:
     else:
         status = RunStatus.completed
     record.finish(status, utcnow(), round(elapsed, 3))
+    record.outcome = finished_outcome(record)
     _observe_end(record, elapsed)
     ctx.log(f"run {record.status.value} in {elapsed:.1f}s", "save")
     try:
@@ -241,6 +252,6 @@ def _observe_start(record: Trajectory) -> None:
 def _observe_end(record: Trajectory, elapsed: float) -> None:
     status = record.status.value
     label = metrics.collection_label(record.collection)
-    metrics.runs_ended.labels(label, status, record.failed_stage or "").inc()
+    metrics.runs_ended.labels(label, status, record.failed_stage or "", record.outcome or "").inc()
     metrics.run_duration.labels(status).observe(elapsed)
     tracing.run_span(record)

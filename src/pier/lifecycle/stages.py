@@ -17,7 +17,6 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from pier.agents import Agent
 from pier.agents.base import AgentLaunch
@@ -35,8 +34,10 @@ from pier.lifecycle.checking import (
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.keeping import check_room, full_scratch, no_space, save_outputs
 from pier.lifecycle.notices import report_limit_notes
+from pier.lifecycle.outcomes import Outcome
 from pier.lifecycle.outputs import collect_outputs
 from pier.lifecycle.plan import plan_run
+from pier.lifecycle.verdict import provider_message, run_usage, trouble_outcome
 from pier.record import RUN_STEP, SandboxRecord
 from pier.sandbox import create_with_retry, resolve_source
 from pier.sandbox.base import (
@@ -45,6 +46,7 @@ from pier.sandbox.base import (
     LABEL_DEADLINE,
     LABEL_OWNER,
     LABEL_RUN,
+    ExecResult,
     LayerRecipe,
     Limits,
     Sandbox,
@@ -408,6 +410,7 @@ def _verify_tools(ctx: RunContext) -> None:
             "setup",
             f"the image {ctx.image} lacks what every sandbox needs ({what}): "
             "use an image with bash and the core utilities (Debian or Ubuntu based)",
+            Outcome.invalid,
         )
     refuse_missing_check_tools(ctx, missing)
     # added to what was known of the image: another run's checks may have needed others
@@ -484,41 +487,48 @@ def run_agent(ctx: RunContext) -> None:
     finally:
         close_model_route(ctx)  # the token dies with the agent
         ctx.say_log_cut()
-    reached = sandbox.limit_reached()  # the agent may have ended before the sandbox was stopped
-    if reached:
-        raise StageError("run_agent", reached)
     ctx.agent_output = result.output
-    usage = ctx.redactor.data(agent.usage(result.output))
-    if grant is not None:
-        usage = merged_usage(usage, grant.usage())
+    # the provider's error messages (in the gateway's count) may quote a key: masked like the rest
+    usage = ctx.redactor.data(run_usage(agent.usage(result.output), grant.usage() if grant else None))
     if usage:
         usage.setdefault("duration_seconds", round(result.duration_s, 3))
     ctx.record.outputs.usage = usage
+    reached = sandbox.limit_reached()  # the agent may have ended before the sandbox was stopped
+    if reached:
+        raise StageError("run_agent", reached, Outcome.limit_reached)
     if grant is not None and grant.refused:
         raise StageError(
             "run_agent",
             f"the run's model budget was used up ({grant.refused}) and the gateway refused the agent's "
             "next request: raise model_budget (or PIER_GATEWAY_MAX_*) or make the runbook do less",
+            Outcome.budget_exhausted,
         )
-    if result.timed_out:
-        raise StageError(
-            "run_agent",
-            f"the agent timed out after {plan.timeout_sec} seconds and was stopped: raise timeout_sec "
-            f"(at most {ctx.settings.max_timeout_sec}) or have the runbook write its outputs as it goes",
-        )
-    if result.exit_code != 0:
-        if sandbox.oom_killed():
-            raise StageError(
-                "run_agent",
-                f"the agent ran out of memory (limit {plan.memory}) and was killed (OOM): "
-                "raise `memory` on the task's step or make the work use less",
-            )
-        raise StageError(
-            "run_agent",
-            f"the agent exited with code {result.exit_code}: see the agent log (`pier logs "
-            f"{plan.trajectory_id}`) for the failing step",
-        )
+    ctx.provider_trouble = grant.trouble() if grant is not None else None
+    failed = _agent_failure(ctx, result)
+    if failed is not None:
+        message, outcome = failed
+        found = trouble_outcome(ctx.provider_trouble)
+        if found is not None and outcome in (Outcome.agent_failed, Outcome.timed_out):
+            assert ctx.provider_trouble is not None
+            raise StageError("run_agent", provider_message(ctx.provider_trouble, message), found)
+        raise StageError("run_agent", message, outcome)
     ctx.log(f"agent finished in {result.duration_s:.1f}s")
+
+
+def _agent_failure(ctx: RunContext, result: ExecResult) -> tuple[str, Outcome] | None:
+    """How the agent's command failed (what to say, and the outcome), or None."""
+    plan, sandbox = ctx.require_plan(), ctx.require_sandbox()
+    if result.timed_out:
+        return (f"the agent timed out after {plan.timeout_sec} seconds and was stopped: raise timeout_sec "
+                f"(at most {ctx.settings.max_timeout_sec}) or have the runbook write its outputs as it goes",
+                Outcome.timed_out)  # fmt: skip
+    if result.exit_code == 0:
+        return None
+    if sandbox.oom_killed():
+        return (f"the agent ran out of memory (limit {plan.memory}) and was killed (OOM): "
+                "raise `memory` on the task's step or make the work use less", Outcome.limit_reached)  # fmt: skip
+    return (f"the agent exited with code {result.exit_code}: see the agent log (`pier logs "
+            f"{plan.trajectory_id}`) for the failing step", Outcome.agent_failed)  # fmt: skip
 
 
 def model_route(ctx: RunContext) -> ModelRoute | None:
@@ -550,17 +560,6 @@ def close_model_route(ctx: RunContext) -> None:
     """End the run's gateway token (idempotent): nothing can use it afterwards."""
     if ctx.model_route is not None:
         ctx.model_route.close()
-
-
-def merged_usage(reported: dict[str, Any], seen: dict[str, Any]) -> dict[str, Any]:
-    """What the CLI reported, completed by what the gateway counted (codex and
-    gemini-cli report no cost or calls), and the gateway's own count kept whole."""
-    merged = dict(reported)
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_usd", "api_calls"):
-        if merged.get(key) is None and key in seen:
-            merged[key] = seen[key]
-    merged["gateway"] = seen
-    return merged
 
 
 def cleanup_credentials(ctx: RunContext) -> None:
@@ -599,6 +598,12 @@ def _count(output: str) -> str:
 def collect(ctx: RunContext) -> None:
     try:
         collect_outputs(ctx, before_reading=lambda found: check_room(ctx, found.bytes))
+    except StageError as exc:
+        found = trouble_outcome(ctx.provider_trouble)
+        if exc.outcome != Outcome.no_results or found is None or ctx.provider_trouble is None:
+            raise
+        # the agent gave up quietly after its provider refused it: that is the verdict
+        raise StageError("collect", provider_message(ctx.provider_trouble, exc.message), found) from None
     except OSError as exc:
         if no_space(exc):
             shutil.rmtree(ctx.output_dir, ignore_errors=True)  # what was half copied: the disk needs the room

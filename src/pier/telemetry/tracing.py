@@ -158,6 +158,7 @@ def run_span(record: Any) -> None:
                 "pier.task": record.name,
                 "pier.status": record.status.value,
                 "pier.failed_stage": record.failed_stage or "",
+                "pier.outcome": record.outcome or "",
             },
         )
     finally:
