@@ -191,6 +191,8 @@ def run_page(request: Request, state: StateDep, caller: PageCaller, trajectory_i
     part = request.headers.get(PART_HEADER)
     if part == "live":
         return page(request, "_run_live.html", context)
+    if part == "stages":
+        return page(request, "_run_stages.html", context)
     events = runs.lines(state, trajectory_id, 0, LOG_LINES)
     context |= {"log": events, "last_seq": events[-1].seq if events else 0}
     return page(request, "run.html", context)
