@@ -52,3 +52,26 @@ def test_a_runbook_without_checks_reads_no_checks(client):
     record = ended({n: done for n in ("prepare", "create", "setup", "run_agent", "collect", "check", "save")},
                    status=RunStatus.completed)  # fmt: skip
     assert "No checks." in shown(client, record)
+
+
+def test_usage_is_a_table_of_tokens_and_cost_by_provider_and_model(client):
+    done = StageStatus.completed
+    record = ended({n: done for n in ("prepare", "run_agent", "check")}, status=RunStatus.completed)
+    record.run.inputs |= {"model_provider": "anthropic", "model": "claude-sonnet-4-5"}
+    record.outputs.usage = {"prompt_tokens": 12345, "completion_tokens": 678, "total_tokens": 13023,
+                            "cost_usd": 0.0421, "api_calls": 3, "duration_seconds": 9.5,
+                            "gateway": {"requests": 3, "api_calls": 3, "prompt_tokens": 12000,
+                                        "completion_tokens": 670, "total_tokens": 12670, "cost_usd": 0.04}}  # fmt: skip
+    text = shown(client, record)
+    table = text[
+        text.index('<table class="usage"') : text.index("</table>", text.index('<table class="usage"'))
+    ]
+    assert "{'" not in text[text.index('id="usage-h"') :].split("</section>")[0]  # never a raw dict
+    rows = [row for row in table.split("<tr>")[2:]]
+    assert len(rows) == 2
+    for row, cells in zip(rows, (["agent's report", "anthropic", "claude-sonnet-4-5", "12,345", "678", "$0.0421", "3"],
+                                 ["pier's gateway", "anthropic", "claude-sonnet-4-5", "12,000", "670", "$0.0400", "3"]),
+                          strict=True):  # fmt: skip
+        found = [c.split(">", 1)[1].split("<", 1)[0].strip() for c in row.split("<td")[1:]]
+        assert found == cells, (found, row)
+    assert "duration_seconds" in text  # what else was reported, by name
