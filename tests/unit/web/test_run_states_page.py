@@ -9,13 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from tests.unit.test_run_state import ended, preflight_failed
 
 from pier import web
 from pier.api.app import create_app
 from pier.lifecycle.services import Services
 from pier.record import RunStatus, StageStatus
 from pier.settings import Settings, get_settings
+from tests.unit.test_run_state import ended, preflight_failed
 
 ADMIN = "admin-token-for-states"
 
