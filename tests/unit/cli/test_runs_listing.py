@@ -62,7 +62,7 @@ def test_an_id_prefix_finds_its_run_and_an_ambiguous_one_lists_the_matches():
     found = runner.invoke(cli.app, ["logs", "aaaa"])
     assert found.exit_code == 0, found.output
     ambiguous = runner.invoke(cli.app, ["logs", "a"], env={"COLUMNS": "300"})
-    assert ambiguous.exit_code == 2
+    assert ambiguous.exit_code == 1  # names no one run, as an unknown id (docs/cli.md, exit codes)
     assert "'a' is the start of more than one run's id (" + "a" * 32 + ", ab" in ambiguous.output
     missing = runner.invoke(cli.app, ["logs", "zz"])
     assert missing.exit_code == 1 and "run 'zz' not found" in missing.output
