@@ -58,6 +58,11 @@ class SandboxSettings(BaseModel):
     snapshot_base_image: str = Field(
         "python:3.12-slim-bookworm", description="base of the built-in snapshot recipes"
     )
+    image_lookup_registry: bool = Field(
+        True,
+        description="pier validate asks an image's registry (through the engine, as a pull would) whether "
+        "an image this machine lacks exists; false: it looks on this machine only (air-gapped hosts)",
+    )
     ca_bundle: Path | None = Field(
         default_factory=detect_host_ca_bundle,
         description="extra CA certificates for image builds and sandboxes",
