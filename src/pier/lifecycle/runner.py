@@ -156,9 +156,11 @@ def _keep_what_was_made(ctx: RunContext) -> None:
         step.detail = "kept what the agent had made when the run was interrupted"
         ctx.log(step.detail, "collect")
     except Exception as exc:  # what could be kept is kept; say why the rest is not
-        step.status = StageStatus.failed
-        step.detail = ctx.redactor.text(exc.message if isinstance(exc, StageError) else str(exc))
-        ctx.log(f"collect after the interruption: {step.detail}", "collect")
+        why = ctx.redactor.text(exc.message if isinstance(exc, StageError) else str(exc))
+        kept = bool(record.outputs.results_files)
+        step.status = StageStatus.failed if kept else StageStatus.skipped
+        step.detail = f"{'not all was kept' if kept else 'nothing was kept'} after the interruption: {why}"
+        ctx.log(step.detail, "collect")
     finally:
         step.ended = utcnow()
         step.duration_seconds = round(time.monotonic() - began, 3)
