@@ -189,3 +189,26 @@ def test_a_file_no_longer_stored_is_shown_so_and_refused_by_name_never_dropped(c
                           follow_redirects=False)  # fmt: skip
     text = html.unescape(refused.text)
     assert refused.status_code == 422 and "'gone.txt' of run" in text and "attach it again" in text, text
+
+
+def test_run_again_never_attaches_another_collections_file(client):
+    """A record's file_paths are the run's own: one naming another collection's
+    stored file, or climbing out with '..', is not attached again."""
+    from pier.lifecycle.services import Services
+    from pier.record import RunStatus, Trajectory
+
+    client.post("/api/v1/collections", json={"name": "other"}, headers=api())
+    services = Services()
+    services.storage.put_bytes("other/.uploads/u1/secret.txt", b"other's secret\n")
+    record = Trajectory.new(
+        "d" * 32, "team", "greet",
+        init_params={"vars": {"author": "x"}, "file_paths": ["other/.uploads/u1/secret.txt", "team/../other/.uploads/u1/secret.txt", ".."]},
+    )  # fmt: skip
+    record.finish(RunStatus.completed, record.created, 1.0)
+    services.store.create_run(record)
+    form = client.get(f"/runs/{record.trajectory_id}/again").text
+    assert 'name="keep"' not in form and form.count("no longer stored") == 3, form
+    refused = client.post(f"/runs/{record.trajectory_id}/again",
+                          data={"csrf": csrf_token(ADMIN), "var.author": "x", "keep": "secret.txt"},
+                          follow_redirects=False)  # fmt: skip
+    assert refused.status_code == 422

@@ -126,11 +126,15 @@ def _source_file(storage: RunStorage, source: Trajectory, path: Any) -> SourceFi
     run` is never read: it is the run's copy that counts)."""
     text = str(path)
     name = posixpath.basename(text.replace("\\", "/").rstrip("/")) or text
+    if name in (".", ".."):
+        return SourceFile(name, None)
     candidates = []
     key = clean_key(text)
     if key is not None and key.startswith(f"{source.collection}/"):
         candidates.append(key)
-    candidates.append(f"{source.storage_path}/assets/{name}")
+    kept = clean_key(f"{source.storage_path}/assets/{name}")
+    if kept is not None and kept.startswith(f"{source.collection}/"):
+        candidates.append(kept)
     for candidate in candidates:
         try:
             storage.stat(candidate)
