@@ -56,7 +56,8 @@ def record_json(record: Trajectory, *, raw: bool = False, indent: int | None = N
         "created": record.created.isoformat().replace("+00:00", "Z"),
         "duration_seconds": record.duration_seconds,
     }
-    return json.dumps({**head, **record.model_dump(mode="json"), **head}, indent=indent, ensure_ascii=False)
+    # head's keys first; the values the trajectory has for the same keys are its own
+    return json.dumps({**head, **record.model_dump(mode="json")}, indent=indent, ensure_ascii=False)
 
 
 def show_summary(record: Trajectory, folder: str) -> None:
