@@ -86,13 +86,35 @@ class ResultFile(BaseModel):
     key: str | None = Field(None, description="storage key: GET /api/v1/file/{key}")
 
 
+CHECK_STATUSES = ("pass", "fail", "error", "skipped")
+
+
 class CheckResult(BaseModel):
+    """One check's result. `status`, `kind`, `runner`, `title` and `message` came
+    with the platform's evaluation report v2 (docs/runs.md); `passed` is
+    status == pass, except that a skipped check does not fail a run either."""
+
     name: str
     type: str
     passed: bool
     exit_code: int | None = None
     output: str = ""
     duration_s: float = 0.0
+    status: str | None = Field(None, description="pass | fail | error | skipped")
+    kind: str = Field("code_check", description="the report entry's kind: code_check")
+    runner: str = Field("jetty", description="who ran it: jetty (pier, after the agent) or agent")
+    title: str | None = Field(None, description="a `## Code Checks` heading's name")
+    message: str | None = Field(None, description="one line: what it found")
+
+    @property
+    def outcome(self) -> str:
+        if self.status in CHECK_STATUSES:
+            return self.status
+        return "pass" if self.passed else "fail"
+
+    @property
+    def failing(self) -> bool:
+        return self.outcome in ("fail", "error")
 
 
 class SandboxRecord(BaseModel):
@@ -255,7 +277,14 @@ class Trajectory(BaseModel):
         self.ended = ended
         self.duration_seconds = duration_seconds
         outputs = self.outputs
-        outputs.success = status == RunStatus.completed and all(c.passed for c in outputs.checks)
+        # The merged evaluation report decides when there is one (docs/runs.md): a
+        # failed or errored entry of any kind fails the run; else the checks do.
+        verdict = (outputs.eval or {}).get("passed")
+        outputs.success = (
+            status == RunStatus.completed
+            and not any(c.failing for c in outputs.checks)
+            and verdict is not False
+        )
         self.run.ended, self.run.duration_seconds = ended, duration_seconds
         self.completed_steps = [RUN_STEP] if status == RunStatus.completed else []
 
@@ -353,6 +382,11 @@ def _summary(record: Trajectory, stages: list[StageRecord], agent_started: bool)
     if status == RunStatus.failed:
         return f"failed at {record.failed_stage}: {error}" if record.failed_stage else f"failed: {error}"
     if status == RunStatus.completed and record.success is False:
+        step = record.steps.get(RUN_STEP)
+        failing = step is not None and any(c.failing for c in step.outputs.checks)
+        verdict = ((step.outputs.eval or {}) if step else {}).get("passed")
+        if not failing and verdict is False:
+            return "completed; the evaluation report (validation_report.json) did not pass"
         return f"completed; {_checks_state(record, stages)}"
     return status.value
 
@@ -373,8 +407,12 @@ def _checks_state(record: Trajectory, stages: list[StageRecord]) -> str:
     step = record.steps.get(RUN_STEP)
     results = step.outputs.checks if step else []
     if results:
-        passed = sum(1 for c in results if c.passed)
-        return f"{passed}/{len(results)} checks passed"
+        outcomes = [c.outcome for c in results]
+        others = [f"{outcomes.count(o)} {'failed' if o == 'fail' else o}" for o in ("fail", "error", "skipped")
+                  if o in outcomes]  # fmt: skip
+        return f"{outcomes.count('pass')}/{len(results)} checks passed" + (
+            f" ({', '.join(others)})" if others else ""
+        )
     check = next((s for s in stages if s.name == "check"), None)
     declared = _declares_checks(record)
     if declared is False:

@@ -82,8 +82,12 @@ def test_checks_that_ran_are_counted():
     record.outputs.checks = [CheckResult(name="a", type="file", passed=True),
                              CheckResult(name="b", type="file", passed=False)]  # fmt: skip
     record.finish(RunStatus.completed, record.created, 1.0)
-    assert record.state.checks == "1/2 checks passed"
-    assert record.state.summary == "completed; 1/2 checks passed"
+    assert record.state.checks == "1/2 checks passed (1 failed)"
+    assert record.state.summary == "completed; 1/2 checks passed (1 failed)"
+    record.outputs.checks.append(CheckResult(name="c", type="file", passed=True, status="skipped"))
+    assert (
+        record.state.checks == "1/3 checks passed (1 failed, 1 skipped)"
+    )  # a skipped one never counts as passed
 
 
 def test_additive_fields_and_unknown_stages_leave_the_state_alone():
