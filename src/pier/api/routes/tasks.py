@@ -26,9 +26,7 @@ TASK_BODY = {
     "requestBody": {
         "required": True,
         "content": {
-            "application/json": {
-                "schema": {"anyOf": [inline_schema(Task), inline_schema(TaskUpdate)]}
-            },
+            "application/json": {"schema": {"anyOf": [inline_schema(Task), inline_schema(TaskUpdate)]}},
             "text/markdown": {"schema": {"type": "string", "description": "a RUNBOOK.md"}},
         },
     }
