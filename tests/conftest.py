@@ -38,6 +38,9 @@ def pier_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
     # A `pier run` started by a test runs in its own process: no resident is
     # started or used (tests/unit/cli/test_resident.py turns it on).
     monkeypatch.setenv("PIER_RESIDENT", "false")
+    # `pier validate` asks an image's registry only where a test says so (a
+    # local one): never a public registry from a test.
+    monkeypatch.setenv("PIER_IMAGE_LOOKUP_REGISTRY", "false")
     get_settings.cache_clear()
     yield home
     get_settings.cache_clear()

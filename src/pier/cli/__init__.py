@@ -70,6 +70,8 @@ class CommandTree(typer.Typer):
     def __call__(self, args: Sequence[str] | None = None, **kwargs: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
         completing = any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ)
+        if "--install-completion" in argv or "--show-completion" in argv:
+            _completion_for_uv_run()
         tree = self if completing else _only_path(self, argv)
         return typer.Typer.__call__(tree, argv if args is not None else None, **kwargs)
 
@@ -96,6 +98,56 @@ def _only_path(typer_app: typer.Typer, argv: list[str]) -> typer.Typer:
 app = CommandTree(
     help="pier: run AI agents on runbooks in isolated sandboxes.", no_args_is_help=True, rich_markup_mode=None
 )
+
+
+# What `--install-completion` adds for bash and zsh beside typer's completion
+# of `pier`: the same completion after `uv run pier` (the docs' way to call it,
+# with no `pier` on PATH), and uv's own completion, if it has one, elsewhere.
+_UV_RUN_BASH = r"""
+
+# `uv run %(prog_name)s ...`: %(prog_name)s's completion; any other uv command: uv's own, if any.
+%(complete_func)s_uv_before="$(complete -p uv 2>/dev/null | sed -n 's/.* -F \([^ ]*\) .*/\1/p')"
+%(complete_func)s_uv() {
+    local i
+    for ((i = 2; i < COMP_CWORD; i++)); do
+        if [[ ${COMP_WORDS[i]} == %(prog_name)s && ${COMP_WORDS[i-1]} == run ]]; then
+            local IFS=$'\n'
+            COMPREPLY=( $( env COMP_WORDS="${COMP_WORDS[*]:i}" COMP_CWORD=$((COMP_CWORD - i)) \
+                           %(autocomplete_var)s=complete_bash uv run %(prog_name)s 2>/dev/null ) )
+            return 0
+        fi
+    done
+    if [[ -n $%(complete_func)s_uv_before && $%(complete_func)s_uv_before != %(complete_func)s_uv ]]; then
+        "$%(complete_func)s_uv_before" "$@"
+    fi
+}
+complete -o default -F %(complete_func)s_uv uv
+"""
+_UV_RUN_ZSH = r"""
+
+# `uv run %(prog_name)s ...`: %(prog_name)s's completion; any other uv command: uv's own, if any.
+%(complete_func)s_uv() {
+  local i
+  for ((i = 3; i < CURRENT; i++)); do
+    if [[ ${words[i]} == %(prog_name)s && ${words[i-1]} == run ]]; then
+      eval $(env _TYPER_COMPLETE_ARGS="${words[i,$CURRENT]}" %(autocomplete_var)s=complete_zsh uv run %(prog_name)s 2>/dev/null)
+      return
+    fi
+  done
+  (( $+functions[_uv] )) && _uv "$@"
+}
+
+compdef %(complete_func)s_uv uv
+"""
+
+
+def _completion_for_uv_run() -> None:
+    from typer import _completion_shared as shared
+
+    for shell, extra in (("bash", _UV_RUN_BASH), ("zsh", _UV_RUN_ZSH)):
+        script = shared._completion_scripts[shell]
+        if extra not in script:
+            shared._completion_scripts[shell] = script.rstrip("\n") + extra
 
 
 @app.callback()

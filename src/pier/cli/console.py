@@ -206,7 +206,8 @@ def _json(item: Any) -> str:
 
 def run_id(store: Any, given: str) -> str:
     """The trajectory id `given` names: the id itself, or the one run whose id
-    starts with it. An ambiguous prefix exits 2 listing the runs it matches."""
+    starts with it. An id no run has, and a prefix of several (listed), exit 1:
+    each names no one run (docs/cli.md, exit codes)."""
     from pier.errors import NotFoundError
 
     try:
@@ -219,4 +220,4 @@ def run_id(store: Any, given: str) -> str:
     if not matches:
         raise fail(f"run {given!r} not found: check the trajectory id (`pier runs` lists them)", code=1)
     shown = ", ".join(matches[:10]) + (", ..." if len(matches) > 10 else "")
-    raise fail(f"{given!r} is the start of more than one run's id ({shown}): give more of it")
+    raise fail(f"{given!r} is the start of more than one run's id ({shown}): give more of it", code=1)

@@ -109,7 +109,53 @@ def validate_one(path: Path) -> Report:
             if not _CHECK_WARNING.match(warning):
                 report.warn(warning)
         _source_warnings(plan, report)
+        look_up_image(plan, report)
     return report
+
+
+def look_up_image(plan: RunPlan, report: Report) -> None:
+    """The image a run of it would start from, looked up as `pier run` would
+    find it: on this machine's engine, else in its registry (the engine asks,
+    as a pull would). One that is in neither is an error; one that could not be
+    looked up (no engine, a registry that does not answer) a warning saying so.
+    Only an image the run uses: a snapshot comes first, a build has no image."""
+    if not plan.image or plan.snapshot:
+        return
+    from pier.lifecycle.services import Services
+
+    ref = plan.image
+    try:
+        backend = Services().backend
+        if backend.image_exists(ref):
+            return
+    except PierError as exc:
+        report.warn(f"image {ref} could not be looked up: {exc}; whether it exists is not known until a run")
+        return
+    if not get_settings().image_lookup_registry:
+        report.warn(
+            f"image {ref} is not on this machine, and its registry was not asked (PIER_IMAGE_LOOKUP_REGISTRY "
+            "is false): whether it exists is not known until a run pulls it"
+        )
+        return
+    try:
+        found = backend.registry_has(ref)
+    except PierError as exc:
+        report.warn(
+            f"image {ref} is not on this machine, and {exc}: whether it exists is not known until a run "
+            "pulls it"
+        )
+        return
+    if found is None:
+        report.warn(f"image {ref} is not on this machine, and this sandbox backend cannot ask its registry")
+    elif not found:
+        report.errors.append(
+            Finding(
+                f"image {ref} does not exist: this machine's engine does not have it and its registry has "
+                "no such image or tag; fix the name or the tag, or build it (docker build -t "
+                f"{ref} .)",
+                *key_position(report.frontmatter, ["image"], 2),
+            )
+        )
 
 
 _CHECK_WARNING = re.compile(r"^check (\S+): ")

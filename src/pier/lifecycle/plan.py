@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pier.agents import Agent, agent_env_names, get_agent
+from pier.agents import Agent, agent_env_names, get_agent, known_agents
 from pier.agents.providers import PROVIDERS
 from pier.checks import Check, check_isolation
 from pier.checks.model import CodeCheck
@@ -129,7 +129,8 @@ def plan_run(
         agent: Agent | None = get_agent(agent_name)
     except InputError as exc:
         agent = None
-        problems.append(exc.at("agent" if agent_name else None))
+        problems.append(_not_a_runbook(step) if not agent_name and not _has_frontmatter(step) else
+                        exc.at("agent" if agent_name else None))  # fmt: skip
     try:
         plan: RunPlan | None = build_plan(step, inputs, settings)
     except Problems as exc:
@@ -174,6 +175,22 @@ def refuse_exposed_keys(plan: RunPlan, agent: Agent, gateway: bool) -> None:
             f"{variable}: a trial key reaches only pier's model gateway, and {why}: set your own "
             f"{variable} in the collection's environment to run without the gateway"
         )
+
+
+def _has_frontmatter(step: ResolvedStep) -> bool:
+    """Whether the runbook's frontmatter sets anything (none at all, or an empty one: no)."""
+    return bool(step.frontmatter.model_fields_set)
+
+
+def _not_a_runbook(step: ResolvedStep) -> InputError:
+    """A file with no frontmatter at all, and no agent given: most likely not a
+    runbook (a README, notes), which "names no agent" would not tell."""
+    return InputError(
+        "this file has no frontmatter (the `---` block at the top of a RUNBOOK.md that names its agent), "
+        "so it is probably not a runbook: check the path; if it is one, start it with `---`, "
+        f"`agent: NAME` (one of {', '.join(known_agents())}) and `---` (docs/runbook-format.md), "
+        "or give the agent (pier run --agent NAME, init_params.agent)"
+    )
 
 
 def checked_task(task: Task, settings: Settings) -> Task:

@@ -55,6 +55,7 @@ def execute(ctx: RunContext) -> Trajectory:
     except BaseException as exc:  # a signal, not a stage's failure (those are recorded by _step)
         _interrupted(ctx, exc)
         with deferred_signals():
+            _keep_what_was_made(ctx)
             # Interrupted inside a create call, a sandbox may exist that the
             # context never got (the run's own, or a fresh one for checks).
             remove_sandboxes(lambda: ctx.backend, {record.trajectory_id})
@@ -135,6 +136,35 @@ def _interrupted(ctx: RunContext, exc: BaseException) -> None:
     message = f"the run was interrupted: {interruption_reason(exc)}"
     end_record(ctx.record, RunStatus.cancelled, message)
     ctx.log(message)
+
+
+def _keep_what_was_made(ctx: RunContext) -> None:
+    """An interrupted run keeps what its agent had made, as a timed-out one
+    does: collect runs once more on the sandbox before it goes (save's
+    publishing is the run's end's, in _finish). Nothing to keep when the agent
+    never started or the sandbox is gone."""
+    record = ctx.record
+    agent = record.stage("run_agent")
+    if ctx.sandbox is None or agent.started is None:
+        return
+    step = record.stage("collect")
+    step.status, step.started = StageStatus.running, utcnow()
+    began = time.monotonic()
+    try:
+        with to_run_log(lambda line: ctx.log(line, "collect")):
+            stages.collect(ctx)
+        step.status = StageStatus.completed
+        step.detail = "kept what the agent had made when the run was interrupted"
+        ctx.log(step.detail, "collect")
+    except Exception as exc:  # what could be kept is kept; say why the rest is not
+        why = ctx.redactor.text(exc.message if isinstance(exc, StageError) else str(exc))
+        kept = bool(record.outputs.results_files)
+        step.status = StageStatus.failed if kept else StageStatus.skipped
+        step.detail = f"{'not all was kept' if kept else 'nothing was kept'} after the interruption: {why}"
+        ctx.log(step.detail, "collect")
+    finally:
+        step.ended = utcnow()
+        step.duration_seconds = round(time.monotonic() - began, 3)
 
 
 def _step(ctx: RunContext, name: str, stage: Stage) -> None:

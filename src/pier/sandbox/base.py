@@ -302,6 +302,12 @@ class SandboxBackend(ABC):
     @abstractmethod
     def image_exists(self, ref: str) -> bool: ...
 
+    def registry_has(self, ref: str) -> bool | None:
+        """Whether ref's registry has that image (True, False), or None when this
+        backend cannot ask one. Raises ImageError saying why the registry could
+        not tell (unreachable, refused without credentials)."""
+        return None
+
     def image_id(self, ref: str) -> str | None:
         """The content id of the image ref names now (a digest: the same id is the
         same files), or None when this backend has none or the image is missing.

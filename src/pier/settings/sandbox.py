@@ -64,6 +64,11 @@ class SandboxSettings(BaseModel):
         "from (uv's UV_PYTHON_INSTALL_MIRROR) when the base has no python3.12 and its package manager none; "
         "empty: the build warns and python3 stays the base's",
     )
+    image_lookup_registry: bool = Field(
+        True,
+        description="pier validate asks an image's registry (through the engine, as a pull would) whether "
+        "an image this machine lacks exists; false: it looks on this machine only (air-gapped hosts)",
+    )
     ca_bundle: Path | None = Field(
         default_factory=detect_host_ca_bundle,
         description="extra CA certificates for image builds and sandboxes",

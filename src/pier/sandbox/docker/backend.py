@@ -163,6 +163,11 @@ class DockerBackend(SandboxBackend):
         with docker_errors(f"looking up image {ref}", self._url):
             return images.image_exists(self.api, ref)
 
+    def registry_has(self, ref: str) -> bool | None:
+        """The engine asks ref's registry for its manifest, as a pull would first."""
+        with docker_errors(f"looking up image {ref} in its registry", self._url):
+            return images.registry_has(self.api, ref)
+
     def ensure_image(self, source: SandboxSource, log: LineSink, timeout: float) -> str:
         """As the contract says; an image found ready in the last IMAGE_CACHE_SEC is
         not looked up again (one round trip less per run)."""

@@ -74,6 +74,19 @@ def read_image_file(api: docker.APIClient, ref: str, path: str, limit: int = 1 <
         return extracted.read() if extracted else None
 
 
+def registry_has(api: docker.APIClient, ref: str) -> bool:
+    """Whether ref's registry has it: its manifest, asked through the engine (so
+    the engine's own registry settings and credentials apply). ImageError when
+    the registry cannot tell: not reachable, or refusing without credentials."""
+    try:
+        api.inspect_distribution(ref)
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.APIError as exc:
+        raise ImageError(f"its registry could not tell ({exc.explanation or exc})") from None
+    return True
+
+
 def ensure_image(
     api: docker.APIClient,
     source: SandboxSource,
