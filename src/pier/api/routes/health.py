@@ -24,6 +24,9 @@ router = APIRouter(tags=["health"])
 OK = "ok"
 PROBE_TIMEOUT_SEC = 5.0  # a load balancer's check must get an answer, not wait on a hung engine
 _probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pier-probe")
+_side = ThreadPoolExecutor(
+    max_workers=3, thread_name_prefix="pier-ready"
+)  # waits on _probes: never the same pool
 
 
 def _bounded(probe: Callable[[], str], what: str) -> str:
@@ -97,14 +100,34 @@ def live() -> dict[str, str]:
     responses={503: {"model": Readiness, "description": "a service the server needs does not answer"}},
 )
 def ready(state: StateDep) -> JSONResponse:
+    body = readiness(state)
+    if body.status != "ready":
+        return JSONResponse(body.model_dump(), status_code=503)
+    return JSONResponse(body.model_dump())
+
+
+def readiness(state: ApiState) -> Readiness:
+    """What /health/ready answers (and `pier_ready` exports): the probes run
+    side by side, so one hung service costs PROBE_TIMEOUT_SEC, not one each."""
+    engine = _side.submit(engine_status, state)
+    storage = _side.submit(storage_status, state)
+    temporal = _side.submit(temporal_status, state)
     body = Readiness(
         status="ready",
-        engine=engine_status(state),
+        engine=engine.result(),
         database=_bounded(lambda: database_status(state), "the database"),
-        storage=storage_status(state),
-        temporal=temporal_status(state),
+        storage=storage.result(),
+        temporal=temporal.result(),
     )
     if any(value not in (OK, None) for value in (body.engine, body.database, body.storage, body.temporal)):
         body.status = "unready"
-        return JSONResponse(body.model_dump(), status_code=503)
-    return JSONResponse(body.model_dump())
+    return body
+
+
+def ready_services(state: ApiState) -> dict[str, bool]:
+    """Service name -> whether it answers, for the `pier_ready` gauge."""
+    body = readiness(state)
+    answers = {"engine": body.engine, "database": body.database, "storage": body.storage}
+    if body.temporal is not None:
+        answers["temporal"] = body.temporal
+    return {name: value == OK for name, value in answers.items()}
