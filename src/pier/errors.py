@@ -108,3 +108,12 @@ class RunTimeout(StageError, TimeoutError):
 
 class Cancelled(StageError):
     """The run was cancelled while a stage was running."""
+
+
+class ConfigurationError(InputError):
+    """PIER_* settings that do not validate: str() is one line per bad setting,
+    naming the variable, its value and what is allowed."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__("\n".join(lines))
+        self.lines = tuple(lines)

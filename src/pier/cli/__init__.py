@@ -34,6 +34,7 @@ from pier.cli import (
     validate,
     worker,
 )
+from pier.errors import ConfigurationError
 
 # Start-up: this package is imported by every `pier` call, `pier --help` included,
 # so it and its command modules import only typer, pier.errors and the CLI's light
@@ -71,7 +72,13 @@ class CommandTree(typer.Typer):
         argv = list(sys.argv[1:] if args is None else args)
         completing = any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ)
         tree = self if completing else _only_path(self, argv)
-        return typer.Typer.__call__(tree, argv if args is not None else None, **kwargs)
+        try:
+            return typer.Typer.__call__(tree, argv if args is not None else None, **kwargs)
+        except ConfigurationError as exc:  # a bad PIER_* setting: one line each, no traceback
+            for line in exc.lines:
+                print(f"error: {line}", file=sys.stderr)
+            print("error: fix the settings above (docs/settings.md lists each)", file=sys.stderr)
+            raise SystemExit(2) from None
 
 
 def _only_path(typer_app: typer.Typer, argv: list[str]) -> typer.Typer:
