@@ -90,7 +90,12 @@ class CapabilityError(SandboxError):
 
 class ServiceUnavailable(PierError, ConnectionError):
     """A service pier needs (Temporal, the database, storage) does not answer
-    now; trying again later may work. The API's 503."""
+    now; trying again later may work. The API's 503 (with Retry-After when
+    `retry_after` says how long)."""
+
+    def __init__(self, *args: object, retry_after: int | None = None):
+        super().__init__(*args)
+        self.retry_after = retry_after
 
 
 class StageError(PierError, RuntimeError):

@@ -140,6 +140,8 @@ async def _pier(request: Request, exc: PierError) -> JSONResponse:
         status = 404
     elif isinstance(exc, InputError):
         status = 422
+    elif isinstance(exc, ServiceUnavailable) and exc.retry_after is not None:
+        return JSONResponse(body(str(exc)), status_code=503, headers={"Retry-After": str(exc.retry_after)})
     elif isinstance(exc, SandboxError | ServiceUnavailable):
         status = 503
     elif (down := _database_down(request, exc)) is not None:

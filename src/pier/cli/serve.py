@@ -31,10 +31,16 @@ def serve(
     listener = listen(host, port)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = get_settings()
+    app = create_app(settings, pages=web.install)
+
+    def drain(signal_name: str) -> None:  # SIGTERM: new runs refused, those in flight end first
+        state = getattr(app.state, "pier", None)
+        if state is not None:
+            state.dispatcher.drain(settings.drain_timeout_sec, signal_name)
+
     # One process: the executor's run slots and the live-log wake-ups are in memory.
     serve_http(
-        create_app(settings, pages=web.install), settings, host=host, port=port, log_level=log_level,
-        sockets=[listener],
+        app, settings, host=host, port=port, log_level=log_level, sockets=[listener], drain=drain,
     )  # fmt: skip
 
 

@@ -8,6 +8,14 @@ from pier.record import RunStatus, StageStatus, Trajectory, utcnow
 SERVER_STOPPED = "the server stopped while this run was running; run it again"
 
 
+def drain_expired(signal_name: str, timeout_sec: float) -> str:
+    """Why a run that a shutdown's drain did not wait out ended."""
+    return (
+        f"the server stopped on {signal_name} (a shutdown) before the run ended: it did not finish "
+        f"within PIER_DRAIN_TIMEOUT_SEC ({timeout_sec:g}s) of the signal; run it again"
+    )
+
+
 def end_record(record: Trajectory, status: RunStatus, message: str) -> Trajectory:
     """Close the record: the step that was running fails with message, steps
     not reached are skipped, and the run ends with status and that error."""
@@ -31,8 +39,8 @@ CANCELLED_WAITING = "the run was cancelled before it started"
 CANCELLED = "the run was cancelled"
 
 
-def interrupted(record: Trajectory) -> Trajectory:
-    return end_record(record, RunStatus.failed, SERVER_STOPPED)
+def interrupted(record: Trajectory, message: str = SERVER_STOPPED) -> Trajectory:
+    return end_record(record, RunStatus.failed, message)
 
 
 def cancelled_waiting(record: Trajectory) -> Trajectory:

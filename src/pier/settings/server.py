@@ -36,6 +36,11 @@ class ServerSettings(BaseModel):
         30.0, gt=0, description="the most time between two pieces of a request body"
     )
     http_keepalive_sec: int = Field(5, ge=1, description="an idle connection is closed after this")
+    drain_timeout_sec: float = Field(
+        1800.0,
+        ge=0,
+        description="on SIGTERM, how long pier serve and pier worker wait for runs in flight before ending them",
+    )
     # Quotas per collection: server defaults the admin can override per collection.
     quota_concurrent_runs: int | None = Field(
         None, ge=1, description="runs of one collection at once; default: all of the server's slots"

@@ -119,7 +119,10 @@ def readiness(state: ApiState) -> Readiness:
         storage=storage.result(),
         temporal=temporal.result(),
     )
-    if any(value not in (OK, None) for value in (body.engine, body.database, body.storage, body.temporal)):
+    body.draining = state.dispatcher.draining
+    if body.draining is not None or any(
+        value not in (OK, None) for value in (body.engine, body.database, body.storage, body.temporal)
+    ):
         body.status = "unready"
     return body
 
