@@ -5,6 +5,7 @@ before their agent starts, fail naming the worker lost after, and cancel."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import pytest
@@ -312,3 +313,27 @@ def test_a_completed_run_costs_two_activities_no_release(fleet: Fleet) -> None:
     scheduled = [e.split("(")[1].split("@")[0] for e in history if e.startswith("ACTIVITY_TASK_SCHEDULED")]
     assert scheduled == ["pier.claim", "pier.run"], history
     assert history.count("WORKFLOW_TASK_COMPLETED") == 3, history
+
+
+def test_a_worker_stopped_by_sigterm_finishes_its_run_and_hands_back_the_rest(fleet: Fleet) -> None:
+    """A rolling upgrade of the workers fails no run: the run in flight on a
+    worker that gets SIGTERM finishes there, the run it had claimed and not
+    started goes back to the fleet (another worker runs it), and the worker
+    then exits by itself."""
+    collection = setup(fleet, PIER_TEST_AGENT_SEC="8", PIER_WORKER_SLOTS="1", PIER_DRAIN_TIMEOUT_SEC="120")
+    leaving = fleet.worker("leaving")
+    store = fleet.store()
+    first = collection.run("t")
+    wait_for(lambda: store.get_run(first).stage("run_agent").status == "running", 60, "the agent started")
+    second = collection.run("t")  # claimed ahead (one slot, one prefetch): it waits on `leaving`
+    time.sleep(2)
+    leaving.proc.send_signal(signal.SIGTERM)
+    fleet.settings["PIER_TEST_AGENT_SEC"] = "0"
+    fleet.worker("staying")
+    assert collection.wait("t", first, timeout=60)["status"] == "completed"
+    assert ran_on(store, first) == ["leaving"]
+    assert collection.wait("t", second, timeout=90)["status"] == "completed"
+    assert ran_on(store, second)[-1] == "staying"
+    assert leaving.proc.wait(60) == 0 or leaving.proc.returncode == -signal.SIGTERM, leaving.log_tail()
+    assert "draining" in leaving.log_tail(80)
+    store.close()
