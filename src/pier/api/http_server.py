@@ -137,5 +137,7 @@ def serve(
         http=protocol_for(settings),
         timeout_keep_alive=settings.http_keepalive_sec,
         timeout_graceful_shutdown=5,
+        # JSON logs: uvicorn's access and error lines go to pier's handler (pier.telemetry.logs)
+        log_config=None if settings.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
     )
     DrainingServer(config, drain).run(sockets=sockets)

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 import time
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -30,13 +32,14 @@ from pier.api.state import ApiState
 from pier.api.tokens import hash_token
 from pier.db.schemas import AuditEntry
 from pier.record import utcnow
-from pier.telemetry import metrics
+from pier.telemetry import logs, metrics
 
 log = logging.getLogger(__name__)
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 UNMATCHED = "unmatched"
 PRUNE_EVERY_SEC = 600.0
+REQUEST_ID = "request_id"  # request.state key: this request's id (X-Request-ID)
 AUDIT_DETAIL = "audit_detail"  # request.state key: what a route adds to its entry (names only)
 
 
@@ -52,16 +55,24 @@ class Observe:
         scope.setdefault("state", {})  # shared with the copies inner layers make of scope
         began = time.monotonic()
         status = 500
+        rid = _request_id(scope)
+        scope["state"][REQUEST_ID] = rid
+        token = logs.request_id.set(rid)  # every log line of this request names it (PIER_LOG_FORMAT=json)
 
         async def sent(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (b"x-request-id", rid.encode())],
+                }
             await send(message)
 
         try:
             await self.app(scope, receive, sent)
         finally:
+            logs.request_id.reset(token)
             method = scope.get("method", "GET")
             route, params = _route(scope)
             metrics.http_requests.labels(method, route, str(status)).inc()
@@ -84,6 +95,19 @@ class Observe:
                 await run_in_threadpool(state.store.prune_audit, cutoff)
         except Exception as exc:  # the answer is sent; an audit write that fails must be seen, not raised
             log.error("audit: could not record %s %s (%s): %s", method, route, status, exc)
+
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def _request_id(scope: Scope) -> str:
+    """The client's X-Request-ID when it is a sane token, else a new one."""
+    for key, value in scope.get("headers", []):
+        if key.lower() == b"x-request-id":
+            given = value.decode("latin-1").strip()
+            if _REQUEST_ID.fullmatch(given):
+                return given
+    return uuid.uuid4().hex
 
 
 def _route(scope: Scope) -> tuple[str, dict[str, Any]]:

@@ -11,6 +11,7 @@ progress, `pier run --remote`, the runbook linter); no command imports another
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -110,6 +111,10 @@ def _private_files() -> None:
     """Everything pier creates (under PIER_HOME: the database, storage, scratch,
     keys) is its owner's alone: 0600 files, 0700 folders (pier.settings.PRIVATE_UMASK)."""
     os.umask(0o077)
+    if os.environ.get("PIER_LOG_FORMAT", "").strip().lower() == "json":  # the CLI's own logging, as JSON
+        from pier.telemetry import logs
+
+        logs.configure(logging.WARNING, "json")
 
 
 app.command("run")(run.run_command)

@@ -18,19 +18,19 @@ def serve(
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
 ) -> None:
     """Serve the run API (FastAPI under uvicorn); docs at /docs."""
-    import logging
-
     from pier import web
     from pier.api.app import create_app
     from pier.api.http_server import serve as serve_http
     from pier.settings import get_settings
+    from pier.telemetry import logs
 
     # The address first: a port in use is refused before any start-up work
     # (sweep, re-queue) is done, and the socket is handed to uvicorn, so nothing
     # can take the port in between.
     listener = listen(host, port)
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(log_level)
     settings = get_settings()
+    logs.configure(log_level, settings.log_format)  # as .env may say too
     app = create_app(settings, pages=web.install)
 
     def drain(signal_name: str) -> None:  # SIGTERM: new runs refused, those in flight end first

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import time
@@ -18,7 +19,7 @@ from pier.lifecycle.outcomes import end_record
 from pier.record import RunStatus, StageRecord, StageStatus, Trajectory, utcnow
 from pier.sandbox.runlog import to_run_log
 from pier.sandbox.sweeper import owner_label
-from pier.telemetry import metrics, tracing
+from pier.telemetry import logs, metrics, tracing
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +39,24 @@ STAGES: tuple[tuple[str, Stage], ...] = (
 AFTER_FAILURE = frozenset({"cleanup_credentials", "collect", "save"})
 
 
+def _logged(ctx: RunContext) -> contextlib.AbstractContextManager[None]:
+    """Log lines while a run's stages run carry its ids (PIER_LOG_FORMAT=json)."""
+    record = ctx.record
+    return logs.run_context(record.trajectory_id, record.collection, record.trace_id)
+
+
 def execute(ctx: RunContext) -> Trajectory:
     """Run every stage; whatever happens, delete the sandbox and the scratch files
     and save how the run ended. An interruption (Interrupted, KeyboardInterrupt)
     cancels the run, saying why, and is raised again once that is done."""
+    with _logged(ctx):
+        log.info("run %s of %s/%s started", ctx.record.trajectory_id, ctx.record.collection, ctx.record.name)
+        record = _execute(ctx)
+        log.info("run %s %s", record.trajectory_id, record.status.value)
+        return record
+
+
+def _execute(ctx: RunContext) -> Trajectory:
     record = ctx.record
     record.status = RunStatus.running
     record.started = utcnow()  # saved with the first stage's start, a moment later
@@ -77,6 +92,12 @@ FROM_AGENT = STAGES[3:]
 def begin(ctx: RunContext) -> None:
     """The first half of execute: the run is running, its sandbox is set up.
     On an unexpected exit the sandbox goes and the run is finished."""
+    with _logged(ctx):
+        log.info("run %s of %s/%s started", ctx.record.trajectory_id, ctx.record.collection, ctx.record.name)
+        _begin(ctx)
+
+
+def _begin(ctx: RunContext) -> None:
     record = ctx.record
     record.status = RunStatus.running
     record.started = utcnow()
@@ -96,6 +117,13 @@ def begin(ctx: RunContext) -> None:
 
 def conclude(ctx: RunContext) -> Trajectory:
     """The second half of execute, after begin on the same context."""
+    with _logged(ctx):
+        record = _conclude(ctx)
+        log.info("run %s %s", record.trajectory_id, record.status.value)
+        return record
+
+
+def _conclude(ctx: RunContext) -> Trajectory:
     try:
         for name, stage in FROM_AGENT:
             _step(ctx, name, stage)
