@@ -57,7 +57,9 @@ def test_every_line_of_pier_serve_is_json_and_a_runs_lines_carry_its_id(tmp_path
     assert any(line["message"].endswith(" completed") for line in run_lines)
     access = [line for line in lines if line["logger"] == "uvicorn.access"]
     assert any(line.get("method") == "POST" and line.get("status") == 200 for line in access), access[:3]
-    assert any("did you mean PIER_MAX_CPUS?" in line["message"] for line in lines)  # the settings' warning too
+    assert any(
+        "did you mean PIER_MAX_CPUS?" in line["message"] for line in lines
+    )  # the settings' warning too
     assert any(line.get("request_id") for line in lines)
 
 
