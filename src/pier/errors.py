@@ -122,3 +122,8 @@ class ConfigurationError(InputError):
     def __init__(self, lines: list[str]):
         super().__init__("\n".join(lines))
         self.lines = tuple(lines)
+
+
+class DatabaseTooNew(PierError):
+    """The database was migrated by a newer pier than this one: it says which
+    migration, and what to do."""

@@ -22,6 +22,7 @@ import typer
 from pier.cli import (
     audit,
     collection,
+    db,
     experiment,
     routine,
     run,
@@ -35,7 +36,7 @@ from pier.cli import (
     validate,
     worker,
 )
-from pier.errors import ConfigurationError
+from pier.errors import ConfigurationError, DatabaseTooNew
 
 # Start-up: this package is imported by every `pier` call, `pier --help` included,
 # so it and its command modules import only typer, pier.errors and the CLI's light
@@ -80,6 +81,9 @@ class CommandTree(typer.Typer):
                 print(f"error: {line}", file=sys.stderr)
             print("error: fix the settings above (docs/settings.md lists each)", file=sys.stderr)
             raise SystemExit(2) from None
+        except DatabaseTooNew as exc:  # an older pier on a newer database: say so, not a traceback
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
 
 
 def _only_path(typer_app: typer.Typer, argv: list[str]) -> typer.Typer:
@@ -132,6 +136,7 @@ app.add_typer(routine.routine_app, name="routine")
 app.add_typer(experiment.experiment_app, name="experiment")
 app.add_typer(sandbox.sandbox_app, name="sandbox")
 app.add_typer(storage.storage_app, name="storage")
+app.add_typer(db.db_app, name="db")
 
 
 def main() -> None:  # pragma: no cover

@@ -31,6 +31,9 @@ def serve(
     logs.configure(log_level)
     settings = get_settings()
     logs.configure(log_level, settings.log_format)  # as .env may say too
+    from pier.db.engine import refuse_newer_url
+
+    refuse_newer_url(settings.db_url)  # a newer pier's database: one line, before uvicorn starts
     app = create_app(settings, pages=web.install)
 
     def drain(signal_name: str) -> None:  # SIGTERM: new runs refused, those in flight end first
