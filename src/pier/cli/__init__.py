@@ -128,7 +128,6 @@ app.command("sweep")(sweep.sweep_command)
 app.command("validate")(validate.validate_command)
 app.command("serve")(serve.serve)
 app.command("worker")(worker.worker)
-app.command("audit")(audit.audit_command)
 app.add_typer(snapshot.snapshot_app, name="snapshot")
 app.add_typer(collection.collection_app, name="collection")
 app.add_typer(task.task_app, name="task")
@@ -137,6 +136,7 @@ app.add_typer(experiment.experiment_app, name="experiment")
 app.add_typer(sandbox.sandbox_app, name="sandbox")
 app.add_typer(storage.storage_app, name="storage")
 app.add_typer(db.db_app, name="db")
+app.add_typer(audit.audit_app, name="audit")
 
 
 def main() -> None:  # pragma: no cover

@@ -275,6 +275,7 @@ async def start_run(
     files = [v for k, v in form.multi_items() if k == "files" and isinstance(v, UploadFile) and v.filename]
     fields: dict[str, Any] = {"init_params": {"vars": variables}} if variables else {}
     record = await run_in_threadpool(runs.accept, state, collection, task, fields, files)
+    note(request, object_id=record.trajectory_id)
     return _see_other(f"/runs/{record.trajectory_id}")
 
 
