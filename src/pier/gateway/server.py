@@ -19,6 +19,7 @@ import uvicorn
 from pier.errors import SandboxError
 from pier.gateway.grants import Budget, Grant, Grants
 from pier.gateway.proxy import create_app
+from pier.serving import bounded_protocol
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,12 @@ class Gateway:
         )
         async with client:
             config = uvicorn.Config(
-                create_app(self.grants, client), log_level="warning", access_log=False, lifespan="off"
+                create_app(self.grants, client),
+                log_level="warning",
+                access_log=False,
+                lifespan="off",
+                # A sandbox is hostile: the same bounds as pier serve's, at their defaults.
+                http=bounded_protocol(),
             )
             self._server = uvicorn.Server(config)
             serving = asyncio.ensure_future(self._server.serve(sockets=[self._sock]))

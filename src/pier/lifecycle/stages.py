@@ -434,7 +434,7 @@ def run_agent(ctx: RunContext) -> None:
     def on_line(line: str) -> None:
         readable = agent.readable(line)
         if readable is not None:
-            ctx.log(readable, "run_agent")
+            ctx.agent_line(readable)
 
     grant = ctx.model_route.grant if ctx.model_route else None
     env = {**plan.sandbox_env(without_provider_keys(plan.env, grant)), **launch.env}
@@ -442,6 +442,7 @@ def run_agent(ctx: RunContext) -> None:
         result = sandbox.exec(launch.command, env=env, timeout=plan.timeout_sec, on_line=on_line)
     finally:
         close_model_route(ctx)  # the token dies with the agent
+        ctx.say_log_cut()
     reached = sandbox.limit_reached()  # the agent may have ended before the sandbox was stopped
     if reached:
         raise StageError("run_agent", reached)

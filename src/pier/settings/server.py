@@ -30,7 +30,9 @@ class ServerSettings(BaseModel):
     max_json_bytes: int = Field(1 << 20, ge=1, description="a request body other than an upload, else 413")
     max_json_depth: int = Field(64, ge=2, le=500, description="nesting of a JSON body, else 422")
     http_header_timeout_sec: float = Field(
-        10.0, gt=0, description="a request's line and headers must arrive within this"
+        10.0,
+        gt=0,
+        description="a request's line and headers must arrive within this (the first request's: of the connection)",
     )
     http_body_idle_sec: float = Field(
         30.0, gt=0, description="the most time between two pieces of a request body"
@@ -40,6 +42,15 @@ class ServerSettings(BaseModel):
         1800.0,
         ge=0,
         description="on SIGTERM, how long pier serve and pier worker wait for runs in flight before ending them",
+    )
+    http_max_head_bytes: int = Field(
+        32 << 10, ge=1024, description="a request's line and headers together, else 431 and closed"
+    )
+    http_max_line_bytes: int = Field(
+        8 << 10, ge=256, description="the request line (else 414) or one header line (else 431)"
+    )
+    http_max_connections_per_address: int = Field(
+        256, ge=1, description="connections one client address holds at once; one more is answered 429"
     )
     # Quotas per collection: server defaults the admin can override per collection.
     quota_concurrent_runs: int | None = Field(

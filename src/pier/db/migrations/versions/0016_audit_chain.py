@@ -5,7 +5,7 @@ changed or deleted row breaks the chain (`pier audit verify`). Entries from
 before this migration stay unchained.
 
 Revision ID: audit_chain
-Revises: scoped_ids
+Revises: routine_cadence
 Create Date: 2026-12-03
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "audit_chain"
-down_revision: str | None = "scoped_ids"
+down_revision: str | None = "routine_cadence"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
