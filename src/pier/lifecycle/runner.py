@@ -9,6 +9,7 @@ import time
 import traceback
 from collections.abc import Callable
 
+from pier.db.retry import outage_message
 from pier.errors import PierError, StageError
 from pier.lifecycle import stages
 from pier.lifecycle.context import RunContext, scratch_dir
@@ -214,6 +215,10 @@ def _message(ctx: RunContext, stage: str, exc: Exception) -> str:
         return ctx.redactor.text(exc.message)
     if isinstance(exc, PierError):
         return ctx.redactor.text(str(exc))
+    outage = outage_message(exc, ctx.settings.db_retry_sec)
+    if outage is not None:  # the database's budget ran out: an outage, said as one (no driver's link)
+        log.error("stage %s: %s", stage, outage)
+        return ctx.redactor.text(outage)
     log.error("unexpected error in stage %s:\n%s", stage, traceback.format_exc())
     return ctx.redactor.text(f"internal error in {stage}: {type(exc).__name__}: {exc}")
 

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 
 from pier.api.schemas.common import Health, Readiness
 from pier.api.state import ApiState, StateDep
+from pier.db.retry import disk_full
 from pier.errors import PierError
 
 router = APIRouter(tags=["health"])
@@ -64,12 +65,20 @@ def engine_status(state: ApiState) -> str:
     return OK
 
 
+DATABASE_MIN_FREE_BYTES = 1 << 20  # SQLite's disk with less than this takes no more writes: not ready
+
+
 def database_status(state: ApiState) -> str:
     try:
         state.store.ping()
+        free = state.store.free_bytes()
     except Exception as exc:  # any driver error: the point is to say it, not to raise
         first_line = (str(exc).strip().splitlines() or [""])[0]
+        if disk_full(exc):
+            return f"the database's disk is full ({type(exc).__name__}: {first_line[:300]})"
         return f"the database does not answer ({type(exc).__name__}: {first_line[:300]})"
+    if free is not None and free < DATABASE_MIN_FREE_BYTES:
+        return f"the database's disk is full ({free} bytes free): free space where the database lives"
     return OK
 
 
