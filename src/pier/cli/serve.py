@@ -11,6 +11,8 @@ from pier.cli.console import fail
 if TYPE_CHECKING:
     import socket
 
+    from pier.settings import Settings
+
 
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
@@ -34,6 +36,7 @@ def serve(
     from pier.db.engine import refuse_newer_url
 
     refuse_newer_url(settings.db_url)  # a newer pier's database: one line, before uvicorn starts
+    _one_server_per_sqlite_home(settings)
     app = create_app(settings, pages=web.install)
 
     def drain(signal_name: str) -> None:  # SIGTERM: new runs refused, those in flight end first
@@ -71,3 +74,45 @@ def listen(host: str, port: int) -> socket.socket:
         ) from None
     sock.set_inheritable(True)
     return sock
+
+
+_held_lock = None  # this server's claim on its SQLite store, kept open for its life
+
+
+def _one_server_per_sqlite_home(settings: Settings) -> None:
+    """Warn when another `pier serve` already serves this SQLite store: each
+    would run its own in-process runs and take the other's for orphans when it
+    restarts (replicas need PostgreSQL: docs/fleet.md)."""
+    global _held_lock
+    import fcntl
+    import logging
+    import os
+
+    from pier.db.engine import is_postgres
+
+    if is_postgres(settings.db_url):
+        return
+    database = settings.db_url.removeprefix("sqlite:///")
+    path = f"{database}.serve.lock"
+    try:
+        handle = open(path, "a+")  # noqa: SIM115 - held open while the server lives
+    except OSError:
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        other = handle.read().strip() or "?"
+        handle.close()
+        logging.getLogger("pier.serve").warning(
+            "another pier serve (pid %s) already serves the SQLite store %s: two servers on one SQLite home "
+            "each run their own runs and end the other's as orphans when they restart; stop one, or give "
+            "each its own PIER_HOME (replicas of one server need PostgreSQL: docs/fleet.md)",
+            other, database,
+        )  # fmt: skip
+        return
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    _held_lock = handle

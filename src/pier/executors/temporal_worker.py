@@ -28,7 +28,7 @@ import socket
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio import activity
@@ -460,6 +460,7 @@ async def serve_worker(
     client = await _connect_until(settings, stop)
     if client is None:
         return
+    await _warn_same_identity(client, settings, identity)
     acts = FleetActivities(hooks, identity, queue, settings)
     beat = timedelta(seconds=HEARTBEAT_EVERY_SEC)  # heartbeats (and so cancels) go out this often
     workers = [
@@ -484,6 +485,44 @@ async def serve_worker(
             acts.stopping = True
     finally:
         sweeper.stop()
+
+
+SAME_IDENTITY_WINDOW_SEC = 70  # a live worker polls the shared queue at least once a minute
+
+
+async def _warn_same_identity(client: Client, settings: Settings, identity: str) -> None:
+    """Warn when a worker with this identity polls the fleet's queue already:
+    two workers with one `--identity` are told apart by nothing in the runs'
+    logs, the metrics or Temporal's history."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    try:
+        found = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=settings.temporal_namespace,
+                task_queue=TaskQueue(name=settings.temporal_task_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            ),
+            timeout=timedelta(seconds=10),
+        )
+    except Exception as exc:  # a courtesy: never a reason not to start
+        log.debug("could not list the queue's pollers: %s", exc)
+        return
+    now = datetime.now(UTC)
+    for poller in found.pollers:
+        if poller.identity != identity:
+            continue
+        seen = poller.last_access_time.ToDatetime(tzinfo=UTC)
+        if (now - seen).total_seconds() < SAME_IDENTITY_WINDOW_SEC:
+            log.warning(
+                "another worker with identity %s polled the fleet's queue %s %.0fs ago: unless that was this "
+                "worker before a restart, two workers share one --identity and nothing tells their runs "
+                "apart; give each its own (the default is host-pid)",
+                identity, settings.temporal_task_queue, (now - seen).total_seconds(),
+            )  # fmt: skip
+            return
 
 
 async def _connect_until(settings: Settings, stop: asyncio.Event) -> Client | None:

@@ -337,3 +337,20 @@ def test_a_worker_stopped_by_sigterm_finishes_its_run_and_hands_back_the_rest(fl
     assert leaving.proc.wait(60) == 0 or leaving.proc.returncode == -signal.SIGTERM, leaving.log_tail()
     assert "draining" in leaving.log_tail(80)
     store.close()
+
+
+def test_a_second_worker_with_the_same_identity_is_warned(fleet: Fleet) -> None:
+    collection = setup(fleet)
+    fleet.worker("twin")
+    ran = collection.run("t")  # the first twin polls the shared queue (and takes this run)
+    assert collection.wait("t", ran, timeout=60)["status"] == "completed"
+    second = fleet.worker("twin")  # the twins share a log file: it is named after the identity
+    wait_for(lambda: second.log_tail(200).count("pier worker twin:") == 2, 60, "the second twin started")
+    log = second.log_tail(200)
+    assert log.count("another worker with identity twin polled") == 1, log
+    assert log.index("another worker with identity") > log.index("pier worker twin:"), (
+        "the second one says it"
+    )
+    other = fleet.worker("single")
+    wait_for(lambda: "pier worker single:" in other.log_tail(80), 60, "the other worker started")
+    assert "another worker with identity" not in other.log_tail(80)
