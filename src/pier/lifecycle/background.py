@@ -106,8 +106,9 @@ class PeriodicSweeper:
     ):
         def sweep_round() -> None:
             sweep_once(backend, store, settings)
-            if storage is not None:  # uploads nobody used go too
+            if storage is not None:  # uploads nobody used go too, and multipart uploads left open
                 expire_uploads(storage, store, settings.upload_ttl_sec)
+                storage.abort_abandoned_uploads(settings.storage_abandoned_upload_sec)
             clear_scratch(store, settings)
 
         self._sweep = sweep_round
