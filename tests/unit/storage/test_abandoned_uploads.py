@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import time
 
+from tests.support.s3 import s3_scratch_url
+
 from pier.db import Store
 from pier.lifecycle.background import PeriodicSweeper
 from pier.sandbox.fake import FakeBackend
 from pier.settings import Settings
 from pier.storage.s3 import S3Storage
-from tests.support.s3 import s3_scratch_url
 
 
 def open_uploads(storage: S3Storage) -> list[str]:
