@@ -126,7 +126,9 @@ class S3Storage(RunStorage):
                 begun = upload.get("Initiated")
                 if begun is None or now - begun.timestamp() < older_than_sec:
                     continue
-                self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+                self.client.abort_multipart_upload(
+                    Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+                )
                 aborted += 1
                 log.info("aborted the incomplete upload of %s, begun %s", upload["Key"], begun.isoformat())
         return aborted
