@@ -318,5 +318,6 @@ class Dispatcher:
             self.store.append_event(tid, self._stop_reason, "save")
         except Exception:
             log.exception("could not record that run %s was interrupted", tid)
+        ctx.stopped_as = self._stop_reason  # its trace and metrics end as its record: failed, saying why
         cancel_run(ctx)
         self.hooks.ports.publish(tid)

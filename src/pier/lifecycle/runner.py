@@ -236,7 +236,10 @@ def _delete_sandbox(ctx: RunContext) -> None:
 
 def _finish(ctx: RunContext, elapsed: float) -> None:
     record = ctx.record
-    if ctx.cancel.is_set():
+    if ctx.cancel.is_set() and ctx.stopped_as:  # the server stopped it: failed, in trace and metrics too
+        status = RunStatus.failed
+        record.error = ctx.stopped_as
+    elif ctx.cancel.is_set():
         status = RunStatus.cancelled
     elif record.error is not None:
         status = RunStatus.failed
