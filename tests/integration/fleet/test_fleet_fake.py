@@ -4,6 +4,7 @@ before their agent starts, fail naming the worker lost after, and cancel."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -354,3 +355,15 @@ def test_a_second_worker_with_the_same_identity_is_warned(fleet: Fleet) -> None:
     other = fleet.worker("single")
     wait_for(lambda: "pier worker single:" in other.log_tail(80), 60, "the other worker started")
     assert "another worker with identity" not in other.log_tail(80)
+
+
+def test_a_worker_logs_json_lines_carrying_its_runs_ids(fleet: Fleet) -> None:
+    collection = setup(fleet, PIER_LOG_FORMAT="json")
+    worker = fleet.worker("json")
+    tid = collection.run("t")
+    assert collection.wait("t", tid, timeout=60)["status"] == "completed"
+    worker.stop()
+    lines = [json.loads(line) for line in worker.log_path.read_text().splitlines() if line.strip()]
+    assert lines and all({"time", "level", "logger", "message"} <= line.keys() for line in lines)
+    mine = [line for line in lines if line.get("run_id") == tid]
+    assert mine and all(line["collection"] == collection.name for line in mine)
