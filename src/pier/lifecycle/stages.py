@@ -200,7 +200,7 @@ def sandbox_spec(ctx: RunContext) -> SandboxSpec:
         network_name=egress.network,
         dns=(egress.address,),
         env={**spec.env, **egress.env(), **trust_env},
-        files={**spec.files, **trust_files},
+        files={**spec.files, **egress.files(), **trust_files},
     )
 
 
@@ -262,10 +262,16 @@ def close_run_egress(ctx: RunContext) -> None:
     egress.close()
     if egress.grant.injections:
         ctx.log(f"egress put a secret in {egress.grant.injected} request(s)", "save")
-    refused = sorted(set(egress.grant.refused))
+    refused = egress.grant.refused
     if refused:
+        # Most refused first: what a runbook author most likely needs to add to network.allow.
+        hosts = ", ".join(
+            f"{host} ({count})" for host, count in sorted(refused.items(), key=lambda i: (-i[1], i[0]))
+        )
         ctx.log(
-            f"egress refused {len(egress.grant.refused)} connection(s) to: {', '.join(refused)[:500]}", "save"
+            f"egress refused {refused.total()} request(s) to {len(refused)} host(s) (add to network.allow "
+            f"what the run needs): {hosts[:1000]}",
+            "save",
         )
     ctx.egress = None
 
