@@ -105,6 +105,7 @@ def create_app(
             metrics.watch_queue(lambda: services.store.count_with_status([RunStatus.pending]), lambda: 0)
         else:
             metrics.watch_queue(lambda: len(executor.pending()), lambda: len(executor.running()))
+        metrics.watch_readiness(lambda: health.ready_services(state))
         executor.start()
         # after the executor started (a submit needs it), and in the background:
         # whatever the previous servers left, this one starts and serves
@@ -123,6 +124,7 @@ def create_app(
         try:
             yield
         finally:
+            metrics.watch_readiness(None)
             scheduler.stop()
             recovery.stop()
             if state.experiment_scheduler is not None:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from pier.cli.console import err, fail, refusals, show_list
+from pier.cli.console import audited, err, fail, refusals, show_list
 from pier.errors import InputError
 
 collection_app = typer.Typer(
@@ -28,8 +28,9 @@ def collection_create(name: Annotated[str, typer.Argument(help="the collection's
     except InputError as exc:
         raise fail(str(exc)) from None
     store = Services().store
-    store.create_collection(name)
-    token = issue_token(store, name, "cli")
+    with audited(store, "collection create", name, name):
+        store.create_collection(name)
+        token = issue_token(store, name, "cli")
     err.print(f"collection {name}: here is its token; it is shown only this once", highlight=False)
     print(token)
 

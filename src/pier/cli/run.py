@@ -138,6 +138,12 @@ def _run_here(services: Services, request: RunRequest, as_json: str | None) -> N
 
     end_orphans(services)
     say_runtime(lambda: services.backend, lambda line: err.print(line, highlight=False, markup=False))
+    from pier.telemetry import tracing
+
+    if tracing.configure("pier-run"):  # OTEL_EXPORTER_OTLP_*: a local run's trace goes out as a server's does
+        import atexit
+
+        atexit.register(tracing.shutdown)  # sends what is buffered before the process exits
     # The run's own log says what happens; library warnings (a retried create)
     # would print again as raw log lines between the progress lines.
     library = logging.getLogger("pier")

@@ -185,7 +185,14 @@ class _Call:
                 input_tokens=None if used is None else used.prompt_tokens,
                 output_tokens=None if used is None else used.completion_tokens,
                 address=urlsplit(self.grant.upstream).hostname,
+                port=_port(self.grant.upstream),
             )
+
+
+def _port(url: str) -> int | None:
+    """The upstream's port, as the GenAI conventions' server.port wants it."""
+    parts = urlsplit(url)
+    return parts.port or {"https": 443, "http": 80}.get(parts.scheme)
 
 
 def _json(body: bytes) -> Any:

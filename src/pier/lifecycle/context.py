@@ -53,6 +53,8 @@ class RunContext:
     save_record: Callable[[Trajectory], object]
     redactor: Redactor = field(default_factory=Redactor)
     cancel: threading.Event = field(default_factory=threading.Event)
+    # a shutdown ended it (cancel is set too): it ends failed with this reason, as its stored record says
+    stopped_as: str | None = None
     plan: RunPlan | None = None
     source: SandboxSource | None = None
     image: str | None = None

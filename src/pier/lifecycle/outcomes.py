@@ -121,6 +121,14 @@ def _legacy(record: Trajectory) -> Outcome:
     return Outcome.infra
 
 
+def drain_expired(signal_name: str, timeout_sec: float) -> str:
+    """Why a run that a shutdown's drain did not wait out ended."""
+    return (
+        f"the server stopped on {signal_name} (a shutdown) before the run ended: it did not finish "
+        f"within PIER_DRAIN_TIMEOUT_SEC ({timeout_sec:g}s) of the signal; run it again"
+    )
+
+
 def end_record(
     record: Trajectory, status: RunStatus, message: str, outcome: Outcome | None = None
 ) -> Trajectory:
@@ -152,8 +160,8 @@ CANCELLED_WAITING = "the run was cancelled before it started"
 CANCELLED = "the run was cancelled"
 
 
-def interrupted(record: Trajectory) -> Trajectory:
-    return end_record(record, RunStatus.failed, SERVER_STOPPED)
+def interrupted(record: Trajectory, message: str = SERVER_STOPPED) -> Trajectory:
+    return end_record(record, RunStatus.failed, message)
 
 
 def cancelled_waiting(record: Trajectory) -> Trajectory:

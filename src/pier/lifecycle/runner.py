@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import time
 import traceback
 from collections.abc import Callable
 
+from pier.db.retry import outage_message
 from pier.errors import PierError, StageError
 from pier.lifecycle import stages
 from pier.lifecycle.context import RunContext, scratch_dir
@@ -19,7 +21,7 @@ from pier.lifecycle.outcomes import Outcome, classify, end_record, finished_outc
 from pier.record import RunStatus, StageRecord, StageStatus, Trajectory, utcnow
 from pier.sandbox.runlog import to_run_log
 from pier.sandbox.sweeper import owner_label
-from pier.telemetry import metrics, tracing
+from pier.telemetry import logs, metrics, tracing
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +41,24 @@ STAGES: tuple[tuple[str, Stage], ...] = (
 AFTER_FAILURE = frozenset({"cleanup_credentials", "collect", "save"})
 
 
+def _logged(ctx: RunContext) -> contextlib.AbstractContextManager[None]:
+    """Log lines while a run's stages run carry its ids (PIER_LOG_FORMAT=json)."""
+    record = ctx.record
+    return logs.run_context(record.trajectory_id, record.collection, record.trace_id)
+
+
 def execute(ctx: RunContext) -> Trajectory:
     """Run every stage; whatever happens, delete the sandbox and the scratch files
     and save how the run ended. An interruption (Interrupted, KeyboardInterrupt)
     cancels the run, saying why, and is raised again once that is done."""
+    with _logged(ctx):
+        log.info("run %s of %s/%s started", ctx.record.trajectory_id, ctx.record.collection, ctx.record.name)
+        record = _execute(ctx)
+        log.info("run %s %s", record.trajectory_id, record.status.value)
+        return record
+
+
+def _execute(ctx: RunContext) -> Trajectory:
     record = ctx.record
     record.status = RunStatus.running
     record.started = utcnow()  # saved with the first stage's start, a moment later
@@ -79,6 +95,12 @@ FROM_AGENT = STAGES[3:]
 def begin(ctx: RunContext) -> None:
     """The first half of execute: the run is running, its sandbox is set up.
     On an unexpected exit the sandbox goes and the run is finished."""
+    with _logged(ctx):
+        log.info("run %s of %s/%s started", ctx.record.trajectory_id, ctx.record.collection, ctx.record.name)
+        _begin(ctx)
+
+
+def _begin(ctx: RunContext) -> None:
     record = ctx.record
     record.status = RunStatus.running
     record.started = utcnow()
@@ -98,6 +120,13 @@ def begin(ctx: RunContext) -> None:
 
 def conclude(ctx: RunContext) -> Trajectory:
     """The second half of execute, after begin on the same context."""
+    with _logged(ctx):
+        record = _conclude(ctx)
+        log.info("run %s %s", record.trajectory_id, record.status.value)
+        return record
+
+
+def _conclude(ctx: RunContext) -> Trajectory:
     try:
         for name, stage in FROM_AGENT:
             _step(ctx, name, stage)
@@ -226,6 +255,10 @@ def _message(ctx: RunContext, stage: str, exc: Exception) -> str:
         return ctx.redactor.text(exc.message)
     if isinstance(exc, PierError):
         return ctx.redactor.text(str(exc))
+    outage = outage_message(exc, ctx.settings.db_retry_sec)
+    if outage is not None:  # the database's budget ran out: an outage, said as one (no driver's link)
+        log.error("stage %s: %s", stage, outage)
+        return ctx.redactor.text(outage)
     log.error("unexpected error in stage %s:\n%s", stage, traceback.format_exc())
     return ctx.redactor.text(f"internal error in {stage}: {type(exc).__name__}: {exc}")
 
@@ -243,7 +276,10 @@ def _delete_sandbox(ctx: RunContext) -> None:
 
 def _finish(ctx: RunContext, elapsed: float) -> None:
     record = ctx.record
-    if ctx.cancel.is_set():
+    if ctx.cancel.is_set() and ctx.stopped_as:  # the server stopped it: failed, in trace and metrics too
+        status = RunStatus.failed
+        record.error = ctx.stopped_as
+    elif ctx.cancel.is_set():
         status = RunStatus.cancelled
     elif record.error is not None:
         status = RunStatus.failed

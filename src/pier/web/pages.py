@@ -345,6 +345,7 @@ async def start_run(
         stored = tasks.get(state, collection, task)
         context = _form_context(stored, tasks.definition(stored), None, variables, settings, _refusal(exc))
         return page(request, "task.html", context, status_code=422)
+    note(request, object_id=record.trajectory_id)
     return _see_other(f"/runs/{record.trajectory_id}")
 
 

@@ -34,6 +34,9 @@ class Readiness(BaseModel):
     temporal: str | None = Field(
         None, description='with PIER_EXECUTOR=temporal: "ok", or why Temporal does not answer'
     )
+    draining: str | None = Field(
+        None, description="while the server shuts down (it takes no new runs): why; else absent (null)"
+    )
 
 
 ERROR_RESPONSES: dict[int | str, dict] = {
