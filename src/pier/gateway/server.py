@@ -17,8 +17,10 @@ import httpx
 import uvicorn
 
 from pier.errors import SandboxError
+from pier.gateway.connect import policy_transport
 from pier.gateway.grants import Budget, Grant, Grants
 from pier.gateway.proxy import create_app
+from pier.outbound import Allowed, OutboundPolicy
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,7 @@ class Gateway:
         port: int = 0,
         transport: httpx.AsyncBaseTransport | None = None,
         ca_bundle: Path | None = None,
+        policy: OutboundPolicy | None = None,
     ):
         if _unspecified(host):
             raise SandboxError(
@@ -50,6 +53,8 @@ class Gateway:
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._transport = transport  # tests: a stand-in provider
+        # Where it may connect: the outbound policy (PIER_OUTBOUND_ALLOW), plus each grant's own.
+        self.policy = policy or OutboundPolicy()
         # Behind a TLS-intercepting proxy the provider's certificate chains to its CA.
         self._verify: ssl.SSLContext | bool = (
             ssl.create_default_context(cafile=ca_bundle) if ca_bundle else True
@@ -71,13 +76,13 @@ class Gateway:
         asyncio.run(self._serve())
 
     async def _serve(self) -> None:
-        client = httpx.AsyncClient(
-            timeout=UPSTREAM_TIMEOUT, follow_redirects=False, transport=self._transport, verify=self._verify
-        )
+        transport = self._transport or policy_transport(self.policy, self._verify)
+        client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT, follow_redirects=False, transport=transport)
         async with client:
             config = uvicorn.Config(
-                create_app(self.grants, client), log_level="warning", access_log=False, lifespan="off"
-            )
+                create_app(self.grants, client, self.policy), log_level="warning", access_log=False,
+                lifespan="off",
+            )  # fmt: skip
             self._server = uvicorn.Server(config)
             serving = asyncio.ensure_future(self._server.serve(sockets=[self._sock]))
             while not self._server.started and not serving.done():
@@ -93,10 +98,19 @@ class Gateway:
         self._sock.close()
 
     def open(
-        self, trajectory_id: str, provider: str, key: str, upstream: str, budget: Budget, ttl_s: float
+        self,
+        trajectory_id: str,
+        provider: str,
+        key: str,
+        upstream: str,
+        budget: Budget,
+        ttl_s: float,
+        allowed: tuple[Allowed, ...] = (),
     ) -> Grant:
-        """A grant for one run: its token and where the CLI should send it."""
-        grant = Grant(trajectory_id, provider, key, upstream.rstrip("/"), budget, time.monotonic() + ttl_s)
+        """A grant for one run: its token and where the CLI should send it
+        (allowed: what the operator named for upstream, beyond the policy)."""
+        expires = time.monotonic() + ttl_s
+        grant = Grant(trajectory_id, provider, key, upstream.rstrip("/"), budget, expires, allowed=allowed)
         return self.grants.open(grant)
 
     def base_url(self, grant: Grant) -> str:
@@ -136,12 +150,15 @@ _shared: dict[tuple[str, int], Gateway] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_gateway(host: str, port: int, ca_bundle: Path | None = None) -> Gateway:
+def shared_gateway(
+    host: str, port: int, ca_bundle: Path | None = None, policy: OutboundPolicy | None = None
+) -> Gateway:
     """The process's gateway on host:port, started on first use and kept for the
-    process's life (pier serve runs many runs through one)."""
+    process's life (pier serve runs many runs through one), connecting where
+    policy (the server's outbound policy) allows."""
     with _shared_lock:
         gateway = _shared.get((host, port))
         if gateway is None:
-            gateway = Gateway(host, port, ca_bundle=ca_bundle).start()
+            gateway = Gateway(host, port, ca_bundle=ca_bundle, policy=policy).start()
             _shared[(host, port)] = gateway
         return gateway

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pier.agents import Agent, agent_env_names, get_agent
 from pier.agents.providers import PROVIDERS
+from pier.agents.upstreams import Upstreams
 from pier.checks import Check, check_isolation, load_checks
 from pier.checks.model import CodeCheck
 from pier.checks.sources import check_destination
@@ -73,6 +74,8 @@ class RunPlan:
     injections: tuple[Injection, ...] = ()
     # Variables holding a key the operator holds (trial keys): for the gateway only.
     operator_keys: frozenset[str] = frozenset()
+    # Where model calls may go: the operator's upstreams, and the collection's own if allowed.
+    upstreams: Upstreams = field(default_factory=Upstreams)
 
     @property
     def secret_values(self) -> tuple[str, ...]:
@@ -240,6 +243,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     isolation = checked(lambda: check_isolation(step.checks_isolation), "same", "checks_isolation")
     primary = checked(lambda: tuple(_primary(step.primary_outputs)), (), "primary_outputs")
     budget = checked(lambda: model_budget(step.model_budget, settings), Budget(), "model_budget")
+    upstreams = checked(lambda: Upstreams.of(settings, inputs.collection), Upstreams())
     allow = checked(
         lambda: _with_secret_hosts(network_allow(step.network, settings), injections, network),
         None,
@@ -276,6 +280,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         network_allow=allow,
         injections=injections,
         operator_keys=inputs.operator_keys,
+        upstreams=upstreams,
     )
 
 
