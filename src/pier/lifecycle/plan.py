@@ -172,6 +172,7 @@ def checked_task(task: Task, settings: Settings) -> Task:
     step = resolve(task, {})
     agent = step.agent or infer_agent(step.model)
     keys = {secret_variable(name, decl) for name, decl in step.secrets.items()} | set(agent_env_names(agent))
+    keys -= {provider.base_url_env for provider in PROVIDERS.values()}  # the operator's, not a run's
     inputs = RunInputs("stored-task-check", "check", "task", env=dict.fromkeys(keys, "placeholder"))
     plan_run(task, {"allow_unfilled_vars": True, "file_paths": []}, inputs, settings)
     return task

@@ -55,7 +55,7 @@ def test_the_endpoint_is_the_operators_and_a_runs_own_is_refused():
     endpoint: the operator's setting, or pier's own environment, does."""
     env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "http://127.0.0.1:19555"}
     with pytest.raises(
-        InputError, match="ANTHROPIC_BASE_URL: http://127.0.0.1:19555 is not an upstream"
+        InputError, match=r"ANTHROPIC_BASE_URL: http://127\.0\.0\.1:19555 is not an upstream"
     ) as err:
         choose(env=env, upstreams=upstreams())
     assert "PIER_COLLECTION_UPSTREAMS" in str(err.value) and '{"acme": ["127.0.0.1:19555"]}' in str(err.value)
