@@ -91,3 +91,24 @@ def test_the_upstream_the_operator_named_is_reached(gateway: Gateway, listener: 
         "run-2", "anthropic", "sk-operator", "http://127.0.0.1:9", Budget(), 60, allowed=allowed
     )
     assert call(gateway, other).status_code == 403
+
+
+def test_tls_to_the_checked_address_still_verifies_the_upstream(tmp_path):
+    """The connection goes to the address the policy checked; TLS is that of the
+    upstream, verified against the operator's CA bundle (PIER_CA_BUNDLE)."""
+    from tests.support.tls_server import TLSServer
+
+    upstream = TLSServer("127.0.0.1", tmp_path).start()
+    gateway = Gateway("127.0.0.1", ca_bundle=upstream.ca_file, policy=OutboundPolicy(resolver=table)).start()
+    try:
+        allowed = parse_allowed(upstream.address)
+        grant = gateway.open("run-1", "anthropic", "sk-operator", f"https://{upstream.address}", Budget(), 60,
+                             allowed=allowed)  # fmt: skip
+        answer = httpx.get(
+            f"{gateway.base_url(grant)}/v1/models", headers={"x-api-key": grant.token}, timeout=30
+        )
+        assert answer.status_code == 200, answer.text
+        assert upstream.seen and upstream.seen[0]["x-api-key"] == "sk-operator"
+    finally:
+        gateway.stop()
+        upstream.stop()
