@@ -76,7 +76,10 @@ class Allowed:
         if self.name is not None:
             return host is not None and _bare(host) == self.name
         assert self.network is not None
-        return any(a.version == self.network.version and a in self.network for a in {ip, judged_as(ip)})
+        # An IPv4-mapped address is the IPv4 host itself (a socket connects there);
+        # the other embeddings are refused as their IPv4 address, never permitted as it.
+        same = {ip, ip.ipv4_mapped} if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped else {ip}
+        return any(a.version == self.network.version and a in self.network for a in same)
 
 
 def names(entries: Iterable[Allowed], host: str, port: int) -> tuple[Allowed, ...]:

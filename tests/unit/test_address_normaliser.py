@@ -103,19 +103,35 @@ def test_the_normaliser_never_raises(text):
 
 
 @pytest.mark.parametrize(
-    "spelling", ["127.0.0.1", "127.1", "0177.0.0.1", "0x7f.0.0.1", "2130706433", "127.000.000.001", "[::127.0.0.1]",
-                 "[::ffff:127.0.0.1]", "[::ffff:0:127.0.0.1]", "0x7f000001"],
+    "spelling", ["127.0.0.1", "127.1", "0177.0.0.1", "0x7f.0.0.1", "2130706433", "127.000.000.001", "0x7f000001",
+                 "[::ffff:127.0.0.1]", "::ffff:7f00:1"],
 )  # fmt: skip
 def test_allow_lists_read_addresses_with_the_same_normaliser(spelling):
     """PIER_OUTBOUND_ALLOW and a run's network.allow see the address an entry
-    spells: an operator's 127.0.0.1:5000 permits it however a request spells it,
-    and an allow-list entry is the address, not a name."""
+    spells: an operator's 127.0.0.1:5000 permits it however a request spells it
+    (IPv4-mapped IPv6 included: a socket to it reaches the IPv4 host), and an
+    allow-list entry is the address, not a name."""
     (entry,) = parse_allowed("127.0.0.1:5000")
     ip = parse_address(spelling)
     assert ip is not None and entry.permits(None, ip, 5000)
-    rules = allow_list([f"{spelling}:5000"])
-    assert rules.patterns[0] in ("127.0.0.1:5000", f"{ip}:5000")
-    assert allow_list(["127.0.0.1:5000"]).rule_for(spelling.strip("[]"), 5000) is not None or ":" in spelling
+    if ":" not in spelling:  # a run's network.allow: the entry is the address, and matches it spelled so
+        assert allow_list([f"{spelling}:5000"]).patterns == ["127.0.0.1:5000"]
+        assert allow_list(["127.0.0.1:5000"]).rule_for(spelling, 5000) is not None
+
+
+@pytest.mark.parametrize(
+    "spelling", ["[::127.0.0.1]", "[::ffff:0:127.0.0.1]", "[2002:7f00:1::]", "[64:ff9b::7f00:1]"]
+)
+def test_other_ipv4_embeddings_are_refused_as_loopback_but_never_permitted_as_it(spelling):
+    """Compatible, translated, 6to4 and NAT64 addresses are other hosts to a
+    socket: judged as the IPv4 address they carry when refusing, they are not
+    what an operator's 127.0.0.1 entry permits."""
+    ip = parse_address(spelling)
+    assert ip is not None and judged_as(ip) == ipaddress.IPv4Address("127.0.0.1")
+    assert "loopback" in (OutboundPolicy().why_refused(str(ip), 5000) or "")
+    (entry,) = parse_allowed("127.0.0.1:5000")
+    assert not entry.permits(None, ip, 5000)
+    assert OutboundPolicy(parse_allowed("127.0.0.1:5000")).why_refused(str(ip), 5000) is not None
 
 
 @pytest.mark.parametrize("url_host", ["[::127.0.0.1]", "[::ffff:0:127.0.0.1]", "0177.0.0.1", "2130706433"])

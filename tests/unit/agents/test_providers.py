@@ -74,7 +74,7 @@ def test_the_endpoint_is_the_operators_and_a_runs_own_is_refused():
 
 
 @pytest.mark.parametrize(
-    "url", ["http://[::127.0.0.1]:19555", "http://0177.0.0.1:19555", "http://2130706433:19555"]
+    "url", ["http://[::ffff:127.0.0.1]:19555", "http://0177.0.0.1:19555", "http://2130706433:19555"]
 )
 def test_an_allowed_collection_endpoint_is_matched_as_the_address_it_spells(url):
     allowed = upstreams(collection_upstreams={"acme": ["127.0.0.1:19555"]})
