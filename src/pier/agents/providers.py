@@ -161,6 +161,15 @@ def env_names(supported: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def setting_names() -> frozenset[str]:
+    """The provider variables that are settings, not secrets (endpoints, the
+    region): a check that fills a run's keys with placeholders leaves these
+    out, since a placeholder is no URL or region."""
+    return frozenset(
+        {p.base_url_env for p in PROVIDERS.values()} | {n for names in EXTRA_ENV.values() for n in names}
+    )
+
+
 def without_v1(url: str) -> str:
     """An OpenAI-style endpoint as an Anthropic-style root (OpenRouter serves both)."""
     return url[: -len("/v1")] if url.endswith("/v1") else url

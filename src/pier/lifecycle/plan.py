@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pier.agents import Agent, agent_env_names, get_agent
-from pier.agents.providers import PROVIDERS
+from pier.agents.providers import PROVIDERS, setting_names
 from pier.agents.upstreams import Upstreams
 from pier.checks import Check, check_isolation, load_checks
 from pier.checks.model import CodeCheck
@@ -172,7 +172,7 @@ def checked_task(task: Task, settings: Settings) -> Task:
     step = resolve(task, {})
     agent = step.agent or infer_agent(step.model)
     keys = {secret_variable(name, decl) for name, decl in step.secrets.items()} | set(agent_env_names(agent))
-    keys -= {provider.base_url_env for provider in PROVIDERS.values()}  # the operator's, not a run's
+    keys -= setting_names()  # endpoints and the region: a placeholder is none
     inputs = RunInputs("stored-task-check", "check", "task", env=dict.fromkeys(keys, "placeholder"))
     plan_run(task, {"allow_unfilled_vars": True, "file_paths": []}, inputs, settings)
     return task
