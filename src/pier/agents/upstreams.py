@@ -16,11 +16,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 from pier.errors import InputError
-from pier.outbound import Allowed, names, parse_address, parse_allowed
+from pier.outbound import Allowed, OutboundPolicy, names, parse_address, parse_allowed
 from pier.settings import Settings
 from pier.settings.network import COLLECTION_UPSTREAMS_SETTING, UPSTREAMS_SETTING
 
@@ -50,6 +50,9 @@ class Upstreams:
     collection: str = ""
     operator: Mapping[str, str] = field(default_factory=dict)  # provider -> base URL
     own: tuple[Allowed, ...] = ()  # endpoints the collection may name itself
+    # The outbound policy (PIER_OUTBOUND_ALLOW): a collection's endpoint is judged
+    # by it at accept as at connect; None: not judged at accept.
+    policy: OutboundPolicy | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, settings: Settings, collection: str, environ: Mapping[str, str] | None = None) -> Upstreams:
@@ -68,7 +71,7 @@ class Upstreams:
         }
         entries = settings.collection_upstreams.get(collection, [])
         own = parse_allowed(",".join(entries), COLLECTION_UPSTREAMS_SETTING)
-        return cls(collection, {k: v for k, v in operator.items() if v}, own)
+        return cls(collection, {k: v for k, v in operator.items() if v}, own, settings.outbound)
 
     def choose(self, provider: str, variable: str, default: str, asked: str | None) -> Upstream:
         """The upstream for provider, given what the run's environment put in its
@@ -94,7 +97,10 @@ class Upstreams:
                 f"the operator to allow this endpoint for the collection ({COLLECTION_UPSTREAMS_SETTING}="
                 f"'{example}') or to make it every run's upstream ({UPSTREAMS_SETTING})"
             )
-        return Upstream(asked, COLLECTION, tuple(e for e in matched if e.name is None))
+        allowed = tuple(e for e in matched if e.name is None)
+        if self.policy is not None:  # what it resolves to now (a name allowed gives no address)
+            replace(self.policy, allowed=(*self.policy.allowed, *allowed)).check_name(host, port, variable)
+        return Upstream(asked, COLLECTION, allowed)
 
 
 def check_region(region: str) -> str:

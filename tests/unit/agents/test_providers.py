@@ -96,6 +96,24 @@ def test_a_name_allowed_for_a_collection_grants_no_address():
     assert choice.upstream == COLLECTION and choice.upstream_allowed == ()
 
 
+def test_a_name_allowed_for_a_collection_that_resolves_here_is_refused_at_accept(monkeypatch):
+    """The collection's name resolving to loopback now is refused before any
+    sandbox, naming the outbound setting (the gateway judges it again at connect)."""
+    import pier.outbound
+
+    monkeypatch.setattr(pier.outbound, "system_resolver", lambda host, port: ["127.0.0.1"])
+    allowed = upstreams(collection_upstreams={"acme": ["llm.acme.example"]})
+    env = {"ANTHROPIC_API_KEY": "own", "ANTHROPIC_BASE_URL": "http://llm.acme.example:8000"}
+    with pytest.raises(
+        InputError, match=r"ANTHROPIC_BASE_URL: llm\.acme\.example:8000 is not an allowed destination"
+    ):
+        choose(env=env, upstreams=allowed)
+    by_address = upstreams(collection_upstreams={"acme": ["127.0.0.1:8000"]})
+    assert choose(
+        env={**env, "ANTHROPIC_BASE_URL": "http://127.0.0.1:8000"}, upstreams=by_address
+    ).upstream_allowed
+
+
 def test_a_trial_key_never_goes_to_a_collections_own_endpoint():
     allowed = upstreams(collection_upstreams={"acme": ["10.1.2.3"]})
     env = {"ANTHROPIC_API_KEY": "sk-trial", "ANTHROPIC_BASE_URL": "http://10.1.2.3:8000"}
