@@ -7,7 +7,9 @@ gateway connects is refused, with nothing sent.
 
 The policy is the server's (PIER_OUTBOUND_ALLOW) plus what the operator named
 for the run's upstream (pier.agents.upstreams): it rides with each request in a
-context variable, since httpcore opens connections in the request's own task."""
+context variable, since httpcore opens connections in the request's own task.
+A proxy named in the environment pier runs in (HTTPS_PROXY) is the operator's,
+and allowed."""
 
 from __future__ import annotations
 
@@ -15,12 +17,13 @@ import contextvars
 import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import anyio.to_thread
 import httpcore
 import httpx
 
-from pier.outbound import Allowed, OutboundPolicy, OutboundRefused
+from pier.outbound import Allowed, OutboundPolicy, OutboundRefused, parse_allowed
 
 
 @dataclass
@@ -45,10 +48,12 @@ def attempt(policy: OutboundPolicy, allowed: Iterable[Allowed] = ()) -> Attempt:
 
 
 class PolicyBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's network backend, connecting only where the policy allows."""
+    """httpcore's network backend, connecting only where the policy allows (and
+    to extra: the operator's own proxy, for a pool that goes through one)."""
 
-    def __init__(self, default: OutboundPolicy):
+    def __init__(self, default: OutboundPolicy, extra: tuple[Allowed, ...] = ()):
         self._default = default  # for a connection made outside attempt(): the server's policy alone
+        self._extra = extra
         self._inner = httpcore.AnyIOBackend()
 
     async def connect_tcp(
@@ -60,8 +65,9 @@ class PolicyBackend(httpcore.AsyncNetworkBackend):
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.AsyncNetworkStream:
         current = _attempt.get() or Attempt(self._default)
+        policy = replace(current.policy, allowed=(*current.policy.allowed, *self._extra))
         try:
-            addresses = await anyio.to_thread.run_sync(current.policy.resolve, host, port, "upstream")
+            addresses = await anyio.to_thread.run_sync(policy.resolve, host, port, "upstream")
         except OutboundRefused as exc:
             current.refused = str(exc)
             raise httpcore.ConnectError(str(exc)) from None
@@ -81,17 +87,23 @@ class PolicyBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-def policy_transport(policy: OutboundPolicy, verify: ssl.SSLContext | bool) -> httpx.AsyncHTTPTransport:
-    """httpx's transport with its connection pool on PolicyBackend. httpx takes no
-    network backend, so its pool is replaced by an equal one that has it (the
-    gateway's tests connect through this to a listener on loopback and see it refused)."""
-    transport = httpx.AsyncHTTPTransport(verify=verify)
-    limits = httpx.Limits()
-    transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(verify=verify),
-        max_connections=limits.max_connections,
-        max_keepalive_connections=limits.max_keepalive_connections,
-        keepalive_expiry=limits.keepalive_expiry,
-        network_backend=PolicyBackend(policy),
-    )
-    return transport
+def policy_client(policy: OutboundPolicy, verify: ssl.SSLContext | bool, **options: Any) -> httpx.AsyncClient:
+    """httpx's client as it is made from pier's environment (HTTPS_PROXY & co.
+    included: a proxy there is the operator's), with every connection pool it
+    has on PolicyBackend. httpx takes no network backend, so each pool's is set
+    (tests/unit/gateway/test_gateway_connect.py sees a loopback upstream refused
+    and an environment proxy used). Through a proxy, the proxy resolves the
+    upstream: its name was judged when the run was accepted."""
+    client = httpx.AsyncClient(verify=verify, **options)
+    for transport in [client._transport, *client._mounts.values()]:
+        pool = getattr(transport, "_pool", None)
+        if pool is None:
+            continue
+        proxy = getattr(pool, "_proxy_url", None)
+        extra = parse_allowed(_hostport(proxy.host.decode(), proxy.port or 80)) if proxy is not None else ()
+        pool._network_backend = PolicyBackend(policy, extra)
+    return client
+
+
+def _hostport(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

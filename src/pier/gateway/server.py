@@ -17,7 +17,7 @@ import httpx
 import uvicorn
 
 from pier.errors import SandboxError
-from pier.gateway.connect import policy_transport
+from pier.gateway.connect import policy_client
 from pier.gateway.grants import Budget, Grant, Grants
 from pier.gateway.proxy import create_app
 from pier.outbound import Allowed, OutboundPolicy
@@ -76,8 +76,12 @@ class Gateway:
         asyncio.run(self._serve())
 
     async def _serve(self) -> None:
-        transport = self._transport or policy_transport(self.policy, self._verify)
-        client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT, follow_redirects=False, transport=transport)
+        options = {"timeout": UPSTREAM_TIMEOUT, "follow_redirects": False}
+        client = (
+            httpx.AsyncClient(transport=self._transport, **options)
+            if self._transport is not None
+            else policy_client(self.policy, self._verify, **options)
+        )
         async with client:
             config = uvicorn.Config(
                 create_app(self.grants, client, self.policy), log_level="warning", access_log=False,

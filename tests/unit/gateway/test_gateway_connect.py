@@ -112,3 +112,20 @@ def test_tls_to_the_checked_address_still_verifies_the_upstream(tmp_path):
     finally:
         gateway.stop()
         upstream.stop()
+
+
+def test_a_proxy_in_pier_s_environment_is_the_operator_s_and_used(monkeypatch, listener: Counting):
+    """HTTPS_PROXY where pier runs (an operator behind a corporate proxy): the
+    gateway connects through it, though it is on loopback, and the proxy is
+    asked for the upstream by name."""
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{listener.port}")
+    gateway = Gateway("127.0.0.1", policy=OutboundPolicy(resolver=table)).start()
+    try:
+        grant = gateway.open("run-1", "anthropic", "sk-operator", "https://api.anthropic.com", Budget(), 60)
+        call(gateway, grant)  # the stand-in proxy cannot speak TLS: the answer is an error
+    finally:
+        gateway.stop()
+    assert listener.connections == 1 and listener.seen[0].startswith(b"CONNECT api.anthropic.com:443")
+    assert grant.upstream_refused is None
