@@ -58,3 +58,48 @@ def check_task_name(name: str) -> str:
     if size > MAX_NAME_BYTES:  # it names a folder: a file system takes no longer name
         raise InputError(f"task name is {size} bytes long in UTF-8: use at most {MAX_NAME_BYTES}")
     return check_name("task", name)
+
+
+# A file name a run made is data: any bytes but '/' and NUL (docs/storage.md,
+# "Names of files a run made"). Where pier collects a run's files it names each
+# path component by this rule, so what it stores, lists, serves and shows is
+# always printable UTF-8, and the bytes are recovered by percent-decoding.
+NAME_MAX_BYTES = 255
+_CUT_MARK_HEX = 8
+
+
+def file_name(raw: bytes) -> str:
+    """One path component of a file a run made, as pier names it: printable
+    UTF-8 characters are kept, except '%'; every other byte (invalid UTF-8, a
+    control character, a newline, a non-printable code point, '%') is written
+    %XX. A name that comes out longer than 255 bytes is cut to fit and ends with
+    '~' and 8 hex digits of the raw name's SHA-256."""
+    parts: list[str] = []
+    text = raw.decode("utf-8", errors="surrogateescape")
+    for ch in text:
+        if ch.isprintable() and ch != "%":
+            parts.append(ch)
+        else:
+            data = ch.encode("utf-8", errors="surrogateescape")
+            parts.append("".join(f"%{b:02X}" for b in data))
+    name = "".join(parts)
+    if len(name.encode()) <= NAME_MAX_BYTES:
+        return name
+    import hashlib
+
+    mark = "~" + hashlib.sha256(raw).hexdigest()[:_CUT_MARK_HEX]
+    room, kept = NAME_MAX_BYTES - len(mark), []
+    for part in parts:  # never splits a character or a %XX
+        room -= len(part.encode())
+        if room < 0:
+            break
+        kept.append(part)
+    return "".join(kept) + mark
+
+
+def file_path(name: str) -> str:
+    """A relative path as tarfile reads it (str, undecodable bytes as
+    surrogates), each component named by file_name."""
+    import os
+
+    return "/".join(file_name(os.fsencode(part)) for part in name.split("/"))

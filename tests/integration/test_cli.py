@@ -97,3 +97,39 @@ def test_run_publishes_its_outputs_to_the_configured_storage(
     with stored.open(f"{prefix}/run.json") as stream:
         assert json.loads(stream.read())["status"] == "completed"
     assert not any(get_settings().scratch_root.iterdir())
+
+
+def test_odd_file_names_are_shown_by_the_one_rule_in_the_cli(base_image, tmp_path: Path):
+    """A run whose results are named with invalid UTF-8, a newline and a
+    terminal escape: `pier run`, `pier runs` and `pier logs` answer, and print
+    the names percent-encoded (pier.names.file_name), never the raw bytes."""
+    from pier.names import file_name
+
+    names = [b"\xff\xfe", b"two\nlines", b"esc\x1b[31mred"]
+
+    def octal(raw: bytes) -> str:
+        return "".join(f"\\{b:03o}" for b in raw)
+
+    made = "\n".join(
+        f'n="$(printf "{octal(raw)}_")"; echo x > "{{{{results_dir}}}}/${{n%_}}"; ls {{{{results_dir}}}}'
+        for raw in names
+    )
+    runbook = tmp_path / "RUNBOOK.md"
+    runbook.write_text(f'---\nagent: script\nsnapshot: ""\n---\n```bash\n{made}\n```\n')
+    run = subprocess.run(
+        [sys.executable, "-m", "pier.cli", "run", str(runbook), "--image", base_image],
+        capture_output=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    listing = pier("runs", "--json")
+    assert listing.returncode == 0, listing.stderr
+    record = json.loads(listing.stdout.splitlines()[0])
+    files = record["steps"]["run"]["outputs"]["files"]
+    for raw in names:
+        assert any(f.endswith("/" + file_name(raw)) for f in files), (raw, files)
+    for out in (
+        run.stdout,
+        pier("runs").stdout.encode(),
+        pier("logs", record["trajectory_id"]).stdout.encode(),
+    ):
+        assert b"\xff" not in out and b"\x1b[31m" not in out

@@ -165,7 +165,8 @@ async function collections(ctx, check) {
   });
   await check("getCollectionEnvironment", async () => {
     const env = await ctx.jetty.getCollectionEnvironment(config.collection);
-    assert.ok(env.environment_variables.includes("SDK_VAR"));
+    assert.ok(Object.keys(env.environment_variables).includes("SDK_VAR"));
+    assert.ok(!JSON.stringify(env).includes('"v"'), "no value is returned");
   });
 }
 

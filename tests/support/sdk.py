@@ -1,6 +1,7 @@
-"""The platform's TypeScript client (@jetty/sdk), installed from the npm
-registry at the version tests/sdk/package-lock.json pins, for the
-compatibility suite. Without Node the suite is skipped; under CI it fails."""
+"""The platform's TypeScript client (@jetty/sdk) and its MCP server
+(jetty-mcp-server), installed from the npm registry at the versions
+tests/sdk/package-lock.json pins, for the compatibility suites. Without Node
+the suites are skipped; under CI they fail."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tests.support.services import require_service
 
 SDK_DIR = Path(__file__).resolve().parents[1] / "sdk"
 SUITE = SDK_DIR / "client_suite.mjs"
+MCP_SUITE = SDK_DIR / "mcp_suite.mjs"
 MIN_NODE = 18
 INSTALL_TIMEOUT_SEC = 300
 
@@ -21,17 +23,20 @@ def _unavailable(reason: str) -> None:
     require_service("the SDK compatibility suite's Node and @jetty/sdk", f"{reason} (.ci/run installs them)")
 
 
-def pinned_version() -> str:
-    return json.loads((SDK_DIR / "package.json").read_text())["dependencies"]["@jetty/sdk"]
+def pinned_versions() -> dict[str, str]:
+    return json.loads((SDK_DIR / "package.json").read_text())["dependencies"]
 
 
-def installed_version() -> str | None:
-    manifest = SDK_DIR / "node_modules" / "@jetty" / "sdk" / "package.json"
-    return json.loads(manifest.read_text())["version"] if manifest.is_file() else None
+def installed_versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for name in pinned_versions():
+        manifest = SDK_DIR / "node_modules" / name / "package.json"
+        found[name] = json.loads(manifest.read_text())["version"] if manifest.is_file() else None
+    return found
 
 
 def node() -> str:
-    """The node binary, once @jetty/sdk is installed at the pinned version."""
+    """The node binary, once every package tests/sdk pins is installed at its version."""
     binary, npm = shutil.which("node"), shutil.which("npm")
     if not binary or not npm:
         _unavailable("node and npm are not installed: apt-get install nodejs npm")
@@ -40,7 +45,7 @@ def node() -> str:
     )
     if major.returncode != 0 or int(major.stdout.strip() or 0) < MIN_NODE:
         _unavailable(f"node {major.stdout.strip()} is too old: @jetty/sdk needs Node {MIN_NODE}+")
-    if installed_version() != pinned_version():
+    if installed_versions() != pinned_versions():
         done = subprocess.run(
             [npm, "ci", "--no-audit", "--no-fund"], cwd=SDK_DIR, capture_output=True, text=True,
             timeout=INSTALL_TIMEOUT_SEC,

@@ -23,6 +23,8 @@ from pier.api.pgbus import PgBus, is_postgres
 from pier.api.recovery import Recovery
 from pier.api.routes import (
     catalog,
+    catalogue,
+    chat,
     collections,
     events,
     files,
@@ -93,7 +95,9 @@ def create_app(
         services.storage.check()  # a bucket that is not there stops the start, saying so
         log.info("pier serve: outputs and uploads in %s", services.storage.url)
         sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings, services.storage)
-        scheduler = Scheduler(services.store, lambda r: fire(state.dispatcher, r), settings.routine_poll_sec)
+        scheduler = Scheduler(
+            services.store, lambda r: fire(state.dispatcher, r, state.vault), settings.routine_poll_sec
+        )
         state.bus.start()
         executor = state.dispatcher.executor
         if executor.durable:  # the queue is Temporal's: the store says how many wait
@@ -149,8 +153,8 @@ def create_app(
     )
     app.add_middleware(Observe)  # outside the limits: refused requests are counted (and audited) too
     app.add_middleware(NoTrailingSlash)
-    for module in (health, collections, tasks, runs, trajectories, files, events, catalog, routines,
-                   experiment_routes):  # fmt: skip
+    for module in (health, collections, tasks, runs, trajectories, files, events, catalog, catalogue,
+                   chat, routines, experiment_routes):  # fmt: skip
         app.include_router(module.router)
     app.include_router(operations.router)
     if pages is not None:

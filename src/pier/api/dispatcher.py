@@ -25,6 +25,7 @@ from pier.lifecycle.context import RunContext
 from pier.lifecycle.outcomes import SERVER_STOPPED, cancelled, interrupted
 from pier.lifecycle.runner import cancel as cancel_run
 from pier.lifecycle.service import RunRequest, preflight
+from pier.lifecycle.uploads import file_of_id, refuse_file_ids
 from pier.lifecycle.webhooks import check_url
 from pier.record import Label, RunStatus, Trajectory
 from pier.redact import Redactor
@@ -127,7 +128,7 @@ class Dispatcher:
             earlier = self.keyed_run(collection, params.idempotency_key)
             if earlier is not None:
                 return earlier
-        params = with_subscription(split_webhook(params))
+        params = self.with_file_ids(collection, with_subscription(split_webhook(params)))
         if params.webhook_url is not None:
             check_url(params.webhook_url, self.services.settings.outbound)
         self.hooks.quotas.check_new_run(collection)  # 429 when its queue is full
@@ -171,6 +172,23 @@ class Dispatcher:
         metrics.runs_accepted.labels(metrics.collection_label(collection)).inc()
         return record
 
+    def with_file_ids(self, collection: str, params: RunParams) -> RunParams:
+        """init_params.files (ids from POST /api/v1/files) become storage paths
+        in file_paths; an id put in file_paths itself is refused, naming the field."""
+        init = dict(params.init_params)
+        refuse_file_ids(init.get("file_paths"))
+        ids = init.pop("files", None)
+        if ids is None:
+            return params
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise InputError("init_params.files: give a list of file ids from POST /api/v1/files")
+        try:
+            paths = [file_of_id(self.services.storage, collection, i).key for i in ids]
+        except NotFoundError as exc:
+            raise InputError(f"init_params.files: {exc}") from None
+        init["file_paths"] = [*(init.get("file_paths") or []), *paths]
+        return replace(params, init_params=init)
+
     def keyed_run(self, collection: str, key: str) -> Trajectory | None:
         """The run an idempotency key already names in `collection`."""
         tid = self.store.run_for_key(collection, key)
@@ -184,7 +202,7 @@ class Dispatcher:
     def check_task(self, collection: str, task_name: str, task: Task, params: RunParams) -> None:
         """InputError when accept_task would refuse this run; nothing is stored
         or counted (an experiment checks each of its cells so before it starts)."""
-        params = with_subscription(split_webhook(params))
+        params = self.with_file_ids(collection, with_subscription(split_webhook(params)))
         payload = Payload(collection, task_name, task, params.init_params, params.secret_params,
                           params.webhook_url, params.webhook_secret, params.use_trial_keys)  # fmt: skip
         self._preflight(payload, uuid.uuid4().hex)

@@ -1,86 +1,24 @@
-"""The HTTP server `pier serve` runs the app under: uvicorn, with the timeouts
-it lacks on its own.
-
-uvicorn closes a connection idle between requests (PIER_HTTP_KEEPALIVE_SEC),
-but waits for ever for a request's head or the rest of its body: a client
-that opens connections and sends a byte now and then (slow loris) holds them
-all. Here a request's line and headers must arrive within
-PIER_HTTP_HEADER_TIMEOUT_SEC of its first byte (or of the connection), and a
-body may not pause longer than PIER_HTTP_BODY_IDLE_SEC between two pieces;
-either way the connection is answered 408 and closed.
-"""
+"""The HTTP server `pier serve` runs the app under: uvicorn, with pier's
+bounds before authentication (`pier.serving`) set from the settings."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 
 import uvicorn
 from fastapi import FastAPI
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from pier.serving import BoundedProtocol, bounded_protocol
 from pier.settings import Settings
 
-TIMEOUT_ANSWER = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 
-
-class TimedProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, with a deadline while a request arrives."""
-
-    header_timeout_sec = 10.0
-    body_idle_sec = 30.0
-    _deadline: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm(self.header_timeout_sec)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._arm(self.header_timeout_sec)
-
-    def on_headers_complete(self) -> None:
-        super().on_headers_complete()
-        self._arm(self.body_idle_sec)  # disarmed at once when there is no body
-
-    def on_body(self, body: bytes) -> None:
-        super().on_body(body)
-        self._arm(self.body_idle_sec)
-
-    def on_message_complete(self) -> None:
-        super().on_message_complete()
-        self._disarm()
-
-    def _arm(self, seconds: float) -> None:
-        self._disarm()
-        self._deadline = self.loop.call_later(seconds, self._expired)
-
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _expired(self) -> None:
-        self._deadline = None
-        if self.transport.is_closing():
-            return
-        if self.cycle is None or not self.cycle.response_started:
-            self.transport.write(TIMEOUT_ANSWER)
-        self.transport.close()
-
-
-def protocol_for(settings: Settings) -> type[TimedProtocol]:
-    return type(
-        "PierHttpProtocol",
-        (TimedProtocol,),
-        {
-            "header_timeout_sec": settings.http_header_timeout_sec,
-            "body_idle_sec": settings.http_body_idle_sec,
-        },
+def protocol_for(settings: Settings) -> type[BoundedProtocol]:
+    return bounded_protocol(
+        header_timeout_sec=settings.http_header_timeout_sec,
+        body_idle_sec=settings.http_body_idle_sec,
+        max_head_bytes=settings.http_max_head_bytes,
+        max_line_bytes=settings.http_max_line_bytes,
+        max_connections_per_address=settings.http_max_connections_per_address,
     )
 
 

@@ -13,25 +13,28 @@ from pier.db import StoredRoutine
 from pier.errors import NotFoundError, PierError
 from pier.lifecycle.outcomes import failed_to_start
 from pier.record import Trajectory, utcnow
+from pier.routines import Routines
+from pier.vault import Vault
 
 log = logging.getLogger(__name__)
 
 
-def start_run(dispatcher: Dispatcher, routine: StoredRoutine) -> Trajectory:
-    """Accept one run of the routine's task with its init_params; InputError or
-    NotFoundError (the caller's to answer) when it cannot run."""
-    params = RunParams(dict(routine.init_params))
+def start_run(dispatcher: Dispatcher, routine: StoredRoutine, vault: Vault) -> Trajectory:
+    """Accept one run of the routine's task with its init_params, secrets and
+    webhook; InputError or NotFoundError (the caller's to answer) when it cannot run."""
+    fired = Routines(dispatcher.store, vault=vault).fired(routine)
+    params = RunParams(fired.init_params, fired.secret_params, fired.webhook_url, fired.webhook_secret)
     record = dispatcher.accept(routine.collection, routine.task, params, routine_id=routine.id)
     _note(dispatcher, routine, record)
     return record
 
 
-def fire(dispatcher: Dispatcher, routine: StoredRoutine) -> Trajectory:
+def fire(dispatcher: Dispatcher, routine: StoredRoutine, vault: Vault) -> Trajectory:
     """A tick: start the run, or, when it cannot start (the task was deleted, a
     required secret is missing), store it failed saying why, so the routine's
     runs show every tick."""
     try:
-        record = start_run(dispatcher, routine)
+        record = start_run(dispatcher, routine, vault)
     except PierError as exc:
         record = Trajectory.new(
             uuid.uuid4().hex, routine.collection, routine.task,

@@ -70,6 +70,10 @@ class StoredRoutine(BaseModel):
     last_trajectory_id: str | None
     created_at: datetime
     updated_at: datetime
+    cadence: dict[str, Any] | None = None
+    secret_params_encrypted: str | None = None
+    webhook_url: str | None = None
+    webhook_secret_encrypted: str | None = None
 
 
 class AuditEntry(BaseModel):

@@ -197,6 +197,13 @@ routines = Table(
     _name("last_trajectory_id", nullable=True),
     _time("created_at"),
     _time("updated_at"),
+    # The platform's cadence as sent (cron_expression is derived from it), or
+    # null for a routine made from a cron expression.
+    Column("cadence", JSONType, nullable=True),
+    # Fernet tokens (pier.vault): a JSON object of secrets, and the webhook's secret.
+    Column("secret_params_encrypted", Text, nullable=True),
+    Column("webhook_url", Text, nullable=True),
+    Column("webhook_secret_encrypted", Text, nullable=True),
     UniqueConstraint("collection", "task", "name"),
     Index("ix_routines_enabled_next_run_at", "enabled", "next_run_at"),
     # An id is never given again after a delete (SQLite reuses the highest one

@@ -21,6 +21,7 @@ from pier.gateway.connect import policy_client
 from pier.gateway.grants import Budget, Grant, Grants
 from pier.gateway.proxy import create_app
 from pier.outbound import Allowed, OutboundPolicy
+from pier.serving import bounded_protocol
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +85,13 @@ class Gateway:
         )
         async with client:
             config = uvicorn.Config(
-                create_app(self.grants, client, self.policy), log_level="warning", access_log=False,
+                create_app(self.grants, client, self.policy),
+                log_level="warning",
+                access_log=False,
                 lifespan="off",
-            )  # fmt: skip
+                # A sandbox is hostile: the same bounds as pier serve's, at their defaults.
+                http=bounded_protocol(),
+            )
             self._server = uvicorn.Server(config)
             serving = asyncio.ensure_future(self._server.serve(sockets=[self._sock]))
             while not self._server.started and not serving.done():

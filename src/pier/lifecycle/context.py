@@ -29,6 +29,16 @@ LogSink = Callable[[str, str], None]
 
 
 @dataclass
+class LogBudget:
+    """How much of the agent's output the run's log has stored, and dropped."""
+
+    stored: int = 0
+    dropped_bytes: int = 0
+    dropped_lines: int = 0
+    said: bool = False
+
+
+@dataclass
 class RunContext:
     task: Task
     run_params: dict
@@ -58,6 +68,7 @@ class RunContext:
     egress: EgressRun | None = None  # the run's allow-listed way out, when it has one
     storage: RunStorage | None = None  # where output_dir is published; None keeps it where it is
     pool: WarmPool | None = None  # ready sandboxes create may claim (pier serve)
+    log_budget: LogBudget = field(default_factory=lambda: LogBudget())
 
     def publish(self) -> None:
         """Store what the scratch folder holds under the run's storage key, then
@@ -69,6 +80,37 @@ class RunContext:
 
     def log(self, line: str, stage: str | None = None) -> None:
         self.emit(stage or self.stage, self.redactor.text(line))
+
+    def agent_line(self, line: str) -> None:
+        """One line of the agent's output for the run's log: past
+        PIER_MAX_LOG_BYTES of them it is dropped and counted (pier's own
+        lines are always kept); the first dropped line is said once."""
+        budget = self.log_budget
+        size = len(line.encode("utf-8", errors="replace")) + 1
+        if budget.stored + size <= self.settings.max_log_bytes and not budget.dropped_lines:
+            budget.stored += size
+            self.log(line, "run_agent")
+            return
+        if not budget.dropped_lines:
+            self.log(
+                f"the agent's output passed PIER_MAX_LOG_BYTES ({self.settings.max_log_bytes} bytes): what it "
+                "prints from here on is not stored or streamed; the run's warnings say how much was dropped",
+                "run_agent",
+            )
+        budget.dropped_lines += 1
+        budget.dropped_bytes += size
+
+    def say_log_cut(self) -> None:
+        """The warning (log and record) of how much of the agent's output was dropped, once."""
+        budget = self.log_budget
+        if budget.dropped_lines and not budget.said:
+            budget.said = True
+            note = (
+                f"the run's log was cut: {budget.dropped_bytes} bytes in {budget.dropped_lines} lines of the "
+                f"agent's output were dropped past PIER_MAX_LOG_BYTES ({self.settings.max_log_bytes} bytes)"
+            )
+            self.log(f"warning: {note}", "run_agent")
+            self.record.outputs.warnings.append(note)
 
     def scratch(self) -> Path:
         """This run's scratch folder, made on first use; execute removes it at the end."""

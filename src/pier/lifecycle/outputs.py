@@ -219,6 +219,7 @@ def _read(ctx: RunContext, found: Look) -> None:
             "was kept. Have the runbook write less, or ask the operator to raise the limits",
         ) from None
     finally:  # the logs are stored even when a later folder fails to come out
+        _cut_logs(ctx, ctx.output_dir / "logs")
         _redact_logs(ctx, ctx.output_dir / "logs")
         _say_skipped(ctx, skipped, found.found)
     results = ctx.output_dir / "results"
@@ -322,6 +323,30 @@ def _say_skipped(ctx: RunContext, skipped: list[str], found: Survey) -> None:
     note = f"not collected, as they are not regular files: {shown}"
     ctx.log(f"warning: {note}")
     ctx.record.outputs.warnings.append(note)
+
+
+def _cut_logs(ctx: RunContext, logs: Path) -> None:
+    """Each file of logs/ longer than PIER_MAX_LOG_BYTES keeps its first that
+    many bytes, then a line saying how much was dropped; the run's warnings say
+    it too. (The agent, root in its sandbox, may write there what it likes.)"""
+    if not logs.is_dir():
+        return
+    cap = ctx.settings.max_log_bytes
+    for file in sorted(logs.rglob("*")):
+        if not file.is_file() or file.is_symlink():
+            continue
+        size = file.stat().st_size
+        if size <= cap:
+            continue
+        with open(file, "r+b") as out:
+            out.truncate(cap)
+            out.seek(cap)
+            out.write(
+                f"\n[pier] cut here: {size - cap} bytes dropped past PIER_MAX_LOG_BYTES ({cap})\n".encode()
+            )
+        note = f"logs/{file.relative_to(logs)} was cut to {cap} bytes: {size - cap} bytes dropped (PIER_MAX_LOG_BYTES)"
+        ctx.log(f"warning: {note}")
+        ctx.record.outputs.warnings.append(note)
 
 
 def _redact_logs(ctx: RunContext, logs: Path) -> None:

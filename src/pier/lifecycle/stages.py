@@ -200,7 +200,7 @@ def sandbox_spec(ctx: RunContext) -> SandboxSpec:
         network_name=egress.network,
         dns=(egress.address,),
         env={**spec.env, **egress.env(), **trust_env},
-        files={**spec.files, **trust_files},
+        files={**spec.files, **egress.files(), **trust_files},
     )
 
 
@@ -262,10 +262,16 @@ def close_run_egress(ctx: RunContext) -> None:
     egress.close()
     if egress.grant.injections:
         ctx.log(f"egress put a secret in {egress.grant.injected} request(s)", "save")
-    refused = sorted(set(egress.grant.refused))
+    refused = egress.grant.refused
     if refused:
+        # Most refused first: what a runbook author most likely needs to add to network.allow.
+        hosts = ", ".join(
+            f"{host} ({count})" for host, count in sorted(refused.items(), key=lambda i: (-i[1], i[0]))
+        )
         ctx.log(
-            f"egress refused {len(egress.grant.refused)} connection(s) to: {', '.join(refused)[:500]}", "save"
+            f"egress refused {refused.total()} request(s) to {len(refused)} host(s) (add to network.allow "
+            f"what the run needs): {hosts[:1000]}",
+            "save",
         )
     ctx.egress = None
 
@@ -434,7 +440,7 @@ def run_agent(ctx: RunContext) -> None:
     def on_line(line: str) -> None:
         readable = agent.readable(line)
         if readable is not None:
-            ctx.log(readable, "run_agent")
+            ctx.agent_line(readable)
 
     grant = ctx.model_route.grant if ctx.model_route else None
     env = {**plan.sandbox_env(without_provider_keys(plan.env, grant)), **launch.env}
@@ -442,6 +448,7 @@ def run_agent(ctx: RunContext) -> None:
         result = sandbox.exec(launch.command, env=env, timeout=plan.timeout_sec, on_line=on_line)
     finally:
         close_model_route(ctx)  # the token dies with the agent
+        ctx.say_log_cut()
     reached = sandbox.limit_reached()  # the agent may have ended before the sandbox was stopped
     if reached:
         raise StageError("run_agent", reached)

@@ -11,12 +11,46 @@ import re
 import time
 
 from pier.db import Store
-from pier.storage.base import UPLOADS, RunStorage, upload_prefix
+from pier.errors import InputError, NotFoundError
+from pier.storage.base import UPLOADS, RunStorage, StoredFile, upload_prefix
 
 log = logging.getLogger(__name__)
 
 # An upload's API path: <collection>/.uploads/<upload id>/<file name>
 UPLOAD_PATH = re.compile(rf"^/?(?P<collection>[^/]+)/{re.escape(UPLOADS)}/(?P<upload_id>[0-9a-f]{{32}})/")
+
+
+# An OpenAI-style file id (POST /api/v1/files): an upload of one file.
+FILE_ID = re.compile(r"^file-(?P<upload_id>[0-9a-f]{32})$")
+
+
+def file_id(upload_id: str) -> str:
+    return f"file-{upload_id}"
+
+
+def file_of_id(storage: RunStorage, collection: str, name: str) -> StoredFile:
+    """The stored file an OpenAI-style id names in `collection`; NotFoundError
+    when it is not one of the collection's (another's, expired or made up)."""
+    match = FILE_ID.match(name)
+    found = list(storage.files(upload_prefix(collection, match["upload_id"]))) if match else []
+    if len(found) != 1:
+        raise NotFoundError(
+            f"file {name!r} not found in collection {collection!r}: upload it with POST /api/v1/files "
+            "(ids live as long as uploads, PIER_UPLOAD_TTL_SEC)"
+        )
+    return found[0]
+
+
+def refuse_file_ids(paths: object, field: str = "init_params.file_paths") -> None:
+    """A file id where storage paths go is refused, saying where ids go (the
+    platform drops such an entry silently and the run goes on without the file)."""
+    for path in paths if isinstance(paths, list) else []:
+        if isinstance(path, str) and FILE_ID.match(path):
+            raise InputError(
+                f"{field}: {path!r} is a file id from POST /api/v1/files, not a storage path: pass ids in "
+                "jetty.files (chat completions) or init_params.files, and storage paths from "
+                "POST /api/v1/sandbox/upload in file_paths"
+            )
 
 
 def upload_of(path: str) -> tuple[str, str] | None:

@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, BinaryIO, cast
 
+from pier.names import file_path
+
 CHUNK = 1 << 20
 
 
@@ -207,6 +209,7 @@ def _extract(
             if placed is None:
                 continue
             top, root, name = placed
+            name = file_path(name)  # names are data: printable UTF-8 from here on (pier.names)
             shown = f"/{top}/{name}" if top else name
             target = (root / name).resolve()
             if not target.is_relative_to(root):

@@ -35,6 +35,12 @@ class RunSettings(BaseModel):
     # What collect copies out of one sandbox (results, logs, assets), checked as it streams.
     max_output_bytes: int = Field(10 << 30, ge=1, description="a run's collected outputs, in all")
     max_output_files: int = Field(100_000, ge=1, description="files in a run's collected outputs")
+    max_log_bytes: int = Field(
+        50 << 20,
+        ge=1024,
+        description="the agent's output a run's log stores (and each file of logs/ in its outputs keeps); "
+        "past it the rest is dropped and counted",
+    )
 
     @field_validator("default_memory", "max_memory")
     @classmethod

@@ -30,12 +30,23 @@ class ServerSettings(BaseModel):
     max_json_bytes: int = Field(1 << 20, ge=1, description="a request body other than an upload, else 413")
     max_json_depth: int = Field(64, ge=2, le=500, description="nesting of a JSON body, else 422")
     http_header_timeout_sec: float = Field(
-        10.0, gt=0, description="a request's line and headers must arrive within this"
+        10.0,
+        gt=0,
+        description="a request's line and headers must arrive within this (the first request's: of the connection)",
     )
     http_body_idle_sec: float = Field(
         30.0, gt=0, description="the most time between two pieces of a request body"
     )
     http_keepalive_sec: int = Field(5, ge=1, description="an idle connection is closed after this")
+    http_max_head_bytes: int = Field(
+        32 << 10, ge=1024, description="a request's line and headers together, else 431 and closed"
+    )
+    http_max_line_bytes: int = Field(
+        8 << 10, ge=256, description="the request line (else 414) or one header line (else 431)"
+    )
+    http_max_connections_per_address: int = Field(
+        256, ge=1, description="connections one client address holds at once; one more is answered 429"
+    )
     # Quotas per collection: server defaults the admin can override per collection.
     quota_concurrent_runs: int | None = Field(
         None, ge=1, description="runs of one collection at once; default: all of the server's slots"

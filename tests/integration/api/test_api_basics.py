@@ -155,10 +155,10 @@ def test_environment_is_write_only_and_encrypted_at_rest(server, collection: Col
     url = f"/api/v1/collections/{collection.name}/environment"
     r = c.patch(url, json={"environment_variables": {"API_KEY": "v-secret-1", "OTHER": "v-secret-2"}})
     assert r.status_code == 200, r.text
-    assert r.json()["environment_variables"] == ["API_KEY", "OTHER"]
+    assert r.json()["names"] == ["API_KEY", "OTHER"]
     assert "v-secret" not in c.get(url).text
     r = c.patch(url, json={"environment_variables": {"OTHER": None, "THIRD": "v3"}})
-    assert r.json()["environment_variables"] == ["API_KEY", "THIRD"]
+    assert r.json()["names"] == ["API_KEY", "THIRD"]
     with Store.open(server.db_url) as store:
         stored = store.get_env_encrypted(collection.name)
     assert "v-secret-1" not in stored["API_KEY"]

@@ -177,3 +177,111 @@ def _until_closed(sock: socket.socket, deadline: float) -> bytes:
     finally:
         sock.close()
     return got.split(b"\r\n")[0] if got else b""
+
+
+def _head_answer(port: int, head: bytes, then: int = 0, source: str = "127.0.0.1") -> bytes:
+    """Send `head` then `then` bytes of one header's value (from another
+    thread); the status line the server answers."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60, source_address=(source, 0))
+    sock.sendall(head)
+
+    def push() -> None:
+        chunk = b"a" * (1 << 16)
+        try:
+            for _ in range(then // len(chunk)):
+                sock.sendall(chunk)
+            sock.sendall(b"\r\n\r\n")
+        except OSError:
+            pass  # the server closed it: what it was meant to do
+
+    pusher = threading.Thread(target=push, daemon=True)
+    pusher.start()
+    try:
+        answer = sock.recv(4096)
+    finally:
+        pusher.join(120)
+        sock.close()
+    return answer.split(b"\r\n")[0]
+
+
+def test_ten_40_mib_headers_are_refused_431_without_growing_the_server(server: Server):
+    """Before: no header limit; each header was read whole (quadratically,
+    piece by piece) before a 401: ten at once grew the server by 70-450 MB and
+    some were still arriving past the header timeout (408)."""
+    import psutil
+
+    assert server.proc is not None
+    proc = psutil.Process(server.proc.pid)
+    head = b"GET /api/v1/runs HTTP/1.1\r\nHost: pier\r\nX-Big: "
+    _head_answer(server.port, head, 1 << 20)  # what a first request loads, loaded
+    before = settled_rss(server)
+    peak = before
+    answers: list[bytes] = []
+
+    def one() -> None:
+        answers.append(_head_answer(server.port, head, 40 << 20))
+
+    threads = [threading.Thread(target=one) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    while any(t.is_alive() for t in threads):
+        peak = max(peak, proc.memory_info().rss)
+        time.sleep(0.05)
+    grown = peak - before
+    assert answers == [b"HTTP/1.1 431 Request Header Fields Too Large"] * 10, answers
+    assert grown < 50 << 20, f"the server's RSS grew by {grown >> 20} MB"
+
+
+def test_a_long_request_line_is_414_and_long_or_many_headers_431(server: Server):
+    get = b"GET /health HTTP/1.1\r\nHost: pier\r\n"
+    assert _head_answer(server.port, b"GET /" + b"a" * (9 << 10) + b" HTTP/1.1\r\n") == (
+        b"HTTP/1.1 414 URI Too Long"
+    )
+    one_long_line = get + b"X-Long: " + b"a" * (9 << 10) + b"\r\n\r\n"
+    assert _head_answer(server.port, one_long_line).startswith(b"HTTP/1.1 431")
+    many_lines = get + b"".join(b"X-%d: %s\r\n" % (n, b"a" * 1000) for n in range(40)) + b"\r\n"
+    assert _head_answer(server.port, many_lines).startswith(b"HTTP/1.1 431")
+    # Under the bounds, a request is served as before.
+    fine = get + b"".join(b"X-%d: %s\r\n" % (n, b"a" * 1000) for n in range(20))
+    assert _head_answer(server.port, fine + b"X-Line: " + b"a" * 7000 + b"\r\n\r\n").startswith(
+        b"HTTP/1.1 200"
+    )
+
+
+def test_connections_that_never_send_a_byte_are_closed_within_the_header_timeout(server: Server):
+    """The module's server has PIER_HTTP_HEADER_TIMEOUT_SEC=1: 200 silent
+    connections and one idle after a request are all closed within it."""
+    started = time.monotonic()
+    socks = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(200)]
+    after_one = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    after_one.sendall(b"GET /health HTTP/1.1\r\nHost: pier\r\n\r\n")
+    assert after_one.recv(4096).startswith(b"HTTP/1.1 200")
+    answers = [_until_closed(sock, started + 8) for sock in [*socks, after_one]]
+    waited = time.monotonic() - started
+    assert waited < 1 + 5 + 2, f"idle connections held {waited:.1f}s"  # the keep-alive bound is 5 s
+    assert set(answers) <= {b"", b"HTTP/1.1 408 Request Timeout"}, answers[:3]
+
+
+def test_one_address_holds_at_most_its_cap_of_connections(tmp_path: Path):
+    from tests.integration.tenancy.conftest import start_server
+
+    srv = start_server(
+        tmp_path, PIER_HTTP_MAX_CONNECTIONS_PER_ADDRESS="20", PIER_HTTP_HEADER_TIMEOUT_SEC="30"
+    )
+    try:
+        held = [socket.create_connection(("127.0.0.1", srv.port), timeout=10) for _ in range(20)]
+        time.sleep(0.5)  # all accepted
+        over = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        assert over.recv(4096).startswith(b"HTTP/1.1 429"), "the 21st connection was not refused"
+        over.close()
+        # Another address is not counted against this one.
+        assert _head_answer(srv.port, b"GET /health HTTP/1.1\r\nHost: pier\r\n\r\n", source="127.0.0.2") == (
+            b"HTTP/1.1 200 OK"
+        )
+        held.pop().close()
+        time.sleep(0.5)
+        assert _head_answer(srv.port, b"GET /health HTTP/1.1\r\nHost: pier\r\n\r\n") == b"HTTP/1.1 200 OK"
+        for sock in held:
+            sock.close()
+    finally:
+        srv.stop()

@@ -374,9 +374,7 @@ def test_settings_environment_and_tokens(chromium, web_server: Server, base_imag
     page.locator("#environment code", has_text="API_KEY").wait_for()
     assert "s3cret-value" not in page.content()  # values are never shown
     with coll.client() as api:
-        assert api.get(f"/api/v1/collections/{coll.name}/environment").json()["environment_variables"] == [
-            "API_KEY"
-        ]
+        assert api.get(f"/api/v1/collections/{coll.name}/environment").json()["names"] == ["API_KEY"]
     assert "managed with the admin token" in page.locator("#tokens").inner_text()
     page.once("dialog", lambda dialog: dialog.accept())  # "Delete API_KEY from the collection's environment?"
     page.get_by_label("Delete API_KEY").click()

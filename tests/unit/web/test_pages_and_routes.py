@@ -51,7 +51,7 @@ def test_the_environment_form_changes_and_audits_as_the_route_does(client: TestC
                        follow_redirects=False)  # fmt: skip
     assert sent.status_code == 303, sent.text
     names = client.get("/api/v1/collections/team/environment", headers=api()).json()
-    assert names["environment_variables"] == ["WEB_VAR"]
+    assert names["names"] == ["WEB_VAR"] and list(names["environment_variables"]) == ["WEB_VAR"]
     (entry,) = audit_of(client, "/collections/{collection}/environment")
     assert entry["action"] == "POST /collections/{collection}/environment"
     assert entry["target"] == {"collection": "team", "set": ["WEB_VAR"], "removed": []}
@@ -59,7 +59,7 @@ def test_the_environment_form_changes_and_audits_as_the_route_does(client: TestC
     client.post("/collections/team/environment", data=form(delete="WEB_VAR"), follow_redirects=False)
     assert (
         client.get("/api/v1/collections/team/environment", headers=api()).json()["environment_variables"]
-        == []
+        == {}
     )
 
 

@@ -76,9 +76,7 @@ def revoke_token(
 @router.get("/{collection}/environment", summary="The environment's variable names")
 def get_environment(collection: CollectionDep, state: StateDep) -> EnvironmentPublic:
     """Names only: values are write-only."""
-    return EnvironmentPublic(
-        collection=collection, environment_variables=service.environment(state, collection)
-    )
+    return EnvironmentPublic.of(collection, service.environment(state, collection))
 
 
 @router.patch("/{collection}/environment", summary="Set or delete variables")
@@ -90,7 +88,7 @@ def patch_environment(
     changes = body.environment_variables
     note(request, **service.environment_audit(changes))
     names = service.change_environment(state, collection, changes)
-    return EnvironmentPublic(collection=collection, environment_variables=names)
+    return EnvironmentPublic.of(collection, names)
 
 
 def _quotas(found: service.Quotas) -> QuotasPublic:

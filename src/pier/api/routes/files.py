@@ -14,7 +14,14 @@ from starlette.datastructures import UploadFile
 from pier.api.auth import CallerDep
 from pier.api.errors import ApiError
 from pier.api.schemas.common import ERROR_RESPONSES
-from pier.api.schemas.files import UploadResult, upload_schema
+from pier.api.schemas.files import (
+    FileDeleted,
+    FileList,
+    FilePublic,
+    UploadResult,
+    file_upload_schema,
+    upload_schema,
+)
 from pier.api.services import files as service
 from pier.api.services.runs import MAX_FILES
 from pier.api.state import StateDep
@@ -49,6 +56,75 @@ async def upload(
     files = [v for k, v in form.multi_items() if k == "files" and isinstance(v, UploadFile)]
     upload_id, paths = await run_in_threadpool(service.upload, state, name, files)
     return UploadResult(upload_id=upload_id, file_paths=paths, count=len(paths))
+
+
+FILE_BODY = {
+    "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": file_upload_schema()}}}
+}
+
+
+def _public(found: service.OpenAIFile) -> FilePublic:
+    return FilePublic(id=found.id, bytes=found.bytes, created_at=found.created_at, filename=found.filename,
+                      purpose=found.purpose, path=found.key)  # fmt: skip
+
+
+@router.post("/files", openapi_extra=FILE_BODY, summary="Upload a file (OpenAI-style)")
+async def upload_file(
+    request: Request,
+    state: StateDep,
+    caller: CallerDep,
+    collection: Annotated[str | None, Query(description="for the admin token: whose file")] = None,
+) -> FilePublic:
+    """Stores the `file` part as an upload of its own and answers an
+    OpenAI-style file object: pass its `id` in a chat completion's jetty.files
+    (or a run's init_params.files); file_paths take storage paths instead."""
+    name = await run_in_threadpool(service.upload_collection, state, caller, collection)
+    content_type_ = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type_ != "multipart/form-data":
+        raise ApiError(415, "send the file as multipart/form-data, in a `file` part")
+    form = await request.form(max_files=1)
+    files = [v for k, v in form.multi_items() if k == "file" and isinstance(v, UploadFile)]
+    if len(files) != 1:
+        raise ApiError(
+            422, "send exactly one `file` part (for several files at once: POST /api/v1/sandbox/upload)"
+        )
+    purpose = form.get("purpose")
+    found = await run_in_threadpool(
+        service.upload_one, state, name, files[0], purpose if isinstance(purpose, str) else "user_data"
+    )
+    return _public(found)
+
+
+@router.get("/files", summary="The collection's files (OpenAI-style)")
+def list_files(
+    state: StateDep,
+    caller: CallerDep,
+    collection: Annotated[str | None, Query(description="for the admin token: whose files")] = None,
+) -> FileList:
+    name = service.upload_collection(state, caller, collection)
+    return FileList(data=[_public(f) for f in service.list_files(state, name)])
+
+
+@router.get("/files/{file_id}", summary="A file (OpenAI-style)")
+def get_file_object(
+    file_id: str,
+    state: StateDep,
+    caller: CallerDep,
+    collection: Annotated[str | None, Query(description="for the admin token: whose file")] = None,
+) -> FilePublic:
+    return _public(service.open_file(state, service.upload_collection(state, caller, collection), file_id))
+
+
+@router.delete("/files/{file_id}", summary="Delete a file (OpenAI-style)")
+def delete_file_object(
+    file_id: str,
+    state: StateDep,
+    caller: CallerDep,
+    collection: Annotated[str | None, Query(description="for the admin token: whose file")] = None,
+) -> FileDeleted:
+    return FileDeleted(
+        id=service.delete_file(state, service.upload_collection(state, caller, collection), file_id)
+    )
 
 
 @router.get(

@@ -14,7 +14,8 @@ from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.routines import RoutineCreate, RoutinePublic, RoutineRuns, RoutineUpdate
 from pier.api.schemas.runs import WorkflowResponse
 from pier.api.services import routines as service
-from pier.api.state import StateDep
+from pier.api.state import ApiState, StateDep
+from pier.db import StoredRoutine
 
 router = APIRouter(prefix="/api/v1/routines", tags=["routines"], responses=ERROR_RESPONSES)
 ONE = "/{collection}/{task}/{name}"
@@ -31,14 +32,18 @@ def route(method: str, path: str, **options: Any) -> Callable[[Callable[..., Any
     return register
 
 
+def public(state: ApiState, routine: StoredRoutine) -> RoutinePublic:
+    return RoutinePublic.of(routine, service.secret_names(state, routine))
+
+
 @route("GET", "/{collection}", summary="The collection's routines")
 def list_collection_routines(collection: CollectionDep, state: StateDep) -> list[RoutinePublic]:
-    return [RoutinePublic.of(r) for r in service.of_collection(state, collection)]
+    return [public(state, r) for r in service.of_collection(state, collection)]
 
 
 @route("GET", "/{collection}/{task}", summary="A task's routines")
 def list_task_routines(collection: CollectionDep, task: str, state: StateDep) -> list[RoutinePublic]:
-    return [RoutinePublic.of(r) for r in service.of_collection(state, collection, task)]
+    return [public(state, r) for r in service.of_collection(state, collection, task)]
 
 
 @route("POST", "/{collection}/{task}", status_code=status.HTTP_201_CREATED, summary="Create a routine")
@@ -46,42 +51,46 @@ def create_routine(
     collection: CollectionDep, task: str, body: RoutineCreate, state: StateDep
 ) -> RoutinePublic:
     """Runs the task with `init_params` at every tick of `cron_expression` in
-    `timezone`, from the next tick on."""
+    `timezone`, or of the platform's `cadence` (UTC) with its
+    `init_params_overrides`, from the next tick on. A `manual` cadence is a
+    saved preset that only run-now starts."""
     routine = service.create(
         state, collection, task, body.name, body.cron_expression, body.timezone,
-        body.init_params, body.enabled, body.description,
+        body.params(), body.active(), body.description, body.extras(),
     )  # fmt: skip
-    return RoutinePublic.of(routine)
+    return public(state, routine)
 
 
 @route("GET", ONE, summary="A routine")
 def get_routine(collection: CollectionDep, task: str, name: str, state: StateDep) -> RoutinePublic:
-    return RoutinePublic.of(service.get(state, collection, task, name))
+    return public(state, service.get(state, collection, task, name))
 
 
 @route("PATCH", ONE, summary="Change a routine")
 def update_routine(
     collection: CollectionDep, task: str, name: str, body: RoutineUpdate, state: StateDep
 ) -> RoutinePublic:
-    """Only the fields sent change; a new schedule counts from now."""
-    return RoutinePublic.of(service.update(state, collection, task, name, body.changes()))
+    """Only the fields sent change (any subset of the cadence or cron
+    expression, overrides, secrets, paused and the webhook); a new schedule
+    counts from now."""
+    return public(state, service.update(state, collection, task, name, body.changes(), body.extras()))
 
 
 @route("DELETE", ONE, summary="Delete a routine")
 def delete_routine(collection: CollectionDep, task: str, name: str, state: StateDep) -> RoutinePublic:
     """The routine as it was; the runs it started stay readable."""
-    return RoutinePublic.of(service.delete(state, collection, task, name))
+    return public(state, service.delete(state, collection, task, name))
 
 
 @route("POST", ONE + "/pause", summary="Pause a routine")
 def pause_routine(collection: CollectionDep, task: str, name: str, state: StateDep) -> RoutinePublic:
-    return RoutinePublic.of(service.pause(state, collection, task, name))
+    return public(state, service.pause(state, collection, task, name))
 
 
 @route("POST", ONE + "/resume", summary="Resume a routine")
 def resume_routine(collection: CollectionDep, task: str, name: str, state: StateDep) -> RoutinePublic:
     """It fires from the next tick after now; ticks missed while paused are not made up."""
-    return RoutinePublic.of(service.resume(state, collection, task, name))
+    return public(state, service.resume(state, collection, task, name))
 
 
 @route("POST", ONE + "/run-now", summary="Run a routine once now")

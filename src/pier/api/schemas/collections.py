@@ -51,9 +51,23 @@ class EnvironmentPatch(BaseModel):
     )
 
 
+# What stands for every value: the platform answers the environment as an object
+# (its MCP server reads the names as its keys), and a value is never returned.
+MASKED = "********"
+
+
 class EnvironmentPublic(BaseModel):
     collection: str
-    environment_variables: list[str] = Field(description="names only: values are never returned")
+    environment_variables: dict[str, str] = Field(
+        description=f"name -> {MASKED!r}: the names, as an object's keys; values are never returned"
+    )
+    names: list[str] = Field(description="the same names, sorted")
+
+    @classmethod
+    def of(cls, collection: str, names: list[str]) -> EnvironmentPublic:
+        return cls(
+            collection=collection, environment_variables=dict.fromkeys(names, MASKED), names=sorted(names)
+        )
 
 
 MAX_QUOTA = 2**62  # bytes or counts: anything a 64-bit column keeps

@@ -14,6 +14,8 @@ from pier.api.services.runs import Upload
 from pier.api.state import ApiState
 from pier.lifecycle.assets import AssetLimits
 from pier.lifecycle.files import resolve_api_path, save_checked_uploads
+from pier.lifecycle.uploads import FILE_ID, file_id, file_of_id
+from pier.storage.base import upload_prefix
 
 
 def upload_collection(state: ApiState, caller: Caller, collection: str | None) -> str:
@@ -74,3 +76,58 @@ def stored_file(state: ApiState, caller: Caller, path: str) -> StoredFile:
     if url is not None:
         return StoredFile(name, found.size, url=url)
     return StoredFile(name, found.size, stream=storage.open(found.key))
+
+
+@dataclass(frozen=True)
+class OpenAIFile:
+    """A file of the OpenAI-style Files API: one upload holding one file, whose
+    id (`file-<upload id>`) a run names in jetty.files or init_params.files."""
+
+    id: str
+    filename: str
+    bytes: int
+    created_at: int
+    purpose: str
+    key: str
+
+
+def upload_one(state: ApiState, collection: str, item: Upload, purpose: str) -> OpenAIFile:
+    """Stores one file as an upload of its own: its OpenAI-style record."""
+    upload_id, _paths = upload(state, collection, [item])
+    return open_file(state, collection, file_id(upload_id), purpose)
+
+
+def open_file(state: ApiState, collection: str, name: str, purpose: str = "user_data") -> OpenAIFile:
+    """The file `name` (an id) of `collection`; NotFoundError for another's, an
+    expired one or an id that is not one."""
+    found = file_of_id(state.storage, collection, name)
+    match = FILE_ID.match(name)
+    assert match is not None  # file_of_id found it
+    changed = next(
+        (u.changed for u in state.storage.uploads()
+         if u.collection == collection and u.upload_id == match["upload_id"]), 0.0,
+    )  # fmt: skip
+    return OpenAIFile(name, PurePosixPath(found.key).name, found.size, int(changed), purpose, found.key)
+
+
+def list_files(state: ApiState, collection: str) -> list[OpenAIFile]:
+    """The collection's single-file uploads as files, newest first (uploads of
+    several files, from /sandbox/upload, have no one id)."""
+    found = []
+    for upload in state.storage.uploads():
+        if upload.collection != collection:
+            continue
+        files = list(state.storage.files(upload_prefix(collection, upload.upload_id)))
+        if len(files) == 1:
+            name = PurePosixPath(files[0].key).name
+            found.append(OpenAIFile(file_id(upload.upload_id), name, files[0].size, int(upload.changed),
+                                    "user_data", files[0].key))  # fmt: skip
+    return sorted(found, key=lambda f: f.created_at, reverse=True)
+
+
+def delete_file(state: ApiState, collection: str, name: str) -> str:
+    found = open_file(state, collection, name)
+    match = FILE_ID.match(found.id)
+    assert match is not None
+    state.storage.delete(upload_prefix(collection, match["upload_id"]))
+    return found.id

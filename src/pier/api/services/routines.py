@@ -16,13 +16,17 @@ from pier.db import StoredRoutine
 from pier.db.routines import RoutineExists
 from pier.record import Trajectory
 from pier.routines import RoutineError, Routines
+from pier.routines.service import NO_EXTRAS, Extras, RoutineRefused
 
 
 @contextmanager
 def _checked() -> Iterator[None]:
-    """A bad field as a 422 naming it; a taken name as a 409."""
+    """A bad field as a 422 naming it (a rule of the platform's routine API
+    as its 400); a taken name as a 409."""
     try:
         yield
+    except RoutineRefused as exc:
+        raise ApiError(400, f"{exc.field}: {exc.message}") from None
     except RoutineError as exc:
         raise invalid(exc.field, exc.message) from None
     except RoutineExists as exc:
@@ -30,7 +34,12 @@ def _checked() -> Iterator[None]:
 
 
 def _routines(state: ApiState) -> Routines:
-    return Routines(state.store)
+    return Routines(state.store, vault=state.vault)
+
+
+def secret_names(state: ApiState, routine: StoredRoutine) -> list[str]:
+    """The names of the routine's secret parameters (their values stay stored)."""
+    return sorted(_routines(state).fired(routine).secret_params)
 
 
 def of_collection(state: ApiState, collection: str, task: str | None = None) -> list[StoredRoutine]:
@@ -43,19 +52,24 @@ def create(
     collection: str,
     task: str,
     name: str,
-    cron_expression: str,
+    cron_expression: str | None,
     timezone: str,
     init_params: dict[str, Any],
     enabled: bool,
     description: str | None,
+    extras: Extras = NO_EXTRAS,
 ) -> StoredRoutine:
     """Runs the task with `init_params` at every tick of `cron_expression` in
-    `timezone`, from the next tick on."""
+    `timezone` (or of `extras.cadence`, in UTC), from the next tick on."""
     refuse_nul({"name": name, "cron_expression": cron_expression, "timezone": timezone,
-                "init_params": init_params, "enabled": enabled, "description": description})  # fmt: skip
+                "init_params": init_params, "enabled": enabled, "description": description,
+                "cadence": extras.cadence, "secret_params": extras.secret_params,
+                "webhook_url": extras.webhook_url, "webhook_secret": extras.webhook_secret})  # fmt: skip
+    if cron_expression is None and extras.cadence is None:
+        raise invalid("cron_expression", "a routine needs a schedule: send cron_expression or cadence")
     with _checked():
         return _routines(state).create(
-            collection, task, name, cron_expression, timezone, init_params, enabled, description
+            collection, task, name, cron_expression or "", timezone, init_params, enabled, description, extras
         )
 
 
@@ -63,12 +77,20 @@ def get(state: ApiState, collection: str, task: str, name: str) -> StoredRoutine
     return _routines(state).get(collection, task, name)
 
 
-def update(state: ApiState, collection: str, task: str, name: str, changes: dict[str, Any]) -> StoredRoutine:
+def update(
+    state: ApiState,
+    collection: str,
+    task: str,
+    name: str,
+    changes: dict[str, Any],
+    extras: Extras = NO_EXTRAS,
+) -> StoredRoutine:
     """Only the fields given change; a new schedule counts from now."""
-    refuse_nul(changes)
+    refuse_nul({"changes": changes, "cadence": extras.cadence, "secret_params": extras.secret_params,
+                "webhook_url": extras.webhook_url, "webhook_secret": extras.webhook_secret})  # fmt: skip
     routines = _routines(state)
     with _checked():
-        return routines.update(routines.get(collection, task, name), changes)
+        return routines.update(routines.get(collection, task, name), changes, extras)
 
 
 def delete(state: ApiState, collection: str, task: str, name: str) -> StoredRoutine:
@@ -92,7 +114,7 @@ def resume(state: ApiState, collection: str, task: str, name: str) -> StoredRout
 
 def run_now(state: ApiState, collection: str, task: str, name: str) -> Trajectory:
     """One run now, paused or not; the schedule is unchanged."""
-    return start_run(state.dispatcher, state.store.get_routine(collection, task, name))
+    return start_run(state.dispatcher, state.store.get_routine(collection, task, name), state.vault)
 
 
 def runs(
