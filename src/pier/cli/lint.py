@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from pier.agents.providers import setting_names
 from pier.checks.model import InvalidCheck
 from pier.checks.platform import compile_code_checks, lenient_config
 from pier.errors import InputError, PierError, Problems, RunbookError
@@ -273,7 +274,10 @@ def _preflight(task: Task, step: ResolvedStep, path: Path, report: Report) -> Ru
     Then with what this machine has: a refusal there is about this machine, not
     the runbook, so a warning."""
     settings = get_settings()
-    placeholders = {name: "placeholder-for-validate" for name in wanted_names(step)}
+    settings_only = setting_names()  # endpoints and the region: a placeholder is none
+    placeholders = {
+        name: "placeholder-for-validate" for name in wanted_names(step) if name not in settings_only
+    }
     plan = preflight(_request(task, path, placeholders), settings)  # raises the runbook's own errors
     here = {k: os.environ[k] for k in wanted_names(step) if k in os.environ}
     try:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pier.outbound import Allowed
+
 if TYPE_CHECKING:  # a plan holds a Budget without loading the HTTP and price libraries
     from pier.gateway.usage import CallUsage
 
@@ -118,6 +120,9 @@ class Grant:
     token: str = field(default_factory=lambda: TOKEN_PREFIX + secrets.token_urlsafe(32))
     spent: Spent = field(default_factory=Spent)
     refused: str | None = None  # why the budget stopped a request, once it did
+    # Destinations the operator named for upstream, beyond the outbound policy.
+    allowed: tuple[Allowed, ...] = ()
+    upstream_refused: str | None = None  # why the outbound policy refused upstream, once it did
     closed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

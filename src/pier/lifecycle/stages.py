@@ -496,6 +496,13 @@ def run_agent(ctx: RunContext) -> None:
     reached = sandbox.limit_reached()  # the agent may have ended before the sandbox was stopped
     if reached:
         raise StageError("run_agent", reached, Outcome.limit_reached)
+    if grant is not None and grant.upstream_refused:
+        raise StageError(
+            "run_agent",
+            f"pier's model gateway refused the run's upstream: {grant.upstream_refused}. The operator "
+            "names model upstreams in PIER_UPSTREAMS and a collection's own in PIER_COLLECTION_UPSTREAMS",
+            Outcome.invalid,
+        )
     if grant is not None and grant.refused:
         raise StageError(
             "run_agent",
@@ -546,7 +553,7 @@ def model_route(ctx: RunContext) -> ModelRoute | None:
         )
     from pier.gateway.server import shared_gateway  # the HTTP server loads only for runs that use it
 
-    gateway = shared_gateway(host, settings.gateway_port, settings.ca_bundle)
+    gateway = shared_gateway(host, settings.gateway_port, settings.ca_bundle, settings.outbound)
     if ctx.egress is not None:
         ctx.egress.admit_port(gateway.port)
         _egress_warning(ctx)

@@ -48,7 +48,9 @@ def test_a_routed_launch_holds_the_token_and_the_gateway_url_never_the_key(gatew
 
 
 def test_codex_config_points_at_the_gateway(gateway):
-    plan = plan_of("agent: codex\nmodel: gpt-5", {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": "http://up:9/v1"})
+    plan = plan_of(
+        "agent: codex\nmodel: gpt-5", {"OPENAI_API_KEY": KEY}, upstreams={"openai": "http://up:9/v1"}
+    )
     route = ModelRoute(gateway, "run-1", Budget(), ttl_s=60)
     launch = get_agent("codex").launch(plan, route)
     config = next(iter(launch.credential_files.values())).decode()
