@@ -93,7 +93,7 @@ CASES = [
     (["snapshot", "list"], 1),  # no engine answers here
     (["snapshot", "build", "nosuch"], 1),
     (["storage", "where"], 0),
-    (["audit"], 0),
+    (["audit", "verify"], 0),
 ]
 
 
