@@ -16,7 +16,14 @@ def test_live_ready_and_health_answer_200_without_a_token(server: Server):
     # every dependency this mode needs, and Temporal named only in fleet mode
     assert (ready.status_code, ready.json()) == (
         200,
-        {"status": "ready", "engine": "ok", "database": "ok", "storage": "ok", "temporal": None},
+        {
+            "status": "ready",
+            "engine": "ok",
+            "database": "ok",
+            "storage": "ok",
+            "temporal": None,
+            "draining": None,
+        },
     )
     assert health.status_code == 200
     assert {k: health.json()[k] for k in ("status", "engine", "database")} == {
