@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from pier import names
 
@@ -140,9 +140,20 @@ class StepOutputs(BaseModel):
     sandbox: SandboxRecord = Field(default_factory=SandboxRecord)
 
 
+class ActivityOutputs(BaseModel):
+    """What a workflow step of another activity than runbook produced: its
+    activity's keys only (`text`, `chunks`, `trajectory_references`, ...)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 class Step(BaseModel):
+    """One workflow step. A runbook step's outputs are StepOutputs; another
+    activity's its own keys (ActivityOutputs). `status` and `error` are a
+    workflow step's (a runbook step's are the run's: `status`, `error`)."""
+
     inputs: dict[str, Any] = Field(default_factory=dict)
-    outputs: StepOutputs = Field(default_factory=StepOutputs)
+    outputs: StepOutputs | ActivityOutputs = Field(default_factory=StepOutputs)
     activity: str = RUNBOOK_ACTIVITY
     key: str = RUN_STEP
     depends_on: list[str] = Field(default_factory=list)
@@ -152,6 +163,17 @@ class Step(BaseModel):
     author: str = AUTHOR
     origin: dict[str, Any] = Field(default_factory=dict)
     config: dict[str, Any] = Field(default_factory=dict)
+    status: StageStatus | None = None
+    error: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _outputs_of_activity(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("activity", RUNBOOK_ACTIVITY) != RUNBOOK_ACTIVITY:
+            outputs = data.get("outputs")
+            if isinstance(outputs, dict):
+                data = {**data, "outputs": ActivityOutputs.model_validate(outputs)}
+        return data
 
 
 class Trajectory(BaseModel):
@@ -181,6 +203,12 @@ class Trajectory(BaseModel):
     ended: datetime | None = None
     duration_seconds: float | None = None
     triggered_by_routine_id: int | None = None  # the routine that started it, if one did
+    # A fan-out's child (list_emit_await): the run and the step that started it.
+    parent_trajectory_id: str | None = None
+    # A workflow's model usage, summed over its steps (a runbook run's is steps.run.outputs.usage).
+    usage: dict[str, Any] = Field(default_factory=dict)
+    parent_task: str | None = None
+    parent_step: str | None = None
     trace_id: str | None = None  # its OpenTelemetry trace, when the server exports traces
     # "host:pid:start" of the process running the run (pier.sandbox.sweeper.owner_label):
     # a run whose owner is gone is ended by whoever notices (lifecycle/orphans.py).
@@ -209,11 +237,21 @@ class Trajectory(BaseModel):
 
     @property
     def outputs(self) -> StepOutputs:
-        return self.run.outputs
+        outputs = self.run.outputs
+        assert isinstance(outputs, StepOutputs), "a workflow's steps have no runbook outputs"
+        return outputs
+
+    @property
+    def is_workflow(self) -> bool:
+        """Its steps are a workflow's (pier.tasks.workflow), not one runbook step."""
+        return any(step.activity != RUNBOOK_ACTIVITY for step in self.steps.values()) or (
+            bool(self.total_steps) and self.total_steps != [RUN_STEP]
+        )
 
     @property
     def stages(self) -> list[StageRecord]:
-        return self.outputs.stages
+        """pier's lifecycle stages of a runbook run (a workflow has none)."""
+        return [] if self.is_workflow else self.outputs.stages
 
     @property
     def success(self) -> bool | None:
@@ -247,6 +285,13 @@ class Trajectory(BaseModel):
         self.status = status
         self.ended = ended
         self.duration_seconds = duration_seconds
+        if self.is_workflow:
+            for step in self.steps.values():
+                if step.status in (StageStatus.pending, StageStatus.running):
+                    step.status = StageStatus.skipped if step.status == StageStatus.pending else StageStatus.failed
+            done = [n for n in self.total_steps if n in self.steps and self.steps[n].status == StageStatus.completed]
+            self.completed_steps = done
+            return
         outputs = self.outputs
         outputs.success = status == RunStatus.completed and all(c.passed for c in outputs.checks)
         self.run.ended, self.run.duration_seconds = ended, duration_seconds
@@ -284,6 +329,30 @@ class Trajectory(BaseModel):
             config=step_config,
             outputs=StepOutputs(stages=[StageRecord(name=s) for s in STAGES]),
         )
+        return record
+
+    @classmethod
+    def new_workflow(
+        cls, trajectory_id: str, collection: str, task_name: str, task: Any, init_params: dict[str, Any], **kw: Any
+    ) -> Trajectory:
+        """A pending workflow run (task: a pier.tasks.Task whose is_workflow), each step pending."""
+        configs = {name: task.step_config(name) for name in task.steps}
+        record = cls(
+            trajectory_id=trajectory_id,
+            collection=collection,
+            name=task_name,
+            storage_path=storage_key(collection, task_name, trajectory_id),
+            metadata_uri=storage_key(collection, task_name, trajectory_id, "run.json"),
+            init_params=init_params,
+            step_configs=configs,
+            total_steps=list(task.steps),
+            **kw,
+        )
+        for i, name in enumerate(task.steps):
+            record.steps[name] = Step(
+                activity=configs[name]["activity"], key=name, config=configs[name], outputs=ActivityOutputs(),
+                depends_on=list(task.steps[:i]), status=StageStatus.pending, created=record.created,
+            )  # fmt: skip
         return record
 
     def stored(self) -> dict[str, Any]:

@@ -77,6 +77,8 @@ class LifecycleHooks:
         collection_env = {name: self.vault.decrypt(value) for name, value in encrypted.items()}
         if payload.use_trial_keys:  # the collection's own keys win
             collection_env = {**self.trials.keys(), **collection_env}
+        if payload.task.is_workflow:  # its model steps read provider keys; no sandbox gets any
+            return {**collection_env, **(payload.secret_params or {})}
         step = resolve(payload.task, payload.run_params)
         return sandbox_env(step, collection_env, payload.secret_params)
 
@@ -128,7 +130,10 @@ class LifecycleHooks:
         request = self.request(payload, tid, self.environment(payload))
         publish = self.ports.publish
         observer = Observer(on_log=lambda _stage, _line: publish(tid), on_step=lambda _s: publish(tid))
-        return new_context(self.services, request, observer, record=self.store.get_run(tid))
+        ctx = new_context(self.services, request, observer, record=self.store.get_run(tid))
+        if payload.task.is_workflow:
+            ctx.children = ChildRuns(self, payload)
+        return ctx
 
     def ended(self, job: Job, record: Trajectory | None, error: BaseException | None) -> None:
         if record is None:
@@ -164,3 +169,55 @@ class LifecycleHooks:
         self.ports.publish(trajectory_id)
         if self.ports.ended is not None:
             self.ports.ended(trajectory_id)
+
+
+class ChildRuns:
+    """A workflow's fan-out children (pier.lifecycle.workflow.Children): each an
+    ordinary run of the parent's collection, stored with its own record, log and
+    outputs and linked to its parent (`parent_trajectory_id`), run to its end
+    in the fan-out's thread. The collection's environment and the parent's
+    secret_params and trial-key choice go with it."""
+
+    def __init__(self, hooks: LifecycleHooks, parent: Payload):
+        self.hooks = hooks
+        self.parent = parent
+
+    def run(self, parent: Trajectory, step: str, task: str, init_params: dict) -> Trajectory:
+        from pier.lifecycle.runner import execute
+        from pier.tasks.model import Task
+
+        store = self.hooks.store
+        stored = store.get_task(parent.collection, task)  # NotFoundError: the message names it
+        child_task = Task.model_validate(stored.definition)
+        payload = replace(self.parent, task_name=task, task=child_task, run_params=dict(init_params),
+                          webhook_url=None, webhook_secret=None)  # fmt: skip
+        tid = uuid.uuid4().hex
+        env = self.hooks.environment(payload)
+        kw = {"parent_trajectory_id": parent.trajectory_id, "parent_task": parent.name, "parent_step": step}
+        if child_task.is_workflow:
+            record = Trajectory.new_workflow(tid, parent.collection, task, child_task, init_params, **kw)
+        else:
+            record = Trajectory.new(tid, parent.collection, task, init_params=init_params,
+                                    step_config=child_task.run_step().model_dump(mode="json"), **kw)  # fmt: skip
+        store.create_run(record)
+        try:
+            request = self.hooks.request(payload, tid, env)
+            publish = self.hooks.ports.publish
+            observer = Observer(on_log=lambda _s, _l: publish(tid), on_step=lambda _s: publish(tid))
+            ctx = new_context(self.hooks.services, request, observer, record=record)
+        except BaseException as exc:
+            ended = failed_to_start(record, str(exc) if isinstance(exc, PierError) else repr(exc))
+            store.save_run(ended)
+            if not isinstance(exc, Exception):
+                raise
+            return ended
+        if child_task.is_workflow:
+            ctx.children = ChildRuns(self.hooks, payload)
+        try:
+            return execute(ctx)
+        finally:
+            shutil.rmtree(self.hooks.inputs_dir(tid), ignore_errors=True)
+            publish(tid)
+
+    def get(self, trajectory_id: str) -> Trajectory:
+        return self.hooks.store.get_run(trajectory_id, self.parent.collection)

@@ -23,6 +23,7 @@ from pier.tasks.model import Task
 if TYPE_CHECKING:  # loaded by the stages that need them: a run without a model or allow-list never does
     from pier.egress.run import EgressRun
     from pier.gateway.routing import ModelRoute
+    from pier.lifecycle.workflow import Children
 
 # (stage, line): a human line for the run's log.
 LogSink = Callable[[str, str], None]
@@ -69,6 +70,7 @@ class RunContext:
     storage: RunStorage | None = None  # where output_dir is published; None keeps it where it is
     pool: WarmPool | None = None  # ready sandboxes create may claim (pier serve)
     log_budget: LogBudget = field(default_factory=lambda: LogBudget())
+    children: Children | None = None  # a workflow's fan-out starts its child runs here
 
     def publish(self) -> None:
         """Store what the scratch folder holds under the run's storage key, then

@@ -12,6 +12,10 @@ def end_record(record: Trajectory, status: RunStatus, message: str) -> Trajector
     """Close the record: the step that was running fails with message, steps
     not reached are skipped, and the run ends with status and that error."""
     stage = "prepare"
+    for name, wstep in record.steps.items() if record.is_workflow else ():
+        if wstep.status == StageStatus.running:
+            stage = name
+            wstep.status, wstep.ended, wstep.error = StageStatus.failed, utcnow(), message
     for step in record.stages:
         if step.status == StageStatus.running:
             stage = step.name

@@ -41,7 +41,12 @@ AFTER_FAILURE = frozenset({"cleanup_credentials", "collect", "save"})
 def execute(ctx: RunContext) -> Trajectory:
     """Run every stage; whatever happens, delete the sandbox and the scratch files
     and save how the run ended. An interruption (Interrupted, KeyboardInterrupt)
-    cancels the run, saying why, and is raised again once that is done."""
+    cancels the run, saying why, and is raised again once that is done.
+    A workflow task's steps run in pier.lifecycle.workflow instead."""
+    if ctx.task.is_workflow:
+        from pier.lifecycle.workflow import execute_workflow
+
+        return execute_workflow(ctx)
     record = ctx.record
     record.status = RunStatus.running
     record.started = utcnow()  # saved with the first stage's start, a moment later
