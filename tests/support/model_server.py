@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.support import wire
-from tests.support.model_script import next_turn
+from tests.support.model_script import Text, next_turn
 
 
 @dataclass
@@ -58,6 +58,8 @@ class ModelServer:
     requests: list[Recorded] = field(default_factory=list)
     # Called with each model call before it is answered (the CLI is live, waiting).
     on_model_call: Callable[[Recorded], None] | None = None
+    # What a request without tools is answered (a workflow's chat or judge step); default "ok".
+    reply: Callable[[Recorded], str] | None = None
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -137,7 +139,10 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             if item.path.endswith(":countTokens") or item.path.endswith("/count_tokens"):
                 self._json(200, {"totalTokens": 100, "input_tokens": 100})
                 return
-            turn = next_turn(wire.tools_of(api, body), wire.has_tool_result(api, body))
+            tools = wire.tools_of(api, body)
+            turn = next_turn(tools, wire.has_tool_result(api, body))
+            if server.reply is not None and not tools:
+                turn = Text(server.reply(item))
             item.answered = getattr(turn, "name", "text")
             model = item.model or "scripted"
             if wire.wants_stream(api, item.path, body):

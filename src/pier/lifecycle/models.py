@@ -12,9 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
 from pier.agents.providers import ProviderChoice, choose_provider
 from pier.errors import InputError, PierError
 from pier.gateway.grants import Budget
+from pier.outbound import OutboundPolicy
 
 SUPPORTED = ("openai", "openrouter", "anthropic")
 GRANT_TTL_S = 1800.0
@@ -62,10 +65,20 @@ def chat(
     temperature: float | None = None,
     max_tokens: int | None = None,
     response_format: dict[str, Any] | None = None,
+    policy: OutboundPolicy | None = None,
 ) -> ChatAnswer:
     """One chat completion. With a gateway (pier.gateway.server.Gateway) the
-    call goes through a grant of its own, whose count is the answer's usage."""
+    call goes through a grant of its own, whose count is the answer's usage.
+    The provider's endpoint must pass the outbound policy (a collection's
+    OPENAI_BASE_URL may not point pier at this machine's own services)."""
     choice = choose(model, provider, env)
+    if policy is not None:
+        upstream = httpx.URL(choice.base_url)
+        port = upstream.port or (443 if upstream.scheme == "https" else 80)
+        try:
+            policy.resolve(upstream.host, port, f"{choice.provider.base_url_env}")
+        except OSError as exc:
+            raise ModelCallError(f"{choice.name} endpoint {choice.base_url} does not resolve: {exc}") from None
     grant = None
     base_url, key = choice.base_url, choice.key
     if gateway is not None:
@@ -137,7 +150,8 @@ def _anthropic(
     turns = [m for m in messages if m["role"] != "system"]
     extra: dict[str, Any] = {"system": system} if system else {}
     if temperature is not None:
-        extra["temperature"] = min(temperature, 1.0)  # Anthropic's range is 0..1
+        # Anthropic's range is 0..1; this SDK no longer names it (newer models refuse it)
+        extra["extra_body"] = {"temperature": min(temperature, 1.0)}
     with Anthropic(base_url=base_url, api_key=key, timeout=CALL_TIMEOUT_S, max_retries=1) as client:
         answer = client.messages.create(model=model, messages=turns, max_tokens=max_tokens or 4096, **extra)  # type: ignore[arg-type]
     text = "".join(getattr(block, "text", "") for block in answer.content)

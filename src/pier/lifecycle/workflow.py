@@ -395,8 +395,26 @@ def _gateway(ctx: RunContext) -> Gateway | None:
 
 
 def _budget(ctx: RunContext) -> Budget:
+    """What is left of init_params.model_budget, which is the whole run's (every
+    model step's calls count against it, as an agent's do against its run's)."""
     raw = {**ctx.task.init_params, **ctx.run_params}.get("model_budget")
-    return Budget.model_validate(raw) if isinstance(raw, Mapping) else Budget()
+    if not isinstance(raw, Mapping):
+        return Budget()
+    budget = Budget.model_validate(raw)
+    spent = ctx.record.usage
+    left: dict[str, Any] = {}
+    for key, used in (("requests", "requests"), ("tokens", "total_tokens"), ("cost_usd", "cost_usd")):
+        limit = getattr(budget, key)
+        if limit is None:
+            continue
+        remaining = limit - spent.get(used, 0)
+        if remaining <= 0:
+            raise StepFailed(
+                f"the run's model budget was used up ({spent.get(used, 0)} {used} of {limit}) before this step: "
+                "raise init_params.model_budget"
+            )
+        left[key] = remaining if key == "cost_usd" else int(remaining)
+    return Budget.model_validate(left)
 
 
 def _ask(ctx: RunContext, model: str, provider: str | None, messages: list[dict[str, Any]], **kw: Any) -> models.ChatAnswer:
@@ -408,6 +426,7 @@ def _ask(ctx: RunContext, model: str, provider: str | None, messages: list[dict[
         env=ctx.inputs.env,
         gateway=_gateway(ctx),
         budget=_budget(ctx),
+        policy=ctx.settings.outbound,
         **kw,
     )
 
