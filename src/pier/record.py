@@ -232,14 +232,16 @@ class Trajectory(BaseModel):
         """The runbook step (created on first use)."""
         step = self.steps.get(RUN_STEP)
         if step is None:
+            if self.is_workflow:  # a workflow has no runbook step: an empty one, not added
+                return Step(created=self.created)
             step = self.steps[RUN_STEP] = Step(created=self.created)
         return step
 
     @property
     def outputs(self) -> StepOutputs:
         outputs = self.run.outputs
-        assert isinstance(outputs, StepOutputs), "a workflow's steps have no runbook outputs"
-        return outputs
+        # a workflow's step named run has its activity's outputs: a runbook view of it is empty
+        return outputs if isinstance(outputs, StepOutputs) else StepOutputs()
 
     @property
     def is_workflow(self) -> bool:
@@ -255,6 +257,8 @@ class Trajectory(BaseModel):
 
     @property
     def success(self) -> bool | None:
+        if self.is_workflow:  # every step that ran completed
+            return None if not self.status.terminal else self.status == RunStatus.completed
         step = self.steps.get(RUN_STEP)
         return None if step is None else step.outputs.success
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from pier import web
 from pier.api.app import create_app
 from pier.settings import Settings
 
@@ -54,6 +55,6 @@ def make_settings(tmp_path: Path, **kw: Any) -> Settings:
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[Api]:
-    with TestClient(create_app(make_settings(tmp_path)), headers={"Authorization": f"Bearer {ADMIN}"}) as c:
+    with TestClient(create_app(make_settings(tmp_path), pages=web.install), headers={"Authorization": f"Bearer {ADMIN}"}) as c:
         assert c.post("/api/v1/collections", json={"name": "team"}).status_code in (200, 201)
         yield Api(c)

@@ -3,6 +3,8 @@ steps in order, outputs addressable by path, failures naming the step."""
 
 from __future__ import annotations
 
+from tests.unit.workflows.conftest import ADMIN
+
 ECHO = {
     "init_params": {"text": "Hello, Jetty!"},
     "step_configs": {"echo": {"activity": "text_echo", "text_path": "init_params.text"}},
@@ -140,3 +142,25 @@ def test_a_runbook_task_is_still_a_runbook_task(api):
     assert not task.is_workflow and task.run_step().activity == "runbook"
     echo = Task.model_validate(ECHO)
     assert echo.is_workflow
+
+
+def test_the_run_page_and_pier_logs_show_each_step(api):
+    assert api.task("paths", {
+        "init_params": {"doc": "abcdefgh"},
+        "step_configs": {
+            "split": {"activity": "text_split", "text_path": "init_params.doc", "chunk_size": 4},
+            "pick": {"activity": "text_echo", "text_path": "split.outputs.chunks[9]"},
+        },
+        "steps": ["split", "pick"],
+    }).status_code in (200, 201)  # fmt: skip
+    run = api.run("paths")
+    api.c.cookies.set("pier_session", ADMIN)
+    page = api.c.get(f"/runs/{run['trajectory_id']}")
+    assert page.status_code == 200, page.text
+    html = page.text
+    assert 'id="step-split"' in html and 'id="step-pick"' in html and "text_split" in html
+    assert "abcd" in html and "split.outputs.chunks[9]" in html  # an output, and the failed step's error
+    log = api.c.get(f"/api/v1/workflows-logs/{run['workflow_id']}").json()
+    lines = [(e.get("stage"), e.get("message") or e.get("line")) for e in log.get("logs", log.get("events", []))]
+    text = repr(lines)
+    assert "step split (text_split) started" in text and "step pick failed" in text, text
