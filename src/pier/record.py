@@ -169,7 +169,8 @@ class Step(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _outputs_of_activity(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("activity", RUNBOOK_ACTIVITY) != RUNBOOK_ACTIVITY:
+        # a workflow's step (it has a status; a runbook's or an ingested run's has none)
+        if isinstance(data, dict) and data.get("status") is not None:
             outputs = data.get("outputs")
             if isinstance(outputs, dict):
                 data = {**data, "outputs": ActivityOutputs.model_validate(outputs)}
@@ -246,9 +247,7 @@ class Trajectory(BaseModel):
     @property
     def is_workflow(self) -> bool:
         """Its steps are a workflow's (pier.tasks.workflow), not one runbook step."""
-        return any(step.activity != RUNBOOK_ACTIVITY for step in self.steps.values()) or (
-            bool(self.total_steps) and self.total_steps != [RUN_STEP]
-        )
+        return any(step.status is not None for step in self.steps.values())
 
     @property
     def stages(self) -> list[StageRecord]:

@@ -50,7 +50,10 @@ def own_provider(model: str) -> str:
 
 def choose(model: str, requested: str | None, env: Mapping[str, str]) -> ProviderChoice:
     """The provider (and its key) for a step's model; InputError naming the variable to set."""
-    return choose_provider("a workflow's model step", SUPPORTED, own_provider(model), requested, model, env)
+    try:
+        return choose_provider("litellm", SUPPORTED, own_provider(model), requested, model, env)
+    except InputError as exc:  # its words are an agent's: say them of a model step
+        raise InputError(str(exc).replace("agent litellm", f"model {model}", 1)) from None
 
 
 def chat(
