@@ -6,6 +6,7 @@ calls to build its context and to finish it."""
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import uuid
@@ -189,6 +190,8 @@ class ChildRuns:
         store = self.hooks.store
         stored = store.get_task(parent.collection, task)  # NotFoundError: the message names it
         child_task = Task.model_validate(stored.definition)
+        if not child_task.is_workflow:
+            init_params = runbook_child_params(child_task, init_params)
         payload = replace(self.parent, task_name=task, task=child_task, run_params=dict(init_params),
                           webhook_url=None, webhook_secret=None)  # fmt: skip
         tid = uuid.uuid4().hex
@@ -221,3 +224,17 @@ class ChildRuns:
 
     def get(self, trajectory_id: str) -> Trajectory:
         return self.hooks.store.get_run(trajectory_id, self.parent.collection)
+
+
+def runbook_child_params(task, init_params: dict) -> dict:
+    """A runbook child's init_params: what a runbook does not read as a
+    parameter (the fan-out's item, under its item_param_name) becomes one of
+    its {{variables}} too, over the task's own vars (docs/workflows.md)."""
+    from pier.tasks.model import KNOWN_INIT_PARAMS
+
+    extra = {k: v for k, v in init_params.items() if k not in KNOWN_INIT_PARAMS}
+    if not extra:
+        return dict(init_params)
+    kept = {k: v for k, v in init_params.items() if k in KNOWN_INIT_PARAMS}
+    variables = {**(task.init_params.get("vars") or {}), **(init_params.get("vars") or {}), **extra}
+    return {**kept, "vars": {k: v if isinstance(v, str) else json.dumps(v) for k, v in variables.items()}}
