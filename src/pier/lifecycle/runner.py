@@ -83,6 +83,10 @@ def begin(ctx: RunContext) -> None:
     """The first half of execute: the run is running, its sandbox is set up.
     On an unexpected exit the sandbox goes and the run is finished."""
     record = ctx.record
+    if getattr(ctx.task, "is_workflow", False):  # no sandbox to set up: conclude runs its steps
+        record.status, record.started, record.owner = RunStatus.running, utcnow(), None
+        ctx.save_record(record)
+        return
     record.status = RunStatus.running
     record.started = utcnow()
     # No process owns a fleet run: its workflow decides what a lost worker means
@@ -100,7 +104,12 @@ def begin(ctx: RunContext) -> None:
 
 
 def conclude(ctx: RunContext) -> Trajectory:
-    """The second half of execute, after begin on the same context."""
+    """The second half of execute, after begin on the same context. A
+    workflow's steps all run here, on this worker (one Temporal activity)."""
+    if getattr(ctx.task, "is_workflow", False):
+        from pier.lifecycle.workflow import execute_workflow
+
+        return execute_workflow(ctx, owned=False)
     try:
         for name, stage in FROM_AGENT:
             _step(ctx, name, stage)

@@ -75,13 +75,15 @@ class Outcome:
 Runner = Callable[[RunContext, str, Any], Outcome]
 
 
-def execute_workflow(ctx: RunContext) -> Trajectory:
-    """Run every step; the record ends completed, failed (naming the step) or cancelled."""
+def execute_workflow(ctx: RunContext, owned: bool = True) -> Trajectory:
+    """Run every step; the record ends completed, failed (naming the step) or
+    cancelled. `owned`: this process owns the run (in-process: if it dies,
+    whoever notices ends the run); a fleet's run is its Temporal workflow's."""
     record, task = ctx.record, ctx.task
     params = {**task.init_params, **ctx.run_params}
     _as_workflow(record, task, params, ctx)
-    record.status, record.started = RunStatus.running, utcnow()
-    record.owner = owner_label()
+    record.status, record.started = RunStatus.running, record.started or utcnow()
+    record.owner = owner_label() if owned else None
     ctx.save_record(record)
     began = time.monotonic()
     context: dict[str, Any] = {"init_params": params}
