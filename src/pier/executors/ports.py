@@ -183,7 +183,7 @@ class ChildRuns:
         self.hooks = hooks
         self.parent = parent
 
-    def run(self, parent: Trajectory, step: str, task: str, init_params: dict) -> Trajectory:
+    def run(self, parent: Trajectory, step: str, task: str, init_params: dict, created=None) -> Trajectory:
         from pier.lifecycle.runner import execute
         from pier.tasks.model import Task
 
@@ -203,6 +203,8 @@ class ChildRuns:
             record = Trajectory.new(tid, parent.collection, task, init_params=init_params,
                                     step_config=child_task.run_step().model_dump(mode="json"), **kw)  # fmt: skip
         store.create_run(record)
+        if created is not None:
+            created(tid)
         try:
             request = self.hooks.request(payload, tid, env)
             publish = self.hooks.ports.publish
@@ -224,6 +226,14 @@ class ChildRuns:
 
     def get(self, trajectory_id: str) -> Trajectory:
         return self.hooks.store.get_run(trajectory_id, self.parent.collection)
+
+    def end_lost(self, child: Trajectory, message: str) -> None:
+        from pier.lifecycle.outcomes import end_record
+        from pier.record import RunStatus
+
+        self.hooks.store.append_event(child.trajectory_id, message, child.failed_stage or "prepare")
+        self.hooks.store.save_run(end_record(child, RunStatus.failed, message))
+        self.hooks.ports.publish(child.trajectory_id)
 
 
 def runbook_child_params(task, init_params: dict) -> dict:

@@ -71,6 +71,8 @@ class RunContext:
     pool: WarmPool | None = None  # ready sandboxes create may claim (pier serve)
     log_budget: LogBudget = field(default_factory=lambda: LogBudget())
     children: Children | None = None  # a workflow's fan-out starts its child runs here
+    # A workflow taken over from a lost worker: what its unfinished steps had recorded, by step.
+    resumed: dict = field(default_factory=dict)
 
     def publish(self) -> None:
         """Store what the scratch folder holds under the run's storage key, then

@@ -54,10 +54,17 @@ class Children(Protocol):
     """How a fan-out starts its children: each an ordinary run of the parent's
     collection (its own record, log and outputs), linked to the parent."""
 
-    def run(self, parent: Trajectory, step: str, task: str, init_params: dict[str, Any]) -> Trajectory:
-        """Run the child to its end (in this thread) and answer its record."""
+    def run(
+        self, parent: Trajectory, step: str, task: str, init_params: dict[str, Any],
+        created: Callable[[str], None] | None = None,
+    ) -> Trajectory:  # fmt: skip
+        """Run the child to its end (in this thread) and answer its record;
+        `created` is told its trajectory id once its record is stored."""
 
     def get(self, trajectory_id: str) -> Trajectory: ...
+
+    def end_lost(self, child: Trajectory, message: str) -> None:
+        """End a child whose process is gone (failed, saying so)."""
 
 
 class StepFailed(PierError):
@@ -81,7 +88,7 @@ def execute_workflow(ctx: RunContext, owned: bool = True) -> Trajectory:
     whoever notices ends the run); a fleet's run is its Temporal workflow's."""
     record, task = ctx.record, ctx.task
     params = {**task.init_params, **ctx.run_params}
-    _as_workflow(record, task, params, ctx)
+    done = _as_workflow(record, task, params, ctx)
     record.status, record.started = RunStatus.running, record.started or utcnow()
     record.owner = owner_label() if owned else None
     ctx.save_record(record)
@@ -92,6 +99,15 @@ def execute_workflow(ctx: RunContext, owned: bool = True) -> Trajectory:
     try:
         for name in task.steps:
             step = record.steps[name]
+            if name in done:  # finished before this process took the run over: kept, not repeated
+                context[name] = {"inputs": step.inputs, "outputs": step.outputs.model_dump(mode="json")}
+                ctx.log(f"step {name} completed before: kept", name)
+                outputs = context[name]["outputs"]
+                if step.activity == "conditional_branch":
+                    goto = outputs.get("next_step") or None
+                    if outputs.get("skipped_step"):
+                        skipped.add(outputs["skipped_step"])
+                continue
             if goto is not None and name != goto:
                 _skip(ctx, step, "skipped: a conditional_branch went on at " + goto)
                 continue
@@ -122,12 +138,29 @@ def execute_workflow(ctx: RunContext, owned: bool = True) -> Trajectory:
     return record
 
 
-def _as_workflow(record: Trajectory, task: Any, params: dict[str, Any], ctx: RunContext) -> None:
+def _as_workflow(record: Trajectory, task: Any, params: dict[str, Any], ctx: RunContext) -> set[str]:
     """The record's steps as the workflow's, each pending (a record stored
-    before the run started may still hold a runbook run's shape)."""
+    before the run started may still hold a runbook run's shape). A run taken
+    over from a lost worker keeps the steps it completed (their names are
+    answered) and what a fan-out it was in had started (ctx.resumed)."""
+    configs = {name: task.step_config(name) for name in task.steps}
+    before = {n: s for n, s in record.steps.items() if s.status is not None and s.config == configs.get(n)}
+    done: set[str] = set()
+    for name in task.steps:  # the completed steps up to the first that was not
+        if name in before and before[name].status == StageStatus.completed:
+            done.add(name)
+        elif name in before and before[name].status == StageStatus.skipped:
+            continue
+        else:
+            break
+    ctx.resumed = {
+        n: s.outputs.model_dump(mode="json") for n, s in before.items() if n not in done and s.status == StageStatus.running
+    }
+    record.error, record.failed_stage = None, None
     record.total_steps = list(task.steps)
-    record.step_configs = {name: task.step_config(name) for name in task.steps}
+    record.step_configs = configs
     record.init_params = ctx.redactor.data(params)
+    kept = {n: before[n] for n in done}
     record.steps = {
         name: Step(
             activity=record.step_configs[name]["activity"],
@@ -140,6 +173,9 @@ def _as_workflow(record: Trajectory, task: Any, params: dict[str, Any], ctx: Run
         )
         for i, name in enumerate(task.steps)
     }
+    record.steps.update(kept)
+    record.steps = {name: record.steps[name] for name in task.steps}
+    return done
 
 
 def _skip(ctx: RunContext, step: Step, why: str | None) -> None:
@@ -303,18 +339,50 @@ def list_emit_await(ctx: RunContext, name: str, p: ListEmitAwait) -> Outcome:
     results: list[Trajectory | None] = [None] * len(p.items)
     errors: list[str | None] = [None] * len(p.items)
     lock = threading.Lock()
+    step = ctx.record.steps[name]
+    started: dict[int, str] = {}  # index -> child trajectory id, kept in the record as each starts
+    earlier = {
+        ref["index"]: ref["trajectory_id"]
+        for ref in (ctx.resumed.get(name) or {}).get("started", [])
+        if isinstance(ref, dict) and isinstance(ref.get("index"), int) and ref["index"] < len(p.items)
+    }
     ctx.log(f"fanning {task} out over {len(p.items)} items, {p.max_concurrency} at once", name)
+
+    def note(index: int, tid: str) -> None:
+        with lock:
+            started[index] = tid
+            step.outputs = ActivityOutputs(started=[{"index": i, "trajectory_id": t} for i, t in sorted(started.items())])
+            ctx.save_record(ctx.record)  # a worker lost from here on: the next one knows this child
+
+    def reuse(index: int) -> Trajectory | None:
+        """The child an earlier worker started for this item: kept when it
+        ended; one that was still running died with that worker and ends now."""
+        tid = earlier.get(index)
+        if tid is None:
+            return None
+        try:
+            child = children.get(tid)
+        except PierError:
+            return None
+        if child.status.terminal:
+            note(index, tid)
+            return child
+        children.end_lost(child, f"the worker running its parent {ctx.record.trajectory_id} was lost; "
+                                 "the fan-out started this item again")  # fmt: skip
+        return None
 
     def one(index: int) -> None:
         if ctx.cancel.is_set():
             errors[index] = "not started: the run was cancelled"
             return
-        init = {**p.child_init_params, p.item_param_name: p.items[index]}
-        try:
-            child = children.run(ctx.record, name, task, init)
-        except Exception as exc:  # could not even start (no such task)
-            errors[index] = str(exc)
-            return
+        child = reuse(index)
+        if child is None:
+            init = {**p.child_init_params, p.item_param_name: p.items[index]}
+            try:
+                child = children.run(ctx.record, name, task, init, lambda tid: note(index, tid))
+            except Exception as exc:  # could not even start (no such task)
+                errors[index] = str(exc)
+                return
         with lock:
             results[index] = child
         if child.status != RunStatus.completed:
