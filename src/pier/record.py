@@ -291,8 +291,14 @@ class Trajectory(BaseModel):
         if self.is_workflow:
             for step in self.steps.values():
                 if step.status in (StageStatus.pending, StageStatus.running):
-                    step.status = StageStatus.skipped if step.status == StageStatus.pending else StageStatus.failed
-            done = [n for n in self.total_steps if n in self.steps and self.steps[n].status == StageStatus.completed]
+                    step.status = (
+                        StageStatus.skipped if step.status == StageStatus.pending else StageStatus.failed
+                    )
+            done = [
+                n
+                for n in self.total_steps
+                if n in self.steps and self.steps[n].status == StageStatus.completed
+            ]
             self.completed_steps = done
             return
         outputs = self.outputs
@@ -336,7 +342,13 @@ class Trajectory(BaseModel):
 
     @classmethod
     def new_workflow(
-        cls, trajectory_id: str, collection: str, task_name: str, task: Any, init_params: dict[str, Any], **kw: Any
+        cls,
+        trajectory_id: str,
+        collection: str,
+        task_name: str,
+        task: Any,
+        init_params: dict[str, Any],
+        **kw: Any,
     ) -> Trajectory:
         """A pending workflow run (task: a pier.tasks.Task whose is_workflow), each step pending."""
         configs = {name: task.step_config(name) for name in task.steps}

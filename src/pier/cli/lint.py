@@ -139,7 +139,9 @@ def validate_workflow(path: Path, report: Report) -> Report:
         preflight_workflow(task, {}, dict(os.environ))
     except InputError as exc:
         for problem in problems_of(exc):
-            report.warn(f"a run with the task's own init_params and this machine's keys would be refused: {problem}")
+            report.warn(
+                f"a run with the task's own init_params and this machine's keys would be refused: {problem}"
+            )
     return report
 
 

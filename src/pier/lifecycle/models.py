@@ -81,15 +81,21 @@ def chat(
         try:
             policy.resolve(upstream.host, port, f"{choice.provider.base_url_env}")
         except OSError as exc:
-            raise ModelCallError(f"{choice.name} endpoint {choice.base_url} does not resolve: {exc}") from None
+            raise ModelCallError(
+                f"{choice.name} endpoint {choice.base_url} does not resolve: {exc}"
+            ) from None
     grant = None
     base_url, key = choice.base_url, choice.key
     if gateway is not None:
-        grant = gateway.open(trajectory_id, choice.name, choice.key, choice.base_url, budget or Budget(), GRANT_TTL_S)
+        grant = gateway.open(
+            trajectory_id, choice.name, choice.key, choice.base_url, budget or Budget(), GRANT_TTL_S
+        )
         base_url, key = gateway.base_url(grant), grant.token
     try:
         if choice.name == "anthropic":
-            text, finish, reported = _anthropic(base_url, key, choice.model or model, messages, temperature, max_tokens)
+            text, finish, reported = _anthropic(
+                base_url, key, choice.model or model, messages, temperature, max_tokens
+            )
         else:
             text, finish, reported = _openai(
                 base_url, key, choice.model or model, messages, temperature, max_tokens, response_format
@@ -99,7 +105,9 @@ def chat(
     except Exception as exc:  # the SDKs' errors: status, refusal, connection
         refused = grant.refused if grant is not None else None
         if refused:
-            raise ModelCallError(f"the model budget was used up ({refused}): raise init_params.model_budget") from None
+            raise ModelCallError(
+                f"the model budget was used up ({refused}): raise init_params.model_budget"
+            ) from None
         raise ModelCallError(f"{choice.name} {model}: {type(exc).__name__}: {exc}") from None
     finally:
         if grant is not None:

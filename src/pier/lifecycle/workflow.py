@@ -154,7 +154,9 @@ def _as_workflow(record: Trajectory, task: Any, params: dict[str, Any], ctx: Run
         else:
             break
     ctx.resumed = {
-        n: s.outputs.model_dump(mode="json") for n, s in before.items() if n not in done and s.status == StageStatus.running
+        n: s.outputs.model_dump(mode="json")
+        for n, s in before.items()
+        if n not in done and s.status == StageStatus.running
     }
     record.error, record.failed_stage = None, None
     record.total_steps = list(task.steps)
@@ -240,7 +242,9 @@ def _finish(ctx: RunContext, elapsed: float) -> None:
     else:
         status = RunStatus.completed
     record.finish(status, utcnow(), round(elapsed, 3))
-    ctx.log(f"workflow {record.status.value} in {elapsed:.1f}s", record.failed_stage or record.total_steps[-1])
+    ctx.log(
+        f"workflow {record.status.value} in {elapsed:.1f}s", record.failed_stage or record.total_steps[-1]
+    )
     try:
         ctx.output_dir.mkdir(parents=True, exist_ok=True)
         (ctx.output_dir / "run.json").write_text(record.model_dump_json(indent=2))
@@ -318,7 +322,9 @@ def _test(p: ConditionalBranch) -> bool:
 def conditional_branch(ctx: RunContext, name: str, p: ConditionalBranch) -> Outcome:
     held = _test(p)
     chosen, other = (p.true_step, p.false_step) if held else (p.false_step, p.true_step)
-    ctx.log(f"condition {'holds' if held else 'does not hold'}: going on at {chosen or 'the next step'}", name)
+    ctx.log(
+        f"condition {'holds' if held else 'does not hold'}: going on at {chosen or 'the next step'}", name
+    )
     outputs = {"result": held, "next_step": chosen, "skipped_step": other}
     return Outcome(outputs, next_step=chosen, skip=other if other != chosen else None)
 
@@ -326,7 +332,9 @@ def conditional_branch(ctx: RunContext, name: str, p: ConditionalBranch) -> Outc
 def list_emit_await(ctx: RunContext, name: str, p: ListEmitAwait) -> Outcome:
     children = ctx.children
     if children is None:
-        raise StepFailed("this process cannot start child runs (a fan-out runs under pier serve or pier worker)")
+        raise StepFailed(
+            "this process cannot start child runs (a fan-out runs under pier serve or pier worker)"
+        )
     if "/" in p.child_workflow_name:
         collection, _, task = p.child_workflow_name.partition("/")
         if collection != ctx.record.collection:
@@ -351,7 +359,9 @@ def list_emit_await(ctx: RunContext, name: str, p: ListEmitAwait) -> Outcome:
     def note(index: int, tid: str) -> None:
         with lock:
             started[index] = tid
-            step.outputs = ActivityOutputs(started=[{"index": i, "trajectory_id": t} for i, t in sorted(started.items())])
+            step.outputs = ActivityOutputs(
+                started=[{"index": i, "trajectory_id": t} for i, t in sorted(started.items())]
+            )
             ctx.save_record(ctx.record)  # a worker lost from here on: the next one knows this child
 
     def reuse(index: int) -> Trajectory | None:
@@ -432,7 +442,9 @@ def extract_from_trajectories(ctx: RunContext, name: str, p: ExtractFromTrajecto
     for ref in p.trajectory_list:
         tid = ref.get("trajectory_id") if isinstance(ref, Mapping) else ref
         if not isinstance(tid, str):
-            raise StepFailed(f"{ref!r} is not a trajectory reference (an object with trajectory_id, or an id)")
+            raise StepFailed(
+                f"{ref!r} is not a trajectory reference (an object with trajectory_id, or an id)"
+            )
         child = children.get(tid)
         if child.collection != ctx.record.collection:
             raise StepFailed(f"trajectory {tid} is not a run of collection {ctx.record.collection!r}")
@@ -445,7 +457,9 @@ def extract_from_trajectories(ctx: RunContext, name: str, p: ExtractFromTrajecto
                 if child.status == RunStatus.completed:
                     raise StepFailed(f"extract_keys.{key}: child {tid} ({child.name}): {exc}") from None
                 value = None
-                problems.append({"trajectory_id": tid, "key": key, "error": child.error or child.status.value})
+                problems.append(
+                    {"trajectory_id": tid, "key": key, "error": child.error or child.status.value}
+                )
             row[key] = value
             if p.flatten_results and isinstance(value, list):
                 columns[key].extend(value)
@@ -487,7 +501,9 @@ def _budget(ctx: RunContext) -> Budget:
     return Budget.model_validate(left)
 
 
-def _ask(ctx: RunContext, model: str, provider: str | None, messages: list[dict[str, Any]], **kw: Any) -> models.ChatAnswer:
+def _ask(
+    ctx: RunContext, model: str, provider: str | None, messages: list[dict[str, Any]], **kw: Any
+) -> models.ChatAnswer:
     return models.chat(
         trajectory_id=ctx.record.trajectory_id,
         model=model,
@@ -545,7 +561,10 @@ def simple_judge(ctx: RunContext, name: str, p: SimpleJudge) -> Outcome:
     categorical = p.judge_type == "categorical" or (p.judge_type is None and bool(p.categories))
     explain = p.explanation_required or bool(p.with_explanation)
     messages = [
-        {"role": "system", "content": "You are a careful, impartial judge. You reply with one JSON object only."},
+        {
+            "role": "system",
+            "content": "You are a careful, impartial judge. You reply with one JSON object only.",
+        },
         {"role": "user", "content": _judge_prompt(p, items, categorical, explain)},
     ]
     answer = _ask(ctx, p.model, p.model_provider, messages, temperature=p.temperature)
@@ -556,7 +575,12 @@ def simple_judge(ctx: RunContext, name: str, p: SimpleJudge) -> Outcome:
         verdict = None
     if not isinstance(verdict, dict):
         raise StepFailed(f"the judge's answer is not the JSON object it was asked for: {answer.text[:200]!r}")
-    outputs: dict[str, Any] = {"raw": answer.text, "model": answer.model, "usage": answer.usage, "items": len(items)}
+    outputs: dict[str, Any] = {
+        "raw": answer.text,
+        "model": answer.model,
+        "usage": answer.usage,
+        "items": len(items),
+    }
     if categorical:
         category = verdict.get("category")
         if category not in (p.categories or []):
@@ -567,7 +591,9 @@ def simple_judge(ctx: RunContext, name: str, p: SimpleJudge) -> Outcome:
         rng = p.score_range or ScoreRange()
         score = verdict.get("score")
         if not isinstance(score, int | float) or isinstance(score, bool) or not rng.min <= score <= rng.max:
-            raise StepFailed(f"the judge answered score {score!r}, not a number from {rng.min:g} to {rng.max:g}")
+            raise StepFailed(
+                f"the judge answered score {score!r}, not a number from {rng.min:g} to {rng.max:g}"
+            )
         outputs["score"] = score
         outputs["result"] = score
     if explain:
@@ -587,7 +613,7 @@ RUNNERS: dict[str, Runner] = {
     "simple_judge": simple_judge,
 }
 assert set(RUNNERS) == set(ACTIVITIES) - {"runbook"}, "every activity of the catalogue runs"
-assert LLM_ACTIVITIES <= set(RUNNERS)
+assert set(RUNNERS) >= LLM_ACTIVITIES
 
 
 def preflight_workflow(task: Any, run_params: Mapping[str, Any], env: Mapping[str, str]) -> None:
@@ -611,7 +637,9 @@ def preflight_workflow(task: Any, run_params: Mapping[str, Any], env: Mapping[st
                     try:
                         lookup_path(text, context)
                     except PathError as exc:
-                        problems.append(InputError(f"step_configs.{name}.{key}: {exc}").at(f"step_configs.{name}.{key}"))
+                        problems.append(
+                            InputError(f"step_configs.{name}.{key}: {exc}").at(f"step_configs.{name}.{key}")
+                        )
         if config["activity"] in LLM_ACTIVITIES:
             model = config.get("model")
             path = config.get("model" + PATH_SUFFIX)
@@ -624,5 +652,7 @@ def preflight_workflow(task: Any, run_params: Mapping[str, Any], env: Mapping[st
                 try:
                     models.choose(model, config.get("model_provider"), env)
                 except InputError as exc:
-                    problems.append(InputError(f"step_configs.{name}: {exc}").at(f"step_configs.{name}.model"))
+                    problems.append(
+                        InputError(f"step_configs.{name}: {exc}").at(f"step_configs.{name}.model")
+                    )
     Problems.raise_any(problems)

@@ -56,7 +56,11 @@ class ActivityStep(BaseModel):
 
 
 def _kind(config: Any) -> str:
-    activity = config.get("activity", "runbook") if isinstance(config, dict) else getattr(config, "activity", "runbook")
+    activity = (
+        config.get("activity", "runbook")
+        if isinstance(config, dict)
+        else getattr(config, "activity", "runbook")
+    )
     return "runbook" if activity == "runbook" else "activity"
 
 

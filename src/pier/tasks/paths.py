@@ -64,9 +64,7 @@ def parse_path(text: Any) -> Path:
             parts.append(ALL if index == ALL else int(index))
     path = Path(text.strip(), tuple(parts))
     if path.root != "init_params" and (len(parts) < 2 or parts[1] not in ("outputs", "inputs")):
-        raise PathError(
-            f"path {text!r} must start with init_params. or <step>.outputs. (or <step>.inputs.)"
-        )
+        raise PathError(f"path {text!r} must start with init_params. or <step>.outputs. (or <step>.inputs.)")
     return path
 
 
@@ -82,20 +80,30 @@ def _walk(path: Path, parts: Sequence[str | int], value: Any, depth: int) -> Any
         where = _render(path.parts[: depth + i])
         if part == ALL:
             if not isinstance(value, list):
-                raise PathError(f"path {path.text!r}: {where} is not a list ({_kind(value)}), so [*] names nothing")
+                raise PathError(
+                    f"path {path.text!r}: {where} is not a list ({_kind(value)}), so [*] names nothing"
+                )
             return [_walk(path, parts[i + 1 :], item, depth + i + 1) for item in value]
         if isinstance(part, int):
             if not isinstance(value, list):
-                raise PathError(f"path {path.text!r}: {where} is not a list ({_kind(value)}), so [{part}] names nothing")
+                raise PathError(
+                    f"path {path.text!r}: {where} is not a list ({_kind(value)}), so [{part}] names nothing"
+                )
             if not -len(value) <= part < len(value):
-                raise PathError(f"path {path.text!r}: {where} has {len(value)} items, so [{part}] names nothing")
+                raise PathError(
+                    f"path {path.text!r}: {where} has {len(value)} items, so [{part}] names nothing"
+                )
             value = value[part]
             continue
         if not isinstance(value, Mapping):
-            raise PathError(f"path {path.text!r}: {where} is not an object ({_kind(value)}), so it has no {part!r}")
+            raise PathError(
+                f"path {path.text!r}: {where} is not an object ({_kind(value)}), so it has no {part!r}"
+            )
         if part not in value:
             if depth + i == 0:
-                raise PathError(f"path {path.text!r}: there is no step {part!r} before this one (and it is not init_params)")
+                raise PathError(
+                    f"path {path.text!r}: there is no step {part!r} before this one (and it is not init_params)"
+                )
             keys = ", ".join(sorted(map(str, value))[:20]) or "none"
             raise PathError(f"path {path.text!r}: {where} has no {part!r} (it has: {keys})")
         value = value[part]

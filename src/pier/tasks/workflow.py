@@ -93,7 +93,9 @@ class ScoreRange(BaseModel):
 
 class LitellmChat(Params):
     model: str = Field(description="the model, e.g. gpt-4o-mini or anthropic/claude-sonnet-4-5")
-    model_provider: str | None = Field(None, description="openai, anthropic, openrouter (default: from the model)")
+    model_provider: str | None = Field(
+        None, description="openai, anthropic, openrouter (default: from the model)"
+    )
     prompt: Any = Field(description="the user message (a non-string is sent as JSON)")
     system_prompt: str | None = None
     temperature: float | None = Field(None, ge=0, le=2)
@@ -107,7 +109,9 @@ class SimpleJudge(Params):
     item: Any = Field(None, description="one item to judge")
     items: list[Any] | None = Field(None, description="several items, judged together (compared)")
     instruction: str = Field(description="what to judge them on")
-    judge_type: Literal["scale", "categorical"] | None = Field(None, description="default: categorical when `categories` is given")
+    judge_type: Literal["scale", "categorical"] | None = Field(
+        None, description="default: categorical when `categories` is given"
+    )
     score_range: ScoreRange | None = Field(None, description="{min, max} of a scale score")
     categories: list[str] | None = None
     explanation_required: bool = Field(False, description="ask for an explanation (alias: with_explanation)")
@@ -255,12 +259,17 @@ def _check_step(
         if param is None:
             known = ", ".join(activity.params.model_fields)
             problems.append(
-                StepProblem(f"{field}.{key}", f"{activity.name} has no parameter {key!r} (it has: {known}, each also as <name>_path)")
+                StepProblem(
+                    f"{field}.{key}",
+                    f"{activity.name} has no parameter {key!r} (it has: {known}, each also as <name>_path)",
+                )
             )
             continue
         if param in given:
             problems.append(
-                StepProblem(f"{field}.{key}", f"{given[param]} and {key} both set {param}: give only one of them")
+                StepProblem(
+                    f"{field}.{key}", f"{given[param]} and {key} both set {param}: give only one of them"
+                )
             )
             continue
         given[param] = key
@@ -271,11 +280,11 @@ def _check_step(
                     problems.append(StepProblem(f"{field}.{key}", problem))
     # required parameters, and literal values' types: validate with each path standing in as unknown
     literal = {p: config[k] for p, k in given.items() if k == p}
-    missing = [
-        n for n, f in activity.params.model_fields.items() if f.is_required() and n not in given
-    ]
+    missing = [n for n, f in activity.params.model_fields.items() if f.is_required() and n not in given]
     for name in missing:
-        problems.append(StepProblem(f"{field}.{name}", f"{activity.name} needs {name} (or {name}{PATH_SUFFIX})"))
+        problems.append(
+            StepProblem(f"{field}.{name}", f"{activity.name} needs {name} (or {name}{PATH_SUFFIX})")
+        )
     if not missing and not any(k != p for p, k in given.items()):
         try:
             activity.params.model_validate(literal)
@@ -289,7 +298,11 @@ def _check_step(
                     StepProblem(f"{field}.{key}", f"{key} {target!r} is not a step after {step!r} in steps")
                 )
     if activity.name == "extract_from_trajectories":
-        for name, text in (config.get("extract_keys") or {}).items() if isinstance(config.get("extract_keys"), Mapping) else []:
+        for name, text in (
+            (config.get("extract_keys") or {}).items()
+            if isinstance(config.get("extract_keys"), Mapping)
+            else []
+        ):
             try:
                 parse_path(text)
             except PathError as exc:
@@ -320,7 +333,9 @@ def raise_problems(problems: list[StepProblem]) -> None:
 # resolving one step's parameters at run time
 
 
-def resolve_params(step: str, config: Mapping[str, Any], context: Mapping[str, Any]) -> tuple[dict[str, Any], Params]:
+def resolve_params(
+    step: str, config: Mapping[str, Any], context: Mapping[str, Any]
+) -> tuple[dict[str, Any], Params]:
     """(the step's inputs as recorded, its checked parameters). Paths are read
     from context; a missing one raises TaskError naming the step and the path."""
     activity = ACTIVITIES[config.get("activity", "runbook")]
@@ -346,8 +361,12 @@ def resolve_params(step: str, config: Mapping[str, Any], context: Mapping[str, A
     try:
         return inputs, activity.params.model_validate(inputs)
     except ValidationError as exc:
-        detail = "; ".join(f"{p.field}: {p.message}" for p in (_problem(f"step {step!r}", e) for e in exc.errors()))
-        raise TaskError(f"step {step!r} ({activity.name}): its parameters do not validate: {detail}") from None
+        detail = "; ".join(
+            f"{p.field}: {p.message}" for p in (_problem(f"step {step!r}", e) for e in exc.errors())
+        )
+        raise TaskError(
+            f"step {step!r} ({activity.name}): its parameters do not validate: {detail}"
+        ) from None
 
 
 def _read(step: str, key: str, value: Any, context: Mapping[str, Any]) -> Any:

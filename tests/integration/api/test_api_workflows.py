@@ -5,7 +5,6 @@ sandbox) and its results gathered (fan-in)."""
 from __future__ import annotations
 
 import pytest
-
 from tests.support.api_server import Collection
 
 pytestmark = pytest.mark.integration

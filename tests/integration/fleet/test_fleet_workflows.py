@@ -12,7 +12,9 @@ pytestmark = pytest.mark.integration
 
 CHILD = {
     "init_params": {"item": ""},
-    "step_configs": {"say": {"activity": "text_template", "template": "hello {{who}}", "who_path": "init_params.item"}},
+    "step_configs": {
+        "say": {"activity": "text_template", "template": "hello {{who}}", "who_path": "init_params.item"}
+    },
     "steps": ["say"],
 }
 PARENT = {

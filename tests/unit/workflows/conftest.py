@@ -24,7 +24,9 @@ class Api:
     def task(self, name: str, workflow: dict[str, Any]) -> Any:
         return self.c.put(f"/api/v1/tasks/team/{name}", json={"workflow": workflow})
 
-    def run(self, name: str, init_params: dict[str, Any] | None = None, timeout: float = 60) -> dict[str, Any]:
+    def run(
+        self, name: str, init_params: dict[str, Any] | None = None, timeout: float = 60
+    ) -> dict[str, Any]:
         import json
 
         sent = self.c.post(f"/api/v1/run/team/{name}", data={"init_params": json.dumps(init_params or {})})
@@ -55,6 +57,8 @@ def make_settings(tmp_path: Path, **kw: Any) -> Settings:
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[Api]:
-    with TestClient(create_app(make_settings(tmp_path), pages=web.install), headers={"Authorization": f"Bearer {ADMIN}"}) as c:
+    with TestClient(
+        create_app(make_settings(tmp_path), pages=web.install), headers={"Authorization": f"Bearer {ADMIN}"}
+    ) as c:
         assert c.post("/api/v1/collections", json={"name": "team"}).status_code in (200, 201)
         yield Api(c)

@@ -111,7 +111,9 @@ def test_twenty_children_with_max_concurrency_4_never_run_more_than_4_at_once(ap
     assert run["status"] == "completed", run["error"]
     assert counter.seen == 20
     assert counter.most == 4  # never more, and the pool was used in full
-    assert sorted(run["steps"]["gather"]["outputs"]["summary"]) == sorted(f"summary of item {i}" for i in range(20))
+    assert sorted(run["steps"]["gather"]["outputs"]["summary"]) == sorted(
+        f"summary of item {i}" for i in range(20)
+    )
 
 
 def test_a_failed_child_fails_the_fan_out_unless_continue_on_error(api):

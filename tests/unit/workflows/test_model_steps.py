@@ -94,7 +94,11 @@ def test_the_simple_chat_template_runs_through_the_gateway(api, model_server):
     ]
     assert call.body["temperature"] == 0.7
     usage = chat["outputs"]["usage"]
-    assert usage["requests"] == 1 and usage["prompt_tokens"] == USAGE_IN and usage["completion_tokens"] == USAGE_OUT
+    assert (
+        usage["requests"] == 1
+        and usage["prompt_tokens"] == USAGE_IN
+        and usage["completion_tokens"] == USAGE_OUT
+    )
     assert usage["cost_usd"] > 0  # gpt-4o-mini has a list price
     assert run["usage"]["total_tokens"] == USAGE_IN + USAGE_OUT
     assert OPENAI_KEY not in json.dumps(run)
@@ -146,7 +150,9 @@ def test_a_model_budget_refuses_the_second_call_and_fails_that_step(api, model_s
 
 def test_a_model_step_without_its_key_is_refused_before_it_runs(api):
     wf = {**SIMPLE_CHAT, "init_params": {**SIMPLE_CHAT["init_params"], "model": "gemini-2.0-flash"}}
-    api.c.patch("/api/v1/collections/team/environment", json={"environment_variables": {"OPENAI_API_KEY": None}})
+    api.c.patch(
+        "/api/v1/collections/team/environment", json={"environment_variables": {"OPENAI_API_KEY": None}}
+    )
     assert api.task("chat", wf).status_code in (200, 201)
     refused = api.c.post("/api/v1/run/team/chat", data={"init_params": "{}"})
     assert refused.status_code == 422, refused.text

@@ -63,7 +63,9 @@ def test_a_missing_path_fails_the_run_naming_the_step_and_the_path(api):
     run = api.run("missing")
     assert run["status"] == "failed"
     assert run["failed_stage"] == "pick"
-    assert "'pick'" in run["error"] and "split.outputs.chunks[5]" in run["error"] and "2 items" in run["error"]
+    assert (
+        "'pick'" in run["error"] and "split.outputs.chunks[5]" in run["error"] and "2 items" in run["error"]
+    )
     assert run["steps"]["pick"]["status"] == "failed" and run["steps"]["pick"]["error"] == run["error"]
     assert run["steps"]["split"]["status"] == "completed"
     assert run["steps"]["after"]["status"] == "skipped" and run["steps"]["after"]["outputs"] == {}
@@ -161,6 +163,8 @@ def test_the_run_page_and_pier_logs_show_each_step(api):
     assert 'id="step-split"' in html and 'id="step-pick"' in html and "text_split" in html
     assert "abcd" in html and "split.outputs.chunks[9]" in html  # an output, and the failed step's error
     log = api.c.get(f"/api/v1/workflows-logs/{run['workflow_id']}").json()
-    lines = [(e.get("stage"), e.get("message") or e.get("line")) for e in log.get("logs", log.get("events", []))]
+    lines = [
+        (e.get("stage"), e.get("message") or e.get("line")) for e in log.get("logs", log.get("events", []))
+    ]
     text = repr(lines)
     assert "step split (text_split) started" in text and "step pick failed" in text, text
