@@ -86,13 +86,35 @@ class ResultFile(BaseModel):
     key: str | None = Field(None, description="storage key: GET /api/v1/file/{key}")
 
 
+CHECK_STATUSES = ("pass", "fail", "error", "skipped")
+
+
 class CheckResult(BaseModel):
+    """One check's result. `status`, `kind`, `runner`, `title` and `message` came
+    with the platform's evaluation report v2 (docs/runs.md); `passed` is
+    status == pass, except that a skipped check does not fail a run either."""
+
     name: str
     type: str
     passed: bool
     exit_code: int | None = None
     output: str = ""
     duration_s: float = 0.0
+    status: str | None = Field(None, description="pass | fail | error | skipped")
+    kind: str = Field("code_check", description="the report entry's kind: code_check")
+    runner: str = Field("jetty", description="who ran it: jetty (pier, after the agent) or agent")
+    title: str | None = Field(None, description="a `## Code Checks` heading's name")
+    message: str | None = Field(None, description="one line: what it found")
+
+    @property
+    def outcome(self) -> str:
+        if self.status in CHECK_STATUSES:
+            return self.status
+        return "pass" if self.passed else "fail"
+
+    @property
+    def failing(self) -> bool:
+        return self.outcome in ("fail", "error")
 
 
 class SandboxRecord(BaseModel):
@@ -302,7 +324,14 @@ class Trajectory(BaseModel):
             self.completed_steps = done
             return
         outputs = self.outputs
-        outputs.success = status == RunStatus.completed and all(c.passed for c in outputs.checks)
+        # The merged evaluation report decides when there is one (docs/runs.md): a
+        # failed or errored entry of any kind fails the run; else the checks do.
+        verdict = (outputs.eval or {}).get("passed")
+        outputs.success = (
+            status == RunStatus.completed
+            and not any(c.failing for c in outputs.checks)
+            and verdict is not False
+        )
         self.run.ended, self.run.duration_seconds = ended, duration_seconds
         self.completed_steps = [RUN_STEP] if status == RunStatus.completed else []
 

@@ -99,7 +99,7 @@ def test_only_listed_hosts_get_out(base_image, host_service, model_server, on_ru
     seen = outputs(record)
     assert seen["listed"].splitlines() == ["200", "exit=0"], seen["listed"]
     assert (
-        "403 pier egress: example.org:443 is not in this run's network allow-list (pypi.org)"
+        "403 pier's egress allow-list refused example.org: add it to network.allow (this run allows pypi.org)"
         in seen["unlisted"]
     )
     assert "403" in seen["other_port"] and not seen["other_port"].endswith("exit=0\n")
@@ -110,7 +110,7 @@ def test_only_listed_hosts_get_out(base_image, host_service, model_server, on_ru
     assert "HTTPS_PROXY=http://pier:TOKEN@" in seen["env"]
     log = [e.line for e in Services(get_settings()).store.events(record.trajectory_id)]
     assert any(line.startswith("egress: only through pier's proxy, to pypi.org") for line in log)
-    assert any(line.startswith("egress refused") and "example.org:443" in line for line in log)
+    assert any(line.startswith("egress refused") and "example.org (1)" in line for line in log)
     assert not [
         w for w in record.outputs.warnings if "services on this machine" in w
     ]  # the firewall rule went in

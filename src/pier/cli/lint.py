@@ -12,18 +12,22 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from pier.checks.model import InvalidCheck
+from pier.checks.platform import compile_code_checks, lenient_config
 from pier.errors import InputError, PierError, Problems, RunbookError
 from pier.lifecycle.plan import RunPlan
 from pier.lifecycle.request import RunRequest, preflight
 from pier.lifecycle.sandbox_env import wanted_names
 from pier.runbook import RUNBOOK_FILENAME, Runbook, load, parse
 from pier.runbook.parse import key_position, split
+from pier.runbook.sections import code_checks
 from pier.settings import get_settings
 from pier.tasks import ResolvedStep, resolve, task_from_runbook
 from pier.tasks.model import Task
 
 _UNKNOWN_KEY = re.compile(r"^unknown frontmatter key '([^']+)'")
 _CHECK = re.compile(r"^checks\[(\d+)\]")
+_CHECK_FIELD = re.compile(r"^checks\[(\d+)\]\.(\w+): ")
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,10 @@ class Report:
 
     def warn(self, message: str) -> None:
         unknown = _UNKNOWN_KEY.match(message)
+        field = _CHECK_FIELD.match(message)
         line, column = key_position(self.frontmatter, [unknown.group(1)], 2) if unknown else (None, None)
+        if field:
+            line, column = key_position(self.frontmatter, ["checks", field.group(1), field.group(2)], 2)
         self.warnings.append(Finding(message, line, column))
 
 
@@ -89,15 +96,19 @@ def validate_one(path: Path) -> Report:
         plan = _preflight(task, step, path, report)
     except InputError as exc:
         report.errors.extend(report.place(problem) for problem in problems_of(exc))
+        _bad_headings(runbook, path, report)
         for warning in runbook.warnings if runbook else ():
             report.warn(warning)
         return report
     except PierError as exc:
         report.errors.append(Finding(str(exc)))
         return report
+    _bad_headings(runbook, path, report)
     if plan is not None:
+        _code_checks(plan, path, report)
         for warning in plan.warnings:
-            report.warn(warning)
+            if not _CHECK_WARNING.match(warning):
+                report.warn(warning)
     return report
 
 
@@ -143,6 +154,60 @@ def validate_workflow(path: Path, report: Report) -> Report:
                 f"a run with the task's own init_params and this machine's keys would be refused: {problem}"
             )
     return report
+
+
+_CHECK_WARNING = re.compile(r"^check (\S+): ")
+
+
+def _code_checks(plan: RunPlan, path: Path, report: Report) -> None:
+    """The `## Code Checks` headings pier cannot run, each at its line, and what
+    strict evaluation will make of the agent's checks on an agent that runs no model."""
+    offset = _body_offset(path)
+    for check in plan.checks:
+        where = plan.check_lines.get(check.name)
+        line, column = (where[0] + offset, where[1]) if where else (None, None)
+        if plan.strict_evaluation and not check.runs_here and plan.agent == "script":
+            report.warnings.append(
+                Finding(
+                    f"check {check.name} is the agent's, and the script agent runs only the runbook's bash "
+                    "blocks: with strict_evaluation it is an error (failing the run) unless a step writes its "
+                    "entry in validation_report.json",
+                    line,
+                    column,
+                )
+            )
+    for warning in [w for w in plan.warnings if _CHECK_WARNING.match(w)]:
+        name = _CHECK_WARNING.match(warning).group(1)  # type: ignore[union-attr]
+        where = plan.check_lines.get(name)
+        report.warnings.append(
+            Finding(warning, where[0] + offset if where else None, where[1] if where else None)
+        )
+
+
+def _bad_headings(runbook: Runbook | None, path: Path, report: Report) -> None:
+    """Each `## Code Checks` heading pier cannot make a check of, at its line: read
+    from the file as written, so it is reported even when the plan is refused."""
+    if runbook is None:
+        return
+    offset = _body_offset(path)
+    config = lenient_config(runbook.frontmatter.code_checks)
+    compiled = compile_code_checks(code_checks(runbook.body), config)
+    for check in compiled.checks:
+        if isinstance(check, InvalidCheck):
+            line, column = compiled.lines[check.name]
+            report.errors.append(
+                Finding(f"## Code Checks: check {check.name}: {check.problem}", line + offset, column)
+            )
+
+
+def _body_offset(path: Path) -> int:
+    """How many lines of the file come before its body (the frontmatter's)."""
+    try:
+        text = path.read_text(encoding="utf-8").lstrip("\ufeff")
+        body = split(text)[1]
+    except (OSError, UnicodeDecodeError, PierError):
+        return 0
+    return text[: len(text) - len(body)].count("\n")
 
 
 def _loaded(path: Path, report: Report) -> Runbook:

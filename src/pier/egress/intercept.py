@@ -63,9 +63,9 @@ async def relay_http(
         upstream[1].write(toward.send(h11.Request(
             method=request.method, target=request.target, headers=headers,
             http_version=request.http_version)))  # fmt: skip
-        await _both(
-            _body(server, client[0], toward, upstream[1]),
-            _answer(toward, upstream[0], server, client[1], injections),
+        await run_both(
+            send_body(server, client[0], toward, upstream[1]),
+            send_answer(toward, upstream[0], server, client[1], injections),
         )
         if server.our_state is h11.SWITCHED_PROTOCOL:  # 101: a WebSocket, say; bytes from here on
             await _switched(server, client, toward, upstream)
@@ -82,7 +82,7 @@ async def _next_request(
     """The client's next request, or None once the host has closed the idle
     connection: the client then sees the close, as it would without pier, and
     does not send its next request into a dead connection."""
-    request = asyncio.ensure_future(_next(server, reader))
+    request = asyncio.ensure_future(next_event(server, reader))
     closed = asyncio.ensure_future(upstream.read(1))  # a host sends nothing unasked
     try:
         done, _ = await asyncio.wait([request, closed], return_when=asyncio.FIRST_COMPLETED)
@@ -94,7 +94,7 @@ async def _next_request(
     return request.result()
 
 
-async def _next(conn: h11.Connection, reader: asyncio.StreamReader) -> object:
+async def next_event(conn: h11.Connection, reader: asyncio.StreamReader) -> object:
     while True:
         event = conn.next_event()
         if event is not h11.NEED_DATA:
@@ -102,12 +102,12 @@ async def _next(conn: h11.Connection, reader: asyncio.StreamReader) -> object:
         conn.receive_data(await reader.read(READ_CHUNK))
 
 
-async def _body(
+async def send_body(
     server: h11.Connection, reader: asyncio.StreamReader, toward: h11.Connection, writer: asyncio.StreamWriter
 ) -> None:
     """The request's body, client to upstream, through its end."""
     while True:
-        event = await _next(server, reader)
+        event = await next_event(server, reader)
         if isinstance(event, h11.Data):
             writer.write(toward.send(h11.Data(data=event.data)))
             await writer.drain()
@@ -119,7 +119,7 @@ async def _body(
             raise ConnectionError("the client closed the connection during its request")
 
 
-async def _answer(
+async def send_answer(
     toward: h11.Connection,
     reader: asyncio.StreamReader,
     server: h11.Connection,
@@ -129,7 +129,7 @@ async def _answer(
     """The response, upstream to client, through its end (or a 101)."""
     back = [(i.value.encode(), i.placeholder.encode()) for i in injections]
     while True:
-        event = await _next(toward, reader)
+        event = await next_event(toward, reader)
         if isinstance(event, (h11.InformationalResponse, h11.Response)):
             headers = [(name, _replace(value, back)) for name, value in event.headers]
             kind = type(event)
@@ -150,7 +150,7 @@ async def _answer(
             raise ConnectionError("the server closed the connection before its response ended")
 
 
-async def _both(first: Coroutine[Any, Any, None], second: Coroutine[Any, Any, None]) -> None:
+async def run_both(first: Coroutine[Any, Any, None], second: Coroutine[Any, Any, None]) -> None:
     """Run both; the first error cancels the other and is raised."""
     tasks = [asyncio.ensure_future(first), asyncio.ensure_future(second)]
     try:
@@ -179,7 +179,7 @@ async def _switched(
         upstream[1].write(server.trailing_data[0])
     if toward.trailing_data[0]:
         client[1].write(toward.trailing_data[0])
-    await _both(_copy(client[0], upstream[1]), _copy(upstream[0], client[1]))
+    await run_both(_copy(client[0], upstream[1]), _copy(upstream[0], client[1]))
 
 
 async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -1,7 +1,10 @@
 """pier's egress proxy: the only way out of a sandbox on the egress network. It
-speaks HTTP CONNECT (h11 reads the request; pier parses no HTTP itself), lets a
-run reach the names its allow-list holds and refuses the rest with a message,
-and never looks inside the tunnel (no TLS interception).
+speaks HTTP CONNECT for HTTPS and forwards plain HTTP requests sent to it as a
+proxy (`GET http://host/path`, pier.egress.forward); h11 reads both, pier parses
+no HTTP itself. It lets a run reach the names its allow-list holds and refuses
+the rest with a message naming the host ("pier's egress allow-list refused
+<host>: add it to network.allow"), counting each host refused for the run's log,
+and never looks inside a tunnel (no TLS interception).
 
 A run is known by its proxy credentials (a per-run token in the proxy URL that
 the sandbox's HTTPS_PROXY carries). The proxy resolves names itself (the sandbox
@@ -23,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import collections
 import contextlib
 import datetime
 import logging
@@ -39,8 +43,17 @@ import h11
 
 from pier.egress.allow import AllowList
 from pier.egress.ca import RunCA
+from pier.egress.forward import HTTP_PORT, Destination, NotForwarded, destination, outgoing_headers, shown
 from pier.egress.inject import LiveInjection
-from pier.egress.intercept import relay_http, upstream_context
+from pier.egress.intercept import (
+    MAX_HEAD,
+    next_event,
+    relay_http,
+    run_both,
+    send_answer,
+    send_body,
+    upstream_context,
+)
 from pier.errors import SandboxError
 from pier.outbound import OutboundPolicy, OutboundRefused
 from pier.telemetry import metrics
@@ -53,6 +66,8 @@ MAX_REQUEST_HEAD = 16384
 CONNECT_TIMEOUT_S = 30
 START_TIMEOUT_S = 30
 HALF_CLOSE_GRACE_S = 60
+IDLE_S = 120  # a plain-HTTP client's keep-alive connection, between requests
+HTTPS_PORT = 443
 
 
 @dataclass
@@ -61,7 +76,7 @@ class EgressGrant:
     allow: AllowList
     expires_at: float  # monotonic
     token: str = field(default_factory=lambda: TOKEN_PREFIX + secrets.token_urlsafe(24))
-    refused: list[str] = field(default_factory=list)  # what the run tried and was refused
+    refused: collections.Counter[str] = field(default_factory=collections.Counter)  # host -> times
     injections: tuple[LiveInjection, ...] = ()  # secrets the proxy puts in, for their hosts only
     ca: RunCA | None = None  # signs what the proxy shows the sandbox for those hosts
     upstream_ca: Path | None = None  # extra CAs that verify those hosts (PIER_CA_BUNDLE)
@@ -165,20 +180,16 @@ class EgressProxy:
     ) -> None:
         grant = self._find(_proxy_token(request.headers))
         if grant is None:
-            await _refuse(conn, writer, 407, "no live pier run holds these proxy credentials")
+            await _refuse(conn, writer, 407, "pier egress: no live pier run holds these proxy credentials")
             return
         if request.method != b"CONNECT":
-            await _refuse(conn, writer, 405, "pier's egress proxy tunnels HTTPS only (CONNECT); use https://")
+            await self._forward(grant, conn, request, (reader, writer))
             return
         target = request.target.decode("ascii", "replace")
         host, port = _split_target(target)
-        address, why = await _decide(grant.allow, grant.policy, host, port)
+        address = await _judge(grant, conn, writer, host, port, HTTPS_PORT)
         if address is None:
-            metrics.egress_connections.labels("refused").inc()
-            grant.refused.append(target)
-            await _refuse(conn, writer, 403, f"{target} {why}")
             return
-        metrics.egress_connections.labels("allowed").inc()
         injections = grant.injections_for(host, port)
         if injections:
             await self._intercept(grant, conn, (reader, writer), (host, port, address), injections)
@@ -188,7 +199,7 @@ class EgressProxy:
                 asyncio.open_connection(address, port), CONNECT_TIMEOUT_S
             )
         except (OSError, TimeoutError) as exc:
-            await _refuse(conn, writer, 502, f"{target} did not answer ({exc})")
+            await _refuse(conn, writer, 502, f"pier egress: {target} did not answer ({exc})")
             return
         writer.write(conn.send(h11.Response(status_code=200, headers=[], reason=b"Connection established")))
         await writer.drain()
@@ -219,11 +230,14 @@ class EgressProxy:
             )
         except ssl.SSLError as exc:
             await _refuse(
-                conn, client[1], 502, f"{host}:{port} failed TLS verification ({exc.reason or exc})"
+                conn,
+                client[1],
+                502,
+                f"pier egress: {host}:{port} failed TLS verification ({exc.reason or exc})",
             )
             return
         except (OSError, TimeoutError) as exc:
-            await _refuse(conn, client[1], 502, f"{host}:{port} did not answer ({exc})")
+            await _refuse(conn, client[1], 502, f"pier egress: {host}:{port} did not answer ({exc})")
             return
         try:
             client[1].write(
@@ -236,7 +250,7 @@ class EgressProxy:
                     grant.ca.server_context(host), ssl_handshake_timeout=CONNECT_TIMEOUT_S
                 )
             except (ssl.SSLError, OSError, TimeoutError):
-                grant.refused.append(f"{host}:{port} (its TLS client did not trust the run's CA)")
+                grant.refused[f"{host}:{port} (its TLS client did not trust the run's CA)"] += 1
                 raise
             await relay_http(client, upstream, host, port, injections, grant.count_injected)
         except (h11.ProtocolError, OSError, TimeoutError) as exc:
@@ -244,11 +258,97 @@ class EgressProxy:
         finally:
             upstream[1].close()
 
+    async def _forward(
+        self,
+        grant: EgressGrant,
+        conn: h11.Connection,
+        request: h11.Request,
+        client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    ) -> None:
+        """Plain HTTP: each request on the client's connection is judged by its URL's
+        host (and its own credentials) and sent on, one connection to the host per
+        request; the client's connection is kept while both sides keep it."""
+        while await self._forward_one(grant, conn, request, client):
+            conn.start_next_cycle()
+            try:
+                event = await asyncio.wait_for(next_event(conn, client[0]), IDLE_S)
+            except TimeoutError:
+                return
+            if not isinstance(event, h11.Request):
+                return
+            request = event
+            found = self._find(_proxy_token(request.headers))
+            if found is None:
+                await _refuse(
+                    conn, client[1], 407, "pier egress: no live pier run holds these proxy credentials"
+                )
+                return
+            grant = found
+
+    async def _forward_one(
+        self,
+        grant: EgressGrant,
+        conn: h11.Connection,
+        request: h11.Request,
+        client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    ) -> bool:
+        """One request through, or refused; whether the client's connection can take
+        another."""
+        try:
+            where: Destination = destination(request)
+        except NotForwarded as exc:
+            await _refuse(conn, client[1], 400, str(exc))
+            return False
+        address = await _judge(grant, conn, client[1], where.host, where.port, HTTP_PORT)
+        if address is None:
+            return False
+        try:
+            upstream = await asyncio.wait_for(asyncio.open_connection(address, where.port), CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError) as exc:
+            await _refuse(conn, client[1], 502, f"pier egress: {where.shown} did not answer ({exc})")
+            return False
+        toward = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
+        try:
+            headers = outgoing_headers(request.headers, where.authority)
+            upstream[1].write(
+                toward.send(h11.Request(method=request.method, target=where.target, headers=headers))
+            )
+            await run_both(
+                send_body(conn, client[0], toward, upstream[1]),
+                send_answer(toward, upstream[0], conn, client[1], ()),
+            )
+        except (h11.ProtocolError, OSError) as exc:
+            log.debug("egress: plain HTTP to %s ended: %s", where.shown, type(exc).__name__)
+            if conn.our_state is h11.SEND_RESPONSE:  # nothing answered yet: say why
+                with contextlib.suppress(h11.ProtocolError, OSError):
+                    await _refuse(
+                        conn, client[1], 502, f"pier egress: {where.shown} gave no HTTP/1.1 answer ({exc})"
+                    )
+            return False
+        finally:
+            upstream[1].close()
+        return conn.our_state is h11.DONE and conn.their_state is h11.DONE
+
+
+async def _judge(
+    grant: EgressGrant, conn: h11.Connection, writer: asyncio.StreamWriter, host: str, port: int, default: int
+) -> str | None:
+    """The address the run may reach host:port at, or None once the refusal is
+    answered and counted."""
+    address, why = await _decide(grant.allow, grant.policy, host, port, default)
+    if address is None:
+        metrics.egress_connections.labels("refused").inc()
+        grant.refused[shown(host.lower().rstrip("."), port, default)] += 1
+        await _refuse(conn, writer, 403, why)
+        return None
+    metrics.egress_connections.labels("allowed").inc()
+    return address
+
 
 async def _read_request(conn: h11.Connection, reader: asyncio.StreamReader) -> h11.Request | None:
-    """The request, read through its end (h11 switches a CONNECT to a tunnel only
-    once the request has ended and a 2xx has been sent). Bodies are dropped: only
-    CONNECT, which has none, is served."""
+    """The request: a CONNECT read through its end (h11 switches it to a tunnel only
+    once the request has ended and a 2xx has been sent), any other as soon as its
+    head is in (its body is the forwarder's to relay)."""
     request = None
     while True:
         event = conn.next_event()
@@ -258,6 +358,8 @@ async def _read_request(conn: h11.Connection, reader: asyncio.StreamReader) -> h
                 return None
             conn.receive_data(data)
         elif isinstance(event, h11.Request):
+            if event.method != b"CONNECT":
+                return event
             request = event
         elif isinstance(event, h11.EndOfMessage) or event is h11.PAUSED:
             return request
@@ -283,32 +385,41 @@ def _split_target(target: str) -> tuple[str, int]:
     return (host, int(port)) if port.isdigit() else (target, 443)
 
 
-async def _decide(allow: AllowList, policy: OutboundPolicy, host: str, port: int) -> tuple[str | None, str]:
-    """The address to connect to, or None and why not (never anything learned by
-    connecting: refusals come before any connection)."""
+async def _decide(
+    allow: AllowList, policy: OutboundPolicy, host: str, port: int, default_port: int
+) -> tuple[str | None, str]:
+    """The address to connect to, or None and the message that says why not (never
+    anything learned by connecting: refusals come before any connection)."""
     rule = allow.rule_for(host, port)
+    where = shown(host.lower().rstrip("."), port, default_port)
     if rule is None:
         listed = ", ".join(allow.patterns) or "nothing"
-        return None, f"is not in this run's network allow-list ({listed}): add it to network.allow"
+        return None, (
+            f"pier's egress allow-list refused {where}: add it to network.allow (this run allows {listed})"
+        )
     loop = asyncio.get_running_loop()
     try:
         addresses = await loop.run_in_executor(None, policy.resolve, host, port)
     except OutboundRefused as exc:
-        return None, f"is not allowed: {exc.reason} (the operator can permit it in PIER_OUTBOUND_ALLOW)"
+        return None, (
+            f"pier egress: {where} is not allowed: {exc.reason} "
+            "(the operator can permit it in PIER_OUTBOUND_ALLOW)"
+        )
     except OSError as exc:
-        return None, f"does not resolve ({exc})"
+        return None, f"pier egress: {where} does not resolve ({exc})"
     return addresses[0], ""
 
 
 async def _refuse(conn: h11.Connection, writer: asyncio.StreamWriter, status: int, message: str) -> None:
-    body = f"pier egress: {message}\n".encode()
+    """Answer with message as the body and as the reason phrase: clients show the
+    reason ("Tunnel connection failed: 403 pier's egress allow-list refused ...")
+    where they do not show a CONNECT's body."""
+    body = f"{message}\n".encode()
     headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode()),
                (b"connection", b"close")]  # fmt: skip
     if status == 407:
         headers.append((b"proxy-authenticate", b'Basic realm="pier"'))
-    # The reason phrase carries the message too: clients show it ("Tunnel connection
-    # failed: 403 pier egress: ...") where they do not show a CONNECT's body.
-    reason = "".join(c if " " <= c <= "~" else "?" for c in f"pier egress: {message}")[:300]
+    reason = "".join(c if " " <= c <= "~" else "?" for c in message)[:300]
     writer.write(conn.send(h11.Response(status_code=status, headers=headers, reason=reason.encode())))
     writer.write(conn.send(h11.Data(data=body)))
     writer.write(conn.send(h11.EndOfMessage()))

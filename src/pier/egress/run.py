@@ -1,5 +1,6 @@
 """A run's side of egress by allow-list: its grant on the process's egress proxy,
-and what its sandbox needs to use it (network, resolvers, proxy variables)."""
+and what its sandbox needs to use it (network, resolvers, proxy variables, and
+apt's proxy file)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from pier.outbound import OutboundPolicy
 from pier.sandbox.base import SandboxBackend
 from pier.sandbox.dockerfile import CA_PATH, ca_env
 
+APT_PROXY_FILE = "/etc/apt/apt.conf.d/99pier-egress-proxy"
+
 
 @dataclass
 class EgressRun:
@@ -27,11 +30,21 @@ class EgressRun:
     warning: str | None = None  # why host services may still be reachable
 
     def env(self) -> dict[str, str]:
-        """Every exec's proxy variables. Only HTTPS goes through the proxy (CONNECT);
-        the model gateway on this machine's address is reached directly."""
+        """Every exec's proxy variables, for both schemes (HTTPS through CONNECT,
+        plain HTTP forwarded); the model gateway on this machine's address is
+        reached directly (no_proxy)."""
         url = self.proxy.proxy_url(self.grant)
         direct = f"{self.address},localhost,127.0.0.1"
-        return {"HTTPS_PROXY": url, "https_proxy": url, "NO_PROXY": direct, "no_proxy": direct}
+        return {"HTTPS_PROXY": url, "https_proxy": url, "HTTP_PROXY": url, "http_proxy": url,
+                "NO_PROXY": direct, "no_proxy": direct}  # fmt: skip
+
+    def files(self) -> dict[str, bytes]:
+        """The proxy for tools that do not always see the environment: apt, run
+        under sudo (which drops http_proxy) or by a script that clears it, gets it
+        from its configuration's drop-in folder. Harmless in an image without apt."""
+        url = self.proxy.proxy_url(self.grant)
+        text = f'Acquire::http::Proxy "{url}";\nAcquire::https::Proxy "{url}";\n'
+        return {APT_PROXY_FILE: text.encode()}
 
     def trust(self, operator_bundle: bytes | None) -> tuple[dict[str, str], dict[str, bytes]]:
         """With injected secrets, the sandbox's TLS variables and the bundle they

@@ -65,12 +65,13 @@ def _has_run(record: Trajectory) -> bool:
 
 
 def score(record: Trajectory) -> float | None:
-    """The share of checks that passed; without checks, 1 for a success and 0 otherwise."""
+    """The share of checks that passed (a skipped one, which the agent did not
+    report, is not counted); without checks, 1 for a success and 0 otherwise."""
     if not record.status.terminal:
         return None
-    checks = record.outputs.checks if _has_run(record) else []
+    checks = [c for c in record.outputs.checks if c.outcome != "skipped"] if _has_run(record) else []
     if checks:
-        return sum(c.passed for c in checks) / len(checks)
+        return sum(c.outcome == "pass" for c in checks) / len(checks)
     return 1.0 if record.success else 0.0
 
 

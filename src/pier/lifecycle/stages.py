@@ -23,7 +23,14 @@ from pier.agents.base import AgentLaunch
 from pier.errors import SandboxError, StageError
 from pier.gateway.routing import ModelRoute, without_provider_keys
 from pier.lifecycle.assets import setup_tar
-from pier.lifecycle.checking import check_stage, check_tools, record_eval, refuse_missing_check_tools
+from pier.lifecycle.checking import (
+    check_stage,
+    check_tools,
+    probe_sources,
+    record_eval,
+    refuse_missing_check_tools,
+    sources_before_agent,
+)
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.keeping import check_room, full_scratch, no_space, save_outputs
 from pier.lifecycle.notices import report_limit_notes
@@ -69,6 +76,7 @@ def prepare(ctx: RunContext) -> None:
     for warning in plan.warnings:
         ctx.log(f"warning: {warning}")
     ctx.log(f"agent {plan.agent}, {len(plan.assets)} attached file(s), time limit {plan.timeout_sec}s")
+    probe_sources(ctx)
 
 
 def create(ctx: RunContext) -> None:
@@ -200,7 +208,7 @@ def sandbox_spec(ctx: RunContext) -> SandboxSpec:
         network_name=egress.network,
         dns=(egress.address,),
         env={**spec.env, **egress.env(), **trust_env},
-        files={**spec.files, **trust_files},
+        files={**spec.files, **egress.files(), **trust_files},
     )
 
 
@@ -262,10 +270,16 @@ def close_run_egress(ctx: RunContext) -> None:
     egress.close()
     if egress.grant.injections:
         ctx.log(f"egress put a secret in {egress.grant.injected} request(s)", "save")
-    refused = sorted(set(egress.grant.refused))
+    refused = egress.grant.refused
     if refused:
+        # Most refused first: what a runbook author most likely needs to add to network.allow.
+        hosts = ", ".join(
+            f"{host} ({count})" for host, count in sorted(refused.items(), key=lambda i: (-i[1], i[0]))
+        )
         ctx.log(
-            f"egress refused {len(egress.grant.refused)} connection(s) to: {', '.join(refused)[:500]}", "save"
+            f"egress refused {refused.total()} request(s) to {len(refused)} host(s) (add to network.allow "
+            f"what the run needs): {hosts[:1000]}",
+            "save",
         )
     ctx.egress = None
 
@@ -307,6 +321,7 @@ def setup(ctx: RunContext) -> None:
             _build_layer_after_install(ctx, time.monotonic() - began)
         launch = _launch(ctx)
         _place(ctx, (), (), _launch_files(launch))
+    sources_before_agent(ctx)
     if launch.summary:
         ctx.log(launch.summary)
     ctx.launch = launch

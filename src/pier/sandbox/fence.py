@@ -13,19 +13,32 @@ machine). Two rules per bridge interface pier's sandboxes sit behind:
 
 The same in ip6tables, reject only (pier serves no sandbox over IPv6).
 
-Rules are only ever added, never flushed: several pier processes share them
-(one file lock orders them, `iptables -w` the kernel table), each adds its own
-ports, and `-C` first makes every addition idempotent. Nothing outside pier's
-bridges is matched, so other containers on the engine are untouched.
+Rules are never flushed: several pier processes share them (one file lock
+orders them, `iptables -w` the kernel table), each adds its own ports, and `-C`
+first makes every addition idempotent. Nothing outside pier's bridges is
+matched, so other containers on the engine are untouched.
+
+Each port's ACCEPT rule carries its owner in a comment (`pier owner=NS:PID:START`:
+the process's PID namespace, its id and its start time, so a reused id is not
+mistaken for it). A pier process takes its rules back when it exits, and the
+first fence call of every pier process removes the rules whose owner is gone (a
+process that was killed or crashed), so a port a stopped pier listened on is not
+left open for whatever takes it next. Rules of another PID namespace are not
+judged (their owner cannot be looked up from here). A rule without an owner
+(made by pier before owners were recorded) is removed once nothing on the
+machine listens on its port: a live older pier listens on every port it admitted.
 
 Best effort by nature: without the binary or the right, each function returns
 why, and the caller says it as a warning."""
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import functools
+import logging
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -37,8 +50,23 @@ from pathlib import Path
 CHAIN = "PIER-EGRESS"  # the name allow-list mode always used: older pier processes share it
 FORWARD_HOOK = "DOCKER-USER"
 LOCK_NAME = "pier-fence.lock"
+OWNER_PREFIX = "pier owner="
 _thread_lock = threading.Lock()
 _done: set[tuple[str, ...]] = set()  # rules this process has seen in place
+_owned: set[tuple[str, ...]] = set()  # ACCEPT rules this process added, taken back at exit
+_state = {"swept": False, "exit_hook": False}
+
+log = logging.getLogger(__name__)
+
+
+def _forget_in_child() -> None:
+    """A forked child owns nothing of its parent's: it judges and adds its own."""
+    _done.clear()
+    _owned.clear()
+    _state.update(swept=False, exit_hook=False)
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def fence_bridge(interface: str, admitted: Iterable[tuple[str, int]] = ()) -> str | None:
@@ -62,16 +90,41 @@ def admit(address: str, port: int) -> str | None:
 
 
 def withdraw(address: str, port: int) -> None:
-    """Take back an admit() (for a service that stopped for good). Idempotent;
-    never raises: a rule left behind only accepts a port nothing listens on."""
+    """Take back this process's admit() (for a service that stopped for good).
+    Idempotent; never raises: a rule left behind is removed when this process
+    exits, or by the next pier process once it is gone."""
     rule = _accept(address, port)
     _done.discard(rule)
+    _owned.discard(rule)
     try:
         with _locked():
-            while _run("iptables", ["-D", *rule[1:]]).returncode == 0:
-                pass
+            _delete(rule)
     except (OSError, subprocess.SubprocessError):
         return
+
+
+def sweep() -> list[str]:
+    """Remove CHAIN's ACCEPT rules whose owner process is gone; the rules removed
+    (as `iptables -S` shows them). Never raises."""
+    try:
+        with _locked():
+            return _sweep_locked()
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.debug("fence: could not sweep %s: %s", CHAIN, exc)
+        return []
+
+
+def owner_gone(owner: str) -> bool:
+    """Whether the process an owner comment names (NS:PID:START) has ended. False
+    for another PID namespace's process or a comment not of this form: pier
+    removes only what it knows to be dead."""
+    parts = owner.split(":")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        return False
+    namespace, pid, start = parts
+    if namespace != _pid_namespace():
+        return False
+    return _start_time(int(pid)) != start
 
 
 def fence_problem() -> str | None:
@@ -94,7 +147,98 @@ _REJECT = ("-j", "REJECT")
 
 def _accept(address: str, port: int) -> tuple[str, ...]:
     where = () if address in ("0.0.0.0", "") else ("-d", address)
-    return ("iptables", CHAIN, *where, "-p", "tcp", "--dport", str(port), "-j", "ACCEPT")
+    me = _me()
+    owner = ("-m", "comment", "--comment", OWNER_PREFIX + me) if me else ()
+    return ("iptables", CHAIN, *where, "-p", "tcp", "--dport", str(port), *owner, "-j", "ACCEPT")
+
+
+def _me() -> str | None:
+    """This process as an owner comment names it, or None without /proc."""
+    return _owner_for(os.getpid())
+
+
+@functools.cache
+def _owner_for(pid: int) -> str | None:
+    start = _start_time(pid)
+    namespace = _pid_namespace()
+    return f"{namespace}:{pid}:{start}" if start and namespace else None
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return None
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks after boot, /proc/PID/stat field 22),
+    or None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # the name (field 2) may hold spaces and parentheses
+    return fields[19] if len(fields) > 19 else None
+
+
+def _sweep_locked() -> list[str]:
+    listing = _run("iptables", ["-S", CHAIN])
+    if listing.returncode != 0:
+        return []
+    removed = []
+    listening: set[int] | None = None
+    for line in listing.stdout.splitlines():
+        words = shlex.split(line)
+        if words[:2] != ["-A", CHAIN] or "--dport" not in words:
+            continue
+        if "--comment" in words:
+            comment = words[words.index("--comment") + 1]
+            gone = comment.startswith(OWNER_PREFIX) and owner_gone(comment.removeprefix(OWNER_PREFIX))
+        else:  # an older pier's, which recorded no owner: gone once nothing listens on its port
+            listening = _listening_ports() if listening is None else listening
+            port = words[words.index("--dport") + 1]
+            gone = port.isdigit() and int(port) not in listening
+        if gone and _run("iptables", ["-D", *words[1:]]).returncode == 0:
+            removed.append(line)
+    if removed:
+        log.info("fence: removed %d rule(s) of pier processes that are gone", len(removed))
+    return removed
+
+
+def _listening_ports() -> set[int]:
+    """The TCP ports something on this machine (this network namespace) listens
+    on, from the kernel's socket tables."""
+    ports: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == "0A":  # TCP_LISTEN
+                ports.add(int(fields[1].rpartition(":")[2], 16))
+    return ports
+
+
+def _delete(rule: tuple[str, ...]) -> None:
+    while _run(rule[0], ["-D", *rule[1:]]).returncode == 0:
+        pass
+
+
+def _take_back_owned() -> None:
+    """At exit: this process's ports close with it."""
+    rules = list(_owned)
+    _owned.clear()
+    if not rules:
+        return
+    try:
+        with _locked():
+            for rule in rules:
+                _delete(rule)
+    except (OSError, subprocess.SubprocessError):
+        return  # the next pier process removes them: their owner is gone
 
 
 @functools.cache
@@ -117,15 +261,31 @@ def _ensure_all(rules: list[tuple[str, ...]]) -> str | None:
     problems: list[str] = []
     try:
         with _locked():
+            if not _state["swept"] and shutil.which("iptables"):
+                _state["swept"] = True
+                try:
+                    _sweep_locked()
+                except (OSError, subprocess.SubprocessError) as exc:  # the next start tries again
+                    log.debug("fence: could not sweep %s: %s", CHAIN, exc)
             for rule in missing:
                 problem = _try(rule)
                 if problem is None:
                     _done.add(rule)
+                    _own(rule)
                 else:
                     problems.append(problem)
     except OSError as exc:
         return f"the fence's lock file could not be opened: {exc}"
     return problems[0] if problems else None
+
+
+def _own(rule: tuple[str, ...]) -> None:
+    if OWNER_PREFIX + str(_me()) not in rule:
+        return
+    _owned.add(rule)
+    if not _state["exit_hook"]:
+        _state["exit_hook"] = True
+        atexit.register(_take_back_owned)
 
 
 def _applies(binary: str) -> bool:

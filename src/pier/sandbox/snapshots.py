@@ -34,6 +34,9 @@ BUILTIN_SNAPSHOTS = {
     "prism-playwright": "Playwright + Chromium for browser-heavy work: fonts, Xvfb, "
     "chromedriver, Node 22, Python with uv",
 }
+# Names the platform gives a built-in snapshot under another name: the same
+# snapshot (the same recipe, so the same image). A user's entry of that name wins.
+SNAPSHOT_ALIASES = {"python312-uv-node": "python312-uv"}
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
@@ -183,10 +186,10 @@ class SnapshotCatalog:
         }
 
     def get(self, name: str) -> Snapshot | None:
-        return self._snapshots.get(name)
+        return self._snapshots.get(name) or self._snapshots.get(SNAPSHOT_ALIASES.get(name, ""))
 
     def __contains__(self, name: object) -> bool:
-        return name in self._snapshots
+        return isinstance(name, str) and self.get(name) is not None
 
     def names(self) -> list[str]:
         return sorted(self._snapshots)

@@ -15,7 +15,7 @@ from pier.tasks.model import KNOWN_INIT_PARAMS, StepConfig, Task
 _FROM_FRONTMATTER = (
     "agent", "model", "model_provider", "snapshot", "image", "base_image", "apt_packages",
     "pip_packages", "checks", "checks_isolation", "primary_outputs", "mcp_servers",
-    "model_budget", "network",
+    "model_budget", "network", "code_checks", "strict_evaluation",
 )  # fmt: skip
 
 
@@ -69,6 +69,8 @@ class ResolvedStep:
     # The limits init_params ask for (run and task init_params merged): they may
     # lower the task's limits above, never raise them (pier.limits.run_limits).
     asked_limits: dict[str, Any] = field(default_factory=dict)
+    code_checks: Any = None  # the platform's `code_checks:` (checked by the plan)
+    strict_evaluation: bool = False
 
 
 def resolve(task: Task, run_params: Mapping[str, Any] | None = None) -> ResolvedStep:
@@ -112,6 +114,8 @@ def resolve(task: Task, run_params: Mapping[str, Any] | None = None) -> Resolved
         model_budget=_mapping(params.get("model_budget"), "model_budget"),
         network=_mapping(params["network"], "network") if params.get("network") is not None else None,
         asked_limits={key: params[key] for key in LIMIT_KEYS if params.get(key) is not None},
+        code_checks=params.get("code_checks"),
+        strict_evaluation=bool(params.get("strict_evaluation")),
     )
 
 

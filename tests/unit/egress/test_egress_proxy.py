@@ -87,13 +87,16 @@ def test_unlisted_names_and_other_ports_are_refused_with_a_message(proxy, echo_p
         "run-1", allow_list(["pypi.org", f"127.0.0.1:{echo_port}"]), ttl_s=60, policy=opted_in(echo_port)
     )
     answer, _ = connect(proxy, "example.org:443", grant.token)
-    assert answer.startswith("HTTP/1.1 403")
-    assert (
-        "pier egress: example.org:443 is not in this run's network allow-list (pypi.org, 127.0.0.1:" in answer
+    message = (
+        "pier's egress allow-list refused example.org: add it to network.allow (this run allows pypi.org, 127"
     )
+    assert answer.startswith(f"HTTP/1.1 403 {message}")  # the reason phrase: what clients show for a CONNECT
+    assert message in answer.split("\n", 1)[1]  # and the body
     other_port, _ = connect(proxy, f"127.0.0.1:{echo_port + 1}", grant.token)
-    assert other_port.startswith("HTTP/1.1 403")
-    assert grant.refused == ["example.org:443", f"127.0.0.1:{echo_port + 1}"]
+    assert other_port.startswith(f"HTTP/1.1 403 pier's egress allow-list refused 127.0.0.1:{echo_port + 1}: ")
+    connect(proxy, "example.org:443", grant.token)
+    assert grant.refused == {"example.org": 2, f"127.0.0.1:{echo_port + 1}": 1}
+    assert Echo.connections == 0
 
 
 def test_runs_are_known_by_their_live_token_only(proxy, echo_port):
@@ -106,14 +109,147 @@ def test_runs_are_known_by_their_live_token_only(proxy, echo_port):
     assert answer.startswith("HTTP/1.1 407")
 
 
-def test_plain_http_is_not_proxied(proxy):
-    grant = proxy.open("run-1", allow_list(["pypi.org"]), ttl_s=60)
+class CountingHTTP(socketserver.BaseRequestHandler):
+    """An HTTP origin that counts connections and answers with the request it got."""
+
+    connections = 0
+
+    def handle(self) -> None:
+        CountingHTTP.connections += 1
+        head = b""
+        while b"\r\n\r\n" not in head and (data := self.request.recv(4096)):
+            head += data
+        head, _, body = head.partition(b"\r\n\r\n")
+        if b"content-length: " in head.lower():
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            while len(body) < length:
+                body += self.request.recv(4096)
+        answer = head + b"\n--\n" + body
+        self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(answer), answer))
+
+
+@pytest.fixture
+def origin_port() -> Iterator[int]:
+    CountingHTTP.connections = 0
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), CountingHTTP)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def through(proxy: EgressProxy, request: bytes) -> tuple[bytes, socket.socket]:
+    """Sends request to the proxy as a plain-HTTP proxy client would; the whole
+    answer (head and a Content-Length body) and the socket."""
     sock = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
-    auth = base64.b64encode(f"pier:{grant.token}".encode()).decode()
-    sock.sendall(
-        f"GET http://pypi.org/ HTTP/1.1\r\nHost: pypi.org\r\nProxy-Authorization: Basic {auth}\r\n\r\n".encode()
+    sock.sendall(request)
+    return read_answer(sock), sock
+
+
+def read_answer(sock: socket.socket) -> bytes:
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        data = sock.recv(4096)
+        if not data:
+            return answer
+        answer += data
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    while len(body) < length:
+        body += sock.recv(4096)
+    return head + b"\r\n\r\n" + body
+
+
+def auth(token: str) -> str:
+    return "Proxy-Authorization: Basic " + base64.b64encode(f"pier:{token}".encode()).decode()
+
+
+def test_plain_http_to_a_listed_host_is_forwarded_in_origin_form(proxy, origin_port):
+    grant = proxy.open(
+        "run-1", allow_list([f"127.0.0.1:{origin_port}"]), ttl_s=60, policy=opted_in(origin_port)
     )
-    assert sock.recv(4096).startswith(b"HTTP/1.1 405")
+    url = f"http://127.0.0.1:{origin_port}/debian/dists/bookworm/Release?x=1"
+    request = (f"POST {url} HTTP/1.1\r\nHost: 127.0.0.1:{origin_port}\r\n{auth(grant.token)}\r\n"
+               "Proxy-Connection: keep-alive\r\nContent-Length: 4\r\n\r\nbody")  # fmt: skip
+    answer, sock = through(proxy, request.encode())
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    seen = answer.partition(b"\r\n\r\n")[2].lower()
+    assert seen.startswith(b"post /debian/dists/bookworm/release?x=1 http/1.1\r\n")
+    assert f"host: 127.0.0.1:{origin_port}".encode() in seen and seen.endswith(b"\n--\nbody")
+    assert b"proxy-authorization" not in seen and b"proxy-connection" not in seen  # the token stays here
+    # the client's connection takes a second request (apt's and pip's keep-alive)
+    sock.sendall(f"GET http://127.0.0.1:{origin_port}/two HTTP/1.1\r\nHost: 127.0.0.1:{origin_port}\r\n"
+                 f"{auth(grant.token)}\r\n\r\n".encode())  # fmt: skip
+    assert b"get /two http/1.1" in read_answer(sock).lower()
+    assert CountingHTTP.connections == 2 and not grant.refused
+
+
+def test_plain_http_to_an_unlisted_host_is_refused_with_the_message(proxy, origin_port):
+    """Listed on another port, or not at all: 403 with the message, and no
+    connection reaches the origin."""
+    grant = proxy.open("run-1", allow_list(["pypi.org"]), ttl_s=60, policy=opted_in(origin_port))
+    for url, host in ((f"http://127.0.0.1:{origin_port}/", f"127.0.0.1:{origin_port}"),
+                      ("http://example.org/simple/", "example.org")):  # fmt: skip
+        request = f"GET {url} HTTP/1.1\r\nHost: {host}\r\n{auth(grant.token)}\r\n\r\n"
+        answer, _ = through(proxy, request.encode())
+        message = (
+            f"pier's egress allow-list refused {host}: add it to network.allow (this run allows pypi.org)"
+        )
+        assert answer.startswith(b"HTTP/1.1 403 "), answer
+        assert answer.endswith(f"\r\n\r\n{message}\n".encode()), answer
+    assert grant.refused == {f"127.0.0.1:{origin_port}": 1, "example.org": 1}
+    assert CountingHTTP.connections == 0
+
+
+def test_a_host_header_naming_another_host_is_refused(proxy, origin_port):
+    """The host judged is the host reached: a Host header for an unlisted site
+    behind a listed address (a CDN's virtual hosts) is not sent on."""
+    grant = proxy.open(
+        "run-1", allow_list([f"127.0.0.1:{origin_port}"]), ttl_s=60, policy=opted_in(origin_port)
+    )
+    request = (
+        f"GET http://127.0.0.1:{origin_port}/ HTTP/1.1\r\nHost: example.org\r\n{auth(grant.token)}\r\n\r\n"
+    )
+    answer, _ = through(proxy, request.encode())
+    assert answer.startswith(b"HTTP/1.1 400") and b"Host header names example.org" in answer
+    origin_form = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{origin_port}\r\n{auth(grant.token)}\r\n\r\n"
+    answer, _ = through(proxy, origin_form.encode())
+    assert answer.startswith(b"HTTP/1.1 400") and b"http_proxy" in answer
+    assert CountingHTTP.connections == 0
+
+
+def test_plain_http_needs_a_live_token_on_every_request(proxy, origin_port):
+    grant = proxy.open(
+        "run-1", allow_list([f"127.0.0.1:{origin_port}"]), ttl_s=60, policy=opted_in(origin_port)
+    )
+    first = f"GET http://127.0.0.1:{origin_port}/ HTTP/1.1\r\nHost: 127.0.0.1:{origin_port}\r\n"
+    answer, _ = through(proxy, (first + "\r\n").encode())
+    assert answer.startswith(b"HTTP/1.1 407")
+    answer, sock = through(proxy, (first + auth(grant.token) + "\r\n\r\n").encode())
+    assert answer.startswith(b"HTTP/1.1 200")
+    sock.sendall((first + "\r\n").encode())  # the next request on the same connection, without
+    assert read_answer(sock).startswith(b"HTTP/1.1 407")
+    assert CountingHTTP.connections == 1
+
+
+def test_plain_http_to_a_listed_loopback_name_is_refused_by_the_outbound_policy(proxy, origin_port):
+    grant = proxy.open("run-1", allow_list([f"localhost:{origin_port}"]), ttl_s=60)
+    request = f"GET http://localhost:{origin_port}/ HTTP/1.1\r\nHost: localhost:{origin_port}\r\n{auth(grant.token)}\r\n\r\n"
+    answer, _ = through(proxy, request.encode())
+    assert answer.startswith(b"HTTP/1.1 403") and b"PIER_OUTBOUND_ALLOW" in answer
+    assert CountingHTTP.connections == 0
+
+
+def test_an_origin_that_does_not_speak_http_is_answered_502(proxy, echo_port):
+    """The echo server sends the request back: not an HTTP response."""
+    grant = proxy.open("run-1", allow_list([f"127.0.0.1:{echo_port}"]), ttl_s=60, policy=opted_in(echo_port))
+    request = f"GET http://127.0.0.1:{echo_port}/ HTTP/1.1\r\nHost: 127.0.0.1:{echo_port}\r\n{auth(grant.token)}\r\n\r\n"
+    answer, _ = through(proxy, request.encode())
+    assert answer.startswith(
+        f"HTTP/1.1 502 pier egress: 127.0.0.1:{echo_port} gave no HTTP/1.1 answer".encode()
+    )
+    assert Echo.connections == 1
 
 
 def test_allow_list_entries():

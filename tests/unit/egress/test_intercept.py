@@ -159,7 +159,7 @@ def test_a_sandbox_that_does_not_trust_the_run_ca_gets_nothing_and_the_run_is_to
     deadline = time.monotonic() + 30
     while not grant.refused and time.monotonic() < deadline:  # the proxy's side ends just after
         time.sleep(0.05)
-    assert grant.refused == [f"{secret.address} (its TLS client did not trust the run's CA)"]
+    assert grant.refused == {f"{secret.address} (its TLS client did not trust the run's CA)": 1}
     assert not secret.seen
 
 
