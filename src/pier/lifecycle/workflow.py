@@ -197,6 +197,7 @@ def _run_step(ctx: RunContext, name: str, step: Step, context: dict[str, Any]) -
     try:
         inputs, params = resolve_params(name, config, context)
         step.inputs = ctx.redactor.data(inputs)
+        ctx.log(f"inputs: {_brief(step.inputs)}", name)
         outcome = RUNNERS[step.activity](ctx, name, params)
         step.outputs = ActivityOutputs.model_validate(ctx.redactor.data(outcome.outputs))
         step.status = StageStatus.completed
@@ -213,8 +214,17 @@ def _run_step(ctx: RunContext, name: str, step: Step, context: dict[str, Any]) -
         step.duration_seconds = round(time.monotonic() - began, 3)
     context[name] = {"inputs": step.inputs, "outputs": step.outputs.model_dump(mode="json")}
     if step.status == StageStatus.completed:
+        ctx.log(f"outputs: {_brief(context[name]['outputs'])}", name)
         ctx.log(f"step {name} completed in {step.duration_seconds:.2f}s", name)
     return outcome
+
+
+BRIEF_CHARS = 500  # of a step's inputs or outputs in the log; the record has them whole
+
+
+def _brief(value: Any) -> str:
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= BRIEF_CHARS else text[:BRIEF_CHARS] + f"... ({len(text)} characters; the record has all)"
 
 
 def _message(name: str, activity: str, exc: Exception) -> str:

@@ -168,3 +168,25 @@ def test_the_run_page_and_pier_logs_show_each_step(api):
     ]
     text = repr(lines)
     assert "step split (text_split) started" in text and "step pick failed" in text, text
+
+
+def test_pier_logs_shows_each_steps_inputs_outputs_and_error(api, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from pier.cli import app
+
+    assert api.task("paths", {
+        "init_params": {"doc": "abcdefgh"},
+        "step_configs": {
+            "split": {"activity": "text_split", "text_path": "init_params.doc", "chunk_size": 4},
+            "pick": {"activity": "text_echo", "text_path": "split.outputs.chunks[9]"},
+        },
+        "steps": ["split", "pick"],
+    }).status_code in (200, 201)  # fmt: skip
+    run = api.run("paths")
+    monkeypatch.setenv("PIER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
+    out = CliRunner().invoke(app, ["logs", run["trajectory_id"]]).output
+    assert '[split] inputs: {"text": "abcdefgh", "chunk_size": 4}' in out, out
+    assert '[split] outputs: {"chunks": ["abcd", "efgh"], "count": 2}' in out
+    assert "[pick] step pick failed: step 'pick': text_path: path 'split.outputs.chunks[9]'" in out
