@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
@@ -172,6 +174,11 @@ class LifecycleHooks:
             self.ports.ended(trajectory_id)
 
 
+# collection -> (its limit, the semaphore of its fan-outs' runbook children in this process)
+_SLOTS: dict[str, tuple[int, threading.BoundedSemaphore]] = {}
+_SLOTS_LOCK = threading.Lock()
+
+
 class ChildRuns:
     """A workflow's fan-out children (pier.lifecycle.workflow.Children): each an
     ordinary run of the parent's collection, stored with its own record, log and
@@ -219,10 +226,33 @@ class ChildRuns:
         if child_task.is_workflow:
             ctx.children = ChildRuns(self.hooks, payload)
         try:
-            return execute(ctx)
+            if child_task.is_workflow:  # no sandbox: only its own runbook children are bounded
+                return execute(ctx)
+            with self.sandbox_slot(parent.collection, ctx):
+                return execute(ctx)
         finally:
             shutil.rmtree(self.hooks.inputs_dir(tid), ignore_errors=True)
             publish(tid)
+
+    @contextmanager
+    def sandbox_slot(self, collection: str, ctx) -> Iterator[None]:
+        """One of the collection's runbook-child slots in this process: at most
+        its concurrent_runs quota (else PIER_MAX_CONCURRENT_RUNS) of its
+        fan-outs' runbook children hold a sandbox at once, whatever each
+        fan-out's max_concurrency."""
+        limit = self.hooks.quotas.concurrent_runs(collection) or self.hooks.services.settings.max_concurrent_runs
+        with _SLOTS_LOCK:
+            slots = _SLOTS.get(collection)
+            if slots is None or slots[0] != limit:
+                slots = _SLOTS[collection] = (limit, threading.BoundedSemaphore(limit))
+        semaphore = slots[1]
+        if not semaphore.acquire(blocking=False):
+            ctx.log(f"waiting for one of the collection's {limit} sandbox slots for fan-out children", "prepare")
+            semaphore.acquire()
+        try:
+            yield
+        finally:
+            semaphore.release()
 
     def get(self, trajectory_id: str) -> Trajectory:
         return self.hooks.store.get_run(trajectory_id, self.parent.collection)

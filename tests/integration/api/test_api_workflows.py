@@ -41,3 +41,32 @@ def test_a_runbook_fanned_out_over_a_list_and_gathered(collection: Collection, d
             body = c.get(f"/api/v1/file/{key}").text
         assert body.strip() == child["steps"]["run"]["inputs"]["vars"]["item"].upper() + "!"
     assert collection.sandboxes(docker_backend) == []  # every child's sandbox is gone
+
+
+def test_runbook_children_hold_no_more_sandboxes_than_the_collections_quota(collection: Collection, server):
+    from tests.support.api_server import ADMIN_TOKEN
+
+    with server.client(ADMIN_TOKEN) as admin:
+        set_quota = admin.put(f"/api/v1/collections/{collection.name}/quotas", json={"concurrent_runs": 1})
+        assert set_quota.status_code == 200, set_quota.text
+    collection.put_task("nap", "sleep 1; echo {{item}} > {{results_dir}}/out.txt")
+    workflow = {
+        "init_params": {"items": ["a", "b", "c"]},
+        "step_configs": {"fan": {"activity": "list_emit_await", "items_path": "init_params.items",
+                                 "child_workflow_name": "nap", "max_concurrency": 3}},
+        "steps": ["fan"],
+    }  # fmt: skip
+    with collection.client() as c:
+        assert c.put(f"/api/v1/tasks/{collection.name}/naps", json={"workflow": workflow}).status_code in (200, 201)
+    tid = collection.run("naps")
+    record = collection.wait("naps", tid, timeout=300)
+    assert record["status"] == "completed", record["error"]
+    spans = []
+    for ref in record["steps"]["fan"]["outputs"]["trajectory_references"]:
+        stages = collection.record("nap", ref["trajectory_id"])["steps"]["run"]["outputs"]["stages"]
+        create = next(s for s in stages if s["name"] == "create")
+        save = next(s for s in stages if s["name"] == "save")
+        spans.append((create["started"], save["ended"]))
+    spans.sort()
+    # one at a time: each child's sandbox was made after the one before had gone
+    assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:], strict=False)), spans
