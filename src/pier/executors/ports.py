@@ -240,14 +240,18 @@ class ChildRuns:
         its concurrent_runs quota (else PIER_MAX_CONCURRENT_RUNS) of its
         fan-outs' runbook children hold a sandbox at once, whatever each
         fan-out's max_concurrency."""
-        limit = self.hooks.quotas.concurrent_runs(collection) or self.hooks.services.settings.max_concurrent_runs
+        limit = (
+            self.hooks.quotas.concurrent_runs(collection) or self.hooks.services.settings.max_concurrent_runs
+        )
         with _SLOTS_LOCK:
             slots = _SLOTS.get(collection)
             if slots is None or slots[0] != limit:
                 slots = _SLOTS[collection] = (limit, threading.BoundedSemaphore(limit))
         semaphore = slots[1]
         if not semaphore.acquire(blocking=False):
-            ctx.log(f"waiting for one of the collection's {limit} sandbox slots for fan-out children", "prepare")
+            ctx.log(
+                f"waiting for one of the collection's {limit} sandbox slots for fan-out children", "prepare"
+            )
             semaphore.acquire()
         try:
             yield

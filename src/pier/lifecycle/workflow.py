@@ -224,7 +224,11 @@ BRIEF_CHARS = 500  # of a step's inputs or outputs in the log; the record has th
 
 def _brief(value: Any) -> str:
     text = json.dumps(value, default=str, ensure_ascii=False)
-    return text if len(text) <= BRIEF_CHARS else text[:BRIEF_CHARS] + f"... ({len(text)} characters; the record has all)"
+    return (
+        text
+        if len(text) <= BRIEF_CHARS
+        else text[:BRIEF_CHARS] + f"... ({len(text)} characters; the record has all)"
+    )
 
 
 def _message(name: str, activity: str, exc: Exception) -> str:

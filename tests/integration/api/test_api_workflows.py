@@ -4,6 +4,8 @@ sandbox) and its results gathered (fan-in)."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from tests.support.api_server import Collection
 
@@ -57,7 +59,10 @@ def test_runbook_children_hold_no_more_sandboxes_than_the_collections_quota(coll
         "steps": ["fan"],
     }  # fmt: skip
     with collection.client() as c:
-        assert c.put(f"/api/v1/tasks/{collection.name}/naps", json={"workflow": workflow}).status_code in (200, 201)
+        assert c.put(f"/api/v1/tasks/{collection.name}/naps", json={"workflow": workflow}).status_code in (
+            200,
+            201,
+        )
     tid = collection.run("naps")
     record = collection.wait("naps", tid, timeout=300)
     assert record["status"] == "completed", record["error"]
@@ -69,4 +74,4 @@ def test_runbook_children_hold_no_more_sandboxes_than_the_collections_quota(coll
         spans.append((create["started"], save["ended"]))
     spans.sort()
     # one at a time: each child's sandbox was made after the one before had gone
-    assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:], strict=False)), spans
+    assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(spans)), spans
