@@ -189,6 +189,19 @@ class ChildRuns:
     def __init__(self, hooks: LifecycleHooks, parent: Payload):
         self.hooks = hooks
         self.parent = parent
+        self._running: dict[str, RunContext] = {}  # the children running now, to cancel with the parent
+        self._lock = threading.Lock()
+        self._cancelled = False
+
+    def cancel_all(self) -> None:
+        """The parent was cancelled: every running child is (and none starts after)."""
+        from pier.lifecycle.runner import cancel
+
+        with self._lock:
+            self._cancelled = True
+            running = list(self._running.values())
+        for ctx in running:
+            cancel(ctx)
 
     def run(self, parent: Trajectory, step: str, task: str, init_params: dict, created=None) -> Trajectory:
         from pier.lifecycle.runner import execute
@@ -225,12 +238,18 @@ class ChildRuns:
             return ended
         if child_task.is_workflow:
             ctx.children = ChildRuns(self.hooks, payload)
+        with self._lock:
+            self._running[tid] = ctx
+            if self._cancelled:
+                ctx.cancel.set()
         try:
             if child_task.is_workflow:  # no sandbox: only its own runbook children are bounded
                 return execute(ctx)
             with self.sandbox_slot(parent.collection, ctx):
                 return execute(ctx)
         finally:
+            with self._lock:
+                self._running.pop(tid, None)
             shutil.rmtree(self.hooks.inputs_dir(tid), ignore_errors=True)
             publish(tid)
 

@@ -140,6 +140,9 @@ def cancel(ctx: RunContext) -> None:
     sandbox = ctx.sandbox
     if sandbox is not None:
         sandbox.delete()
+    children = getattr(ctx, "children", None)
+    if children is not None:  # a workflow's fan-out: its running children end too
+        children.cancel_all()
 
 
 def _interrupted(ctx: RunContext, exc: BaseException) -> None:

@@ -149,3 +149,33 @@ def test_a_fan_out_to_a_task_that_does_not_exist_fails_naming_it(api):
     assert api.task("fan-nowhere", wf).status_code in (200, 201)
     run = api.run("fan-nowhere")
     assert run["status"] == "failed" and "nowhere" in run["error"]
+
+
+def test_cancelling_the_parent_cancels_its_running_children_and_starts_no_more(api, counter):
+    import json
+
+    counter.hold = 1.0
+    wf = {
+        "init_params": {"items": [f"item {i}" for i in range(6)]},
+        "step_configs": {"fan": {"activity": "list_emit_await", "items_path": "init_params.items",
+                                 "child_workflow_name": "process-chunk", "item_param_name": "chunk",
+                                 "max_concurrency": 2}},
+        "steps": ["fan"],
+    }  # fmt: skip
+    assert api.task("process-chunk", CHILD).status_code in (200, 201)
+    assert api.task("fan-cancel", wf).status_code in (200, 201)
+    sent = api.c.post("/api/v1/run/team/fan-cancel", data={"init_params": json.dumps({})})
+    tid = sent.json()["trajectory_id"]
+    deadline = time.monotonic() + 30
+    while counter.seen < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert counter.seen == 2, "two children are asking the model"
+    cancelled = api.c.post("/api/v1/trajectory/team/fan-cancel/statuses", json={tid: "cancelled"})
+    assert cancelled.status_code == 200, cancelled.text
+    run = api.wait("fan-cancel", tid)
+    assert run["status"] == "cancelled", run
+    children = api.c.get("/api/v1/db/trajectories/team/process-chunk").json()["trajectories"]
+    assert len(children) == 2 and counter.seen == 2  # no child started after the cancel
+    for child in children:
+        ended = api.wait("process-chunk", child["trajectory_id"])
+        assert ended["status"] == "cancelled", ended
