@@ -190,3 +190,17 @@ def test_pier_logs_shows_each_steps_inputs_outputs_and_error(api, tmp_path, monk
     assert '[split] inputs: {"text": "abcdefgh", "chunk_size": 4}' in out, out
     assert '[split] outputs: {"chunks": ["abcd", "efgh"], "count": 2}' in out
     assert "[pick] step pick failed: step 'pick': text_path: path 'split.outputs.chunks[9]'" in out
+
+
+def test_a_routine_of_a_workflow_task_is_accepted_and_its_run_now_runs(api):
+    assert api.task("echo", ECHO).status_code in (200, 201)
+    made = api.c.post(
+        "/api/v1/routines/team/echo",
+        json={"name": "r", "cron": "@daily", "init_params_overrides": {"text": "from a routine"}},
+    )
+    assert made.status_code == 201, made.text
+    now = api.c.post("/api/v1/routines/team/echo/r/run-now")
+    assert now.status_code in (200, 201, 202), now.text
+    tid = now.json().get("trajectory_id") or now.json()["workflow_id"].rsplit("--", 1)[1]
+    run = api.wait("echo", tid)
+    assert run["status"] == "completed" and run["steps"]["echo"]["outputs"]["text"] == "from a routine"
