@@ -168,3 +168,60 @@ def test_a_collections_base_url_cannot_point_pier_at_its_own_machine(tmp_path, m
         assert run["status"] == "failed" and run["failed_stage"] == "chat"
         assert "OPENAI_BASE_URL" in run["error"] or "loopback" in run["error"], run["error"]
     assert model_server.requests == []
+
+
+def test_the_reference_pages_model_comparison_with_a_list_of_item_paths_scores_both(api, model_server):
+    # workflow-templates.md's version: items_path is a list of paths, a score range, literal models
+    wf = {
+        "init_params": {"prompt": "Explain quantum computing in simple terms"},
+        "step_configs": {
+            "model_a": {"activity": "litellm_chat", "model": "gpt-4o", "prompt_path": "init_params.prompt",
+                        "temperature": 0.7},
+            "model_b": {"activity": "litellm_chat", "model": "claude-3-sonnet-20240229",
+                        "prompt_path": "init_params.prompt", "temperature": 0.7},
+            "compare": {"activity": "simple_judge", "items_path": ["model_a.outputs.text", "model_b.outputs.text"],
+                        "instruction": "Compare these responses for clarity and accuracy", "model": "gpt-4o",
+                        "score_range": {"min": 1, "max": 5}, "explanation_required": True},
+        },
+        "steps": ["model_a", "model_b", "compare"],
+    }  # fmt: skip
+    assert api.task("compare2", wf).status_code in (200, 201)
+    run = api.run("compare2")
+    assert run["status"] == "completed", run["error"]
+    judge = run["steps"]["compare"]
+    assert judge["outputs"]["score"] == 4 and judge["outputs"]["explanation"] == "good"
+    assert judge["inputs"]["items"] == ["answer from gpt-4o", "answer from claude-3-sonnet-20240229"]
+
+
+def test_the_batch_processor_template_fans_a_chat_task_out_with_shared_child_params(api, model_server):
+    child = {
+        "init_params": {"item": "", "instruction": "", "model": "gpt-4o-mini"},
+        "step_configs": {"process": {"activity": "litellm_chat", "model_path": "init_params.model",
+                                     "system_prompt_path": "init_params.instruction", "prompt_path": "init_params.item"}},
+        "steps": ["process"],
+    }  # fmt: skip
+    batch = {  # templates/batch-processor.json
+        "init_params": {"items": ["item1", "item2", "item3"], "instruction": "Process this item and return the result",
+                        "model": "gpt-4o-mini", "max_concurrency": 5,
+                        "child_init_params": {"instruction": "Process this item and return the result",
+                                              "model": "gpt-4o-mini"}},
+        "step_configs": {
+            "process_all": {"activity": "list_emit_await", "items_path": "init_params.items",
+                            "child_workflow_name": "process-single-item", "item_param_name": "item",
+                            "child_init_params_path": "init_params.child_init_params",
+                            "max_concurrency_path": "init_params.max_concurrency"},
+            "gather_results": {"activity": "extract_from_trajectories",
+                               "trajectory_list_path": "process_all.outputs.trajectory_references",
+                               "extract_keys": {"text": "process.outputs.text"}},
+        },
+        "steps": ["process_all", "gather_results"],
+    }  # fmt: skip
+    assert api.task("process-single-item", child).status_code in (200, 201)
+    assert api.task("batch", batch).status_code in (200, 201)
+    run = api.run("batch")
+    assert run["status"] == "completed", run["error"]
+    assert run["steps"]["gather_results"]["outputs"]["text"] == ["answer from gpt-4o-mini"] * 3
+    systems = {c.body["messages"][0]["content"] for c in model_server.model_calls()}
+    assert systems == {"Process this item and return the result"}  # child_init_params reached every child
+    users = sorted(c.body["messages"][1]["content"] for c in model_server.model_calls())
+    assert users == ["item1", "item2", "item3"]
