@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from pier.agents.providers import setting_names
 from pier.checks.model import InvalidCheck
 from pier.checks.platform import compile_code_checks, lenient_config
 from pier.errors import InputError, PierError, Problems, RunbookError
@@ -56,10 +57,11 @@ class Report:
             return Finding(message, *key_position(self.frontmatter, key.split("."), 2))
         return Finding(message)
 
-    def warn(self, message: str) -> None:
+    def warn(self, message: str, key: str | None = None) -> None:
         unknown = _UNKNOWN_KEY.match(message)
+        key = unknown.group(1) if unknown else key
         field = _CHECK_FIELD.match(message)
-        line, column = key_position(self.frontmatter, [unknown.group(1)], 2) if unknown else (None, None)
+        line, column = key_position(self.frontmatter, [key], 2) if key else (None, None)
         if field:
             line, column = key_position(self.frontmatter, ["checks", field.group(1), field.group(2)], 2)
         self.warnings.append(Finding(message, line, column))
@@ -109,6 +111,8 @@ def validate_one(path: Path) -> Report:
         for warning in plan.warnings:
             if not _CHECK_WARNING.match(warning):
                 report.warn(warning)
+        _source_warnings(plan, report)
+        look_up_image(plan, report)
     return report
 
 
@@ -154,6 +158,51 @@ def validate_workflow(path: Path, report: Report) -> Report:
                 f"a run with the task's own init_params and this machine's keys would be refused: {problem}"
             )
     return report
+
+
+def look_up_image(plan: RunPlan, report: Report) -> None:
+    """The image a run of it would start from, looked up as `pier run` would
+    find it: on this machine's engine, else in its registry (the engine asks,
+    as a pull would). One that is in neither is an error; one that could not be
+    looked up (no engine, a registry that does not answer) a warning saying so.
+    Only an image the run uses: a snapshot comes first, a build has no image."""
+    if not plan.image or plan.snapshot:
+        return
+    from pier.lifecycle.services import Services
+
+    ref = plan.image
+    try:
+        backend = Services().backend
+        if backend.image_exists(ref):
+            return
+    except PierError as exc:
+        report.warn(f"image {ref} could not be looked up: {exc}; whether it exists is not known until a run")
+        return
+    if not get_settings().image_lookup_registry:
+        report.warn(
+            f"image {ref} is not on this machine, and its registry was not asked (PIER_IMAGE_LOOKUP_REGISTRY "
+            "is false): whether it exists is not known until a run pulls it"
+        )
+        return
+    try:
+        found = backend.registry_has(ref)
+    except PierError as exc:
+        report.warn(
+            f"image {ref} is not on this machine, and {exc}: whether it exists is not known until a run "
+            "pulls it"
+        )
+        return
+    if found is None:
+        report.warn(f"image {ref} is not on this machine, and this sandbox backend cannot ask its registry")
+    elif not found:
+        report.errors.append(
+            Finding(
+                f"image {ref} does not exist: this machine's engine does not have it and its registry has "
+                "no such image or tag; fix the name or the tag, or build it (docker build -t "
+                f"{ref} .)",
+                *key_position(report.frontmatter, ["image"], 2),
+            )
+        )
 
 
 _CHECK_WARNING = re.compile(r"^check (\S+): ")
@@ -210,6 +259,31 @@ def _body_offset(path: Path) -> int:
     return text[: len(text) - len(body)].count("\n")
 
 
+def _source_warnings(plan: RunPlan, report: Report) -> None:
+    """What the run's sandbox source would warn about (an unknown snapshot, packages
+    a snapshot or image ignores), at the key that causes it; reading the snapshots
+    file is the only work (nothing is built)."""
+    from pier.sandbox.snapshots import SnapshotCatalog
+    from pier.sandbox.source import source_notes
+
+    try:
+        catalog = SnapshotCatalog(get_settings())
+    except InputError as exc:
+        report.warn(f"the snapshots pier knows cannot be read: {exc}")
+        return
+    notes = source_notes(
+        snapshot=plan.snapshot, image=plan.image, base_image=plan.base_image,
+        apt_packages=plan.apt_packages, pip_packages=plan.pip_packages, catalog=catalog,
+    )  # fmt: skip
+    for note in notes:
+        key = "snapshot" if note.startswith("snapshot ") and "not found" in note else None
+        if key is None:
+            key = next(
+                (k for k in ("apt_packages", "pip_packages", "base_image") if note.startswith(k)), None
+            )
+        report.warn(note, key)
+
+
 def _loaded(path: Path, report: Report) -> Runbook:
     """The runbook; when frontmatter keys are bad, they are reported and the rest
     of the runbook is checked without them (their lines blanked, so every other
@@ -246,7 +320,10 @@ def _preflight(task: Task, step: ResolvedStep, path: Path, report: Report) -> Ru
     Then with what this machine has: a refusal there is about this machine, not
     the runbook, so a warning."""
     settings = get_settings()
-    placeholders = {name: "placeholder-for-validate" for name in wanted_names(step)}
+    settings_only = setting_names()  # endpoints and the region: a placeholder is none
+    placeholders = {
+        name: "placeholder-for-validate" for name in wanted_names(step) if name not in settings_only
+    }
     plan = preflight(_request(task, path, placeholders), settings)  # raises the runbook's own errors
     here = {k: os.environ[k] for k in wanted_names(step) if k in os.environ}
     try:

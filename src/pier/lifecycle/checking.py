@@ -17,6 +17,7 @@ from pier.checks.runner import place_sources
 from pier.checks.sources import FetchError, probe
 from pier.errors import StageError
 from pier.lifecycle.context import RunContext
+from pier.lifecycle.outcomes import Outcome
 from pier.lifecycle.plan import RunPlan
 from pier.record import CheckResult
 from pier.sandbox import create_with_retry
@@ -44,6 +45,7 @@ def refuse_missing_check_tools(ctx: RunContext, missing: list[str]) -> None:
             "setup",
             f"the image {ctx.image} has no {' and no '.join(missing)} ({needs}): add "
             f"{' and '.join(missing)} to the image; the agent was not started",
+            Outcome.invalid,
         )
 
 

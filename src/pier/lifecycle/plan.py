@@ -14,8 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pier.agents import Agent, agent_env_names, get_agent
-from pier.agents.providers import PROVIDERS
+from pier.agents import Agent, agent_env_names, get_agent, known_agents
+from pier.agents.providers import PROVIDERS, setting_names
+from pier.agents.upstreams import Upstreams
 from pier.checks import Check, check_isolation
 from pier.checks.model import CodeCheck
 from pier.checks.platform import CodeChecksConfig, code_checks_config, lenient_config
@@ -78,6 +79,8 @@ class RunPlan:
     # The platform's evaluation (docs/runbook-format.md): `code_checks:`, strict_evaluation,
     # `evaluation:` (programmatic | rubric), and the secrets withheld from the agent
     # and given to the checks pier runs.
+    # Where model calls may go: the operator's upstreams, and the collection's own if allowed.
+    upstreams: Upstreams = field(default_factory=Upstreams)
     code_checks: CodeChecksConfig = field(default_factory=CodeChecksConfig)
     strict_evaluation: bool = False
     evaluation: str | None = None
@@ -129,7 +132,8 @@ def plan_run(
         agent: Agent | None = get_agent(agent_name)
     except InputError as exc:
         agent = None
-        problems.append(exc.at("agent" if agent_name else None))
+        problems.append(_not_a_runbook(step) if not agent_name and not _has_frontmatter(step) else
+                        exc.at("agent" if agent_name else None))  # fmt: skip
     try:
         plan: RunPlan | None = build_plan(step, inputs, settings)
     except Problems as exc:
@@ -176,6 +180,22 @@ def refuse_exposed_keys(plan: RunPlan, agent: Agent, gateway: bool) -> None:
         )
 
 
+def _has_frontmatter(step: ResolvedStep) -> bool:
+    """Whether the runbook's frontmatter sets anything (none at all, or an empty one: no)."""
+    return bool(step.frontmatter.model_fields_set)
+
+
+def _not_a_runbook(step: ResolvedStep) -> InputError:
+    """A file with no frontmatter at all, and no agent given: most likely not a
+    runbook (a README, notes), which "names no agent" would not tell."""
+    return InputError(
+        "this file has no frontmatter (the `---` block at the top of a RUNBOOK.md that names its agent), "
+        "so it is probably not a runbook: check the path; if it is one, start it with `---`, "
+        f"`agent: NAME` (one of {', '.join(known_agents())}) and `---` (docs/runbook-format.md), "
+        "or give the agent (pier run --agent NAME, init_params.agent)"
+    )
+
+
 def checked_task(task: Task, settings: Settings) -> Task:
     """task, if a run of it could start: the same plan a run makes, as a server
     would make it (no local check sources, no host files), with the variables,
@@ -188,6 +208,7 @@ def checked_task(task: Task, settings: Settings) -> Task:
     step = resolve(task, {})
     agent = step.agent or infer_agent(step.model)
     keys = {secret_variable(name, decl) for name, decl in step.secrets.items()} | set(agent_env_names(agent))
+    keys -= setting_names()  # endpoints and the region: a placeholder is none
     inputs = RunInputs("stored-task-check", "check", "task", env=dict.fromkeys(keys, "placeholder"))
     plan_run(task, {"allow_unfilled_vars": True, "file_paths": []}, inputs, settings)
     return task
@@ -277,6 +298,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     isolation = checked(lambda: check_isolation(step.checks_isolation), "same", "checks_isolation")
     primary = checked(lambda: tuple(_primary(step.primary_outputs)), (), "primary_outputs")
     budget = checked(lambda: model_budget(step.model_budget, settings), Budget(), "model_budget")
+    upstreams = checked(lambda: Upstreams.of(settings, inputs.collection), Upstreams())
     allow = checked(
         lambda: _with_secret_hosts(network_allow(step.network, settings), injections, network),
         None,
@@ -313,6 +335,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         network_allow=allow,
         injections=injections,
         operator_keys=inputs.operator_keys,
+        upstreams=upstreams,
         code_checks=config,
         strict_evaluation=step.strict_evaluation,
         evaluation=step.frontmatter.evaluation,

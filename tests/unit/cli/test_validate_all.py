@@ -150,3 +150,52 @@ def test_strict_agent_checks_and_unfilled_placeholders_are_reported(tmp_path):
     assert result.exit_code == 0, result.output
     assert f"{path}:20:5: warning: checks[0].pattern: {{{{nope}}}} is not filled" in result.output
     assert f"{path}:36:1: warning: check look is the agent's, and the script agent runs only" in result.output
+
+
+SCRIPT_BODY = "# Task\n\n```bash\necho hi\n```\n"
+
+
+def test_an_unknown_snapshot_is_reported_at_its_key_with_the_names_pier_knows(tmp_path):
+    """The run would fall through to a generated Dockerfile with a warning; validate
+    says so before anything runs (three runbooks of the corpus name such a snapshot)."""
+    path = tmp_path / "RUNBOOK.md"
+    path.write_text(f"---\nagent: script\nsnapshot: python311-uv\n---\n{SCRIPT_BODY}")
+    found = [line for line in validate_wide(path) if "python311-uv" in line]
+    assert found == [
+        f"{path}:3:1: warning: snapshot 'python311-uv' not found, falling through to a generated "
+        "Dockerfile (the snapshots pier knows: prism-playwright, python312-uv; see `pier snapshot list`)"
+    ]
+
+
+def test_packages_a_snapshot_or_an_image_ignores_are_reported(tmp_path):
+    default = tmp_path / "a" / "RUNBOOK.md"  # no snapshot: the default one, which ignores both lists
+    default.parent.mkdir()
+    default.write_text(
+        f"---\nagent: script\napt_packages: [jq]\npip_packages: [requests]\n---\n{SCRIPT_BODY}"
+    )
+    image = tmp_path / "b" / "RUNBOOK.md"
+    image.parent.mkdir()
+    image.write_text(
+        f'---\nagent: script\nsnapshot: ""\nimage: acme/env:1\npip_packages: [requests]\n---\n{SCRIPT_BODY}'
+    )
+    lines = validate_wide(tmp_path)
+    assert any(
+        line.startswith(f"{default}:3:1: warning: apt_packages and pip_packages had no effect")
+        and "snapshot 'python312-uv'" in line
+        for line in lines
+    ), lines
+    assert any(
+        line.startswith(f"{image}:5:1: warning: pip_packages had no effect") and "image acme/env:1" in line
+        for line in lines
+    ), lines
+
+
+def test_packages_for_a_generated_dockerfile_are_not_reported(tmp_path):
+    path = tmp_path / "RUNBOOK.md"
+    path.write_text(f'---\nagent: script\nsnapshot: ""\napt_packages: [jq]\n---\n{SCRIPT_BODY}')
+    assert not [line for line in validate_wide(path) if "warning" in line]
+
+
+def validate_wide(path: Path) -> list[str]:
+    result = runner.invoke(app, ["validate", str(path)], env={"COLUMNS": "400"})
+    return [line.strip() for line in result.output.splitlines()]
