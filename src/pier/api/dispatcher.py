@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pier.agents.upstreams import Upstreams
 from pier.db.requests import QueueFull
 from pier.errors import InputError, NotFoundError, ServiceUnavailable
 from pier.executors.base import Executor, Job
@@ -257,7 +258,9 @@ class Dispatcher:
     def _preflight(self, payload: Payload, trajectory_id: str) -> dict[str, str]:
         env = self.environment(payload)
         if payload.task.is_workflow:  # its steps were checked when the task was made; its params now
-            preflight_workflow(payload.task, payload.run_params, env)
+            upstreams = Upstreams.of(self.services.settings, payload.collection)
+            operator_keys = self.hooks.operator_keys(env)
+            preflight_workflow(payload.task, payload.run_params, env, upstreams, operator_keys)
             return env
         try:
             preflight(self.request(payload, trajectory_id, env), self.services.settings)

@@ -151,7 +151,9 @@ def validate_workflow(path: Path, report: Report) -> Report:
     from pier.lifecycle.workflow import preflight_workflow
 
     try:
-        preflight_workflow(task, {}, dict(os.environ))
+        from pier.agents.upstreams import Upstreams
+
+        preflight_workflow(task, {}, dict(os.environ), Upstreams.of(get_settings(), "validate"))
     except InputError as exc:
         for problem in problems_of(exc):
             report.warn(

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
 
 from pier.agents.providers import ProviderChoice, choose_provider
+from pier.agents.upstreams import Upstreams
 from pier.errors import InputError, PierError
 from pier.gateway.grants import Budget
 from pier.outbound import OutboundPolicy
@@ -48,10 +49,20 @@ def own_provider(model: str) -> str:
     return "openai"
 
 
-def choose(model: str, requested: str | None, env: Mapping[str, str]) -> ProviderChoice:
-    """The provider (and its key) for a step's model; InputError naming the variable to set."""
+def choose(
+    model: str,
+    requested: str | None,
+    env: Mapping[str, str],
+    upstreams: Upstreams | None = None,
+    operator_keys: frozenset[str] = frozenset(),
+) -> ProviderChoice:
+    """The provider, its key and its endpoint for a step's model, as an agent's
+    are chosen (the operator's upstream; a collection's own endpoint only where
+    the operator allowed it): InputError naming the variable or setting."""
     try:
-        return choose_provider("litellm", SUPPORTED, own_provider(model), requested, model, env)
+        return choose_provider(
+            "litellm", SUPPORTED, own_provider(model), requested, model, env, upstreams, operator_keys
+        )
     except InputError as exc:  # its words are an agent's: say them of a model step
         raise InputError(str(exc).replace("agent litellm", f"model {model}", 1)) from None
 
@@ -69,17 +80,20 @@ def chat(
     max_tokens: int | None = None,
     response_format: dict[str, Any] | None = None,
     policy: OutboundPolicy | None = None,
+    upstreams: Upstreams | None = None,
+    operator_keys: frozenset[str] = frozenset(),
 ) -> ChatAnswer:
     """One chat completion. With a gateway (pier.gateway.server.Gateway) the
     call goes through a grant of its own, whose count is the answer's usage.
     The provider's endpoint must pass the outbound policy (a collection's
     OPENAI_BASE_URL may not point pier at this machine's own services)."""
-    choice = choose(model, provider, env)
-    if policy is not None:
+    choice = choose(model, provider, env, upstreams, operator_keys)
+    if policy is not None:  # the gateway judges it again when it connects
         upstream = httpx.URL(choice.base_url)
         port = upstream.port or (443 if upstream.scheme == "https" else 80)
+        allowed = replace(policy, allowed=(*policy.allowed, *choice.upstream_allowed))
         try:
-            policy.resolve(upstream.host, port, f"{choice.provider.base_url_env}")
+            allowed.resolve(upstream.host, port, f"{choice.provider.base_url_env}")
         except OSError as exc:
             raise ModelCallError(
                 f"{choice.name} endpoint {choice.base_url} does not resolve: {exc}"
@@ -88,8 +102,9 @@ def chat(
     base_url, key = choice.base_url, choice.key
     if gateway is not None:
         grant = gateway.open(
-            trajectory_id, choice.name, choice.key, choice.base_url, budget or Budget(), GRANT_TTL_S
-        )
+            trajectory_id, choice.name, choice.key, choice.base_url, budget or Budget(), GRANT_TTL_S,
+            allowed=choice.upstream_allowed,
+        )  # fmt: skip
         base_url, key = gateway.base_url(grant), grant.token
     try:
         if choice.name == "anthropic":

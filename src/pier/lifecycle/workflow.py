@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pier.agents.upstreams import Upstreams
 from pier.errors import PierError
 from pier.gateway.grants import Budget
 from pier.lifecycle import models
@@ -527,6 +528,8 @@ def _ask(
         gateway=_gateway(ctx),
         budget=_budget(ctx),
         policy=ctx.settings.outbound,
+        upstreams=Upstreams.of(ctx.settings, ctx.record.collection),
+        operator_keys=ctx.inputs.operator_keys,
         **kw,
     )
 
@@ -630,7 +633,13 @@ assert set(RUNNERS) == set(ACTIVITIES) - {"runbook"}, "every activity of the cat
 assert set(RUNNERS) >= LLM_ACTIVITIES
 
 
-def preflight_workflow(task: Any, run_params: Mapping[str, Any], env: Mapping[str, str]) -> None:
+def preflight_workflow(
+    task: Any,
+    run_params: Mapping[str, Any],
+    env: Mapping[str, str],
+    upstreams: Upstreams | None = None,
+    operator_keys: frozenset[str] = frozenset(),
+) -> None:
     """What can be refused before a workflow run is accepted: an init_params
     path that names nothing in the run's init_params, a model step whose
     provider key is not set. InputError (Problems) naming the step and field."""
@@ -664,7 +673,7 @@ def preflight_workflow(task: Any, run_params: Mapping[str, Any], env: Mapping[st
                     model = None  # said above
             if isinstance(model, str):
                 try:
-                    models.choose(model, config.get("model_provider"), env)
+                    models.choose(model, config.get("model_provider"), env, upstreams, operator_keys)
                 except InputError as exc:
                     problems.append(
                         InputError(f"step_configs.{name}: {exc}").at(f"step_configs.{name}.model")

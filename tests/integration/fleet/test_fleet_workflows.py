@@ -57,6 +57,7 @@ def test_a_workflow_with_a_fan_out_runs_on_a_worker(fleet: Fleet) -> None:
 
 
 def test_a_worker_sigkilled_mid_fan_out_loses_no_finished_child_and_repeats_none(fleet: Fleet) -> None:
+    import json
     import threading
     import time
 
@@ -72,7 +73,9 @@ def test_a_worker_sigkilled_mid_fan_out_loses_no_finished_child_and_repeats_none
 
     model = ModelServer("127.0.0.1", reply=reply).start()
     try:
-        fleet.settings.update({"PIER_SANDBOX_BACKEND": FAKE_BACKEND, "PIER_WORKER_SLOTS": "1"})
+        # the operator's upstream for openai is the scripted model server
+        fleet.settings.update({"PIER_SANDBOX_BACKEND": FAKE_BACKEND, "PIER_WORKER_SLOTS": "1",
+                               "PIER_UPSTREAMS": json.dumps({"openai": model.url + "/v1"})})  # fmt: skip
         server = fleet.server()
         collection = make_collection(server, "pier-fake:latest", prefix="fleetwf")
         child = {"init_params": {"item": ""},
@@ -91,7 +94,7 @@ def test_a_worker_sigkilled_mid_fan_out_loses_no_finished_child_and_repeats_none
             "steps": ["first", "fan", "gather"],
         }  # fmt: skip
         with collection.client() as c:
-            env = {"OPENAI_API_KEY": "sk-fleet", "OPENAI_BASE_URL": model.url + "/v1"}
+            env = {"OPENAI_API_KEY": "sk-fleet"}
             assert c.patch(f"/api/v1/collections/{collection.name}/environment",
                            json={"environment_variables": env}).status_code == 200  # fmt: skip
             for name, wf in (("say", child), ("parent", parent)):

@@ -65,7 +65,9 @@ def model_server() -> Iterator[ModelServer]:
 
 def _api(tmp_path: Path, server: ModelServer, allow: bool = True) -> Iterator[Api]:
     port = server.url.rsplit(":", 1)[1]
-    settings = make_settings(tmp_path, outbound_allow=f"127.0.0.1:{port}" if allow else "")
+    # the operator lets collection team name the scripted server as its own endpoint
+    own = {"collection_upstreams": {"team": [f"127.0.0.1:{port}"]}} if allow else {}
+    settings = make_settings(tmp_path, **own)
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN}"}) as c:
         assert c.post("/api/v1/collections", json={"name": "team"}).status_code in (200, 201)
         env = {"OPENAI_API_KEY": OPENAI_KEY, "OPENAI_BASE_URL": server.url + "/v1",
@@ -161,12 +163,13 @@ def test_a_model_step_without_its_key_is_refused_before_it_runs(api):
 
 def test_a_collections_base_url_cannot_point_pier_at_its_own_machine(tmp_path, model_server):
     # The attacker holds a collection token and sets OPENAI_BASE_URL to a
-    # loopback service; the operator allowed nothing: pier never connects.
+    # loopback service; the operator allowed no endpoint of the collection's
+    # own: the run is refused and pier never connects.
     for api in _api(tmp_path, model_server, allow=False):
         assert api.task("chat", SIMPLE_CHAT).status_code in (200, 201)
-        run = api.run("chat")
-        assert run["status"] == "failed" and run["failed_stage"] == "chat"
-        assert "OPENAI_BASE_URL" in run["error"] or "loopback" in run["error"], run["error"]
+        refused = api.c.post("/api/v1/run/team/chat", data={"init_params": "{}"})
+        assert refused.status_code == 422, refused.text  # refused when the run is accepted
+        assert "OPENAI_BASE_URL" in refused.text and "PIER_COLLECTION_UPSTREAMS" in refused.text
     assert model_server.requests == []
 
 
