@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from pier import names
 
@@ -163,9 +163,20 @@ class StepOutputs(BaseModel):
     sandbox: SandboxRecord = Field(default_factory=SandboxRecord)
 
 
+class ActivityOutputs(BaseModel):
+    """What a workflow step of another activity than runbook produced: its
+    activity's keys only (`text`, `chunks`, `trajectory_references`, ...)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 class Step(BaseModel):
+    """One workflow step. A runbook step's outputs are StepOutputs; another
+    activity's its own keys (ActivityOutputs). `status` and `error` are a
+    workflow step's (a runbook step's are the run's: `status`, `error`)."""
+
     inputs: dict[str, Any] = Field(default_factory=dict)
-    outputs: StepOutputs = Field(default_factory=StepOutputs)
+    outputs: StepOutputs | ActivityOutputs = Field(default_factory=StepOutputs)
     activity: str = RUNBOOK_ACTIVITY
     key: str = RUN_STEP
     depends_on: list[str] = Field(default_factory=list)
@@ -175,6 +186,18 @@ class Step(BaseModel):
     author: str = AUTHOR
     origin: dict[str, Any] = Field(default_factory=dict)
     config: dict[str, Any] = Field(default_factory=dict)
+    status: StageStatus | None = None
+    error: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _outputs_of_activity(cls, data: Any) -> Any:
+        # a workflow's step (it has a status; a runbook's or an ingested run's has none)
+        if isinstance(data, dict) and data.get("status") is not None:
+            outputs = data.get("outputs")
+            if isinstance(outputs, dict):
+                data = {**data, "outputs": ActivityOutputs.model_validate(outputs)}
+        return data
 
 
 class Trajectory(BaseModel):
@@ -208,6 +231,12 @@ class Trajectory(BaseModel):
     ended: datetime | None = None
     duration_seconds: float | None = None
     triggered_by_routine_id: int | None = None  # the routine that started it, if one did
+    # A fan-out's child (list_emit_await): the run and the step that started it.
+    parent_trajectory_id: str | None = None
+    # A workflow's model usage, summed over its steps (a runbook run's is steps.run.outputs.usage).
+    usage: dict[str, Any] = Field(default_factory=dict)
+    parent_task: str | None = None
+    parent_step: str | None = None
     trace_id: str | None = None  # its OpenTelemetry trace, when the server exports traces
     # "host:pid:start" of the process running the run (pier.sandbox.sweeper.owner_label):
     # a run whose owner is gone is ended by whoever notices (lifecycle/orphans.py).
@@ -238,19 +267,31 @@ class Trajectory(BaseModel):
         """The runbook step (created on first use)."""
         step = self.steps.get(RUN_STEP)
         if step is None:
+            if self.is_workflow:  # a workflow has no runbook step: an empty one, not added
+                return Step(created=self.created)
             step = self.steps[RUN_STEP] = Step(created=self.created)
         return step
 
     @property
     def outputs(self) -> StepOutputs:
-        return self.run.outputs
+        outputs = self.run.outputs
+        # a workflow's step named run has its activity's outputs: a runbook view of it is empty
+        return outputs if isinstance(outputs, StepOutputs) else StepOutputs()
+
+    @property
+    def is_workflow(self) -> bool:
+        """Its steps are a workflow's (pier.tasks.workflow), not one runbook step."""
+        return any(step.status is not None for step in self.steps.values())
 
     @property
     def stages(self) -> list[StageRecord]:
-        return self.outputs.stages
+        """pier's lifecycle stages of a runbook run (a workflow has none)."""
+        return [] if self.is_workflow else self.outputs.stages
 
     @property
     def success(self) -> bool | None:
+        if self.is_workflow:  # every step that ran completed
+            return None if not self.status.terminal else self.status == RunStatus.completed
         step = self.steps.get(RUN_STEP)
         return None if step is None else step.outputs.success
 
@@ -282,6 +323,19 @@ class Trajectory(BaseModel):
         self.status = status
         self.ended = ended
         self.duration_seconds = duration_seconds
+        if self.is_workflow:
+            for step in self.steps.values():
+                if step.status in (StageStatus.pending, StageStatus.running):
+                    step.status = (
+                        StageStatus.skipped if step.status == StageStatus.pending else StageStatus.failed
+                    )
+            done = [
+                n
+                for n in self.total_steps
+                if n in self.steps and self.steps[n].status == StageStatus.completed
+            ]
+            self.completed_steps = done
+            return
         outputs = self.outputs
         # The merged evaluation report decides when there is one (docs/runs.md): a
         # failed or errored entry of any kind fails the run; else the checks do.
@@ -326,6 +380,36 @@ class Trajectory(BaseModel):
             config=step_config,
             outputs=StepOutputs(stages=[StageRecord(name=s) for s in STAGES]),
         )
+        return record
+
+    @classmethod
+    def new_workflow(
+        cls,
+        trajectory_id: str,
+        collection: str,
+        task_name: str,
+        task: Any,
+        init_params: dict[str, Any],
+        **kw: Any,
+    ) -> Trajectory:
+        """A pending workflow run (task: a pier.tasks.Task whose is_workflow), each step pending."""
+        configs = {name: task.step_config(name) for name in task.steps}
+        record = cls(
+            trajectory_id=trajectory_id,
+            collection=collection,
+            name=task_name,
+            storage_path=storage_key(collection, task_name, trajectory_id),
+            metadata_uri=storage_key(collection, task_name, trajectory_id, "run.json"),
+            init_params=init_params,
+            step_configs=configs,
+            total_steps=list(task.steps),
+            **kw,
+        )
+        for i, name in enumerate(task.steps):
+            record.steps[name] = Step(
+                activity=configs[name]["activity"], key=name, config=configs[name], outputs=ActivityOutputs(),
+                depends_on=list(task.steps[:i]), status=StageStatus.pending, created=record.created,
+            )  # fmt: skip
         return record
 
     def stored(self) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.support import wire
-from tests.support.model_script import next_turn
+from tests.support.model_script import Text, next_turn
 
 
 @dataclass
@@ -65,6 +65,8 @@ class ModelServer:
     on_model_call: Callable[[Recorded], None] | None = None
     mode: str = "ok"  # ok, 401, 429, 500 or notool
     cost: float | None = None  # reported as usage.cost on every answer
+    # What a request without tools is answered (a workflow's chat or judge step); default "ok".
+    reply: Callable[[Recorded], str] | None = None
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -154,6 +156,8 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 return
             tools = {} if server.mode == "notool" else wire.tools_of(api, body)
             turn = next_turn(tools, wire.has_tool_result(api, body))
+            if server.reply is not None and not tools:
+                turn = Text(server.reply(item))
             item.answered = getattr(turn, "name", "text")
             model = item.model or "scripted"
             if wire.wants_stream(api, item.path, body):

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pier.agents.upstreams import Upstreams
 from pier.db.requests import QueueFull
 from pier.errors import InputError, NotFoundError, ServiceUnavailable
 from pier.executors.base import Executor, Job
@@ -29,6 +30,7 @@ from pier.lifecycle.runner import cancel as cancel_run
 from pier.lifecycle.service import RunRequest, preflight
 from pier.lifecycle.uploads import file_of_id, refuse_file_ids
 from pier.lifecycle.webhooks import check_url
+from pier.lifecycle.workflow import preflight_workflow
 from pier.record import Label, RunStatus, Trajectory
 from pier.redact import Redactor
 from pier.tasks.model import Task
@@ -152,16 +154,28 @@ class Dispatcher:
         )  # fmt: skip
         trajectory_id = trajectory_id or uuid.uuid4().hex
         payload, env = self._checked(payload, trajectory_id)
-        record = Trajectory.new(
-            trajectory_id,
-            collection,
-            task_name,
-            init_params=Redactor(env.values()).data(payload.run_params),
-            triggered_by_routine_id=routine_id,
-            step_config=task.run_step().model_dump(mode="json"),
-            webhook_url=payload.webhook_url,
-            labels=list(labels),
-        )
+        if task.is_workflow:
+            record = Trajectory.new_workflow(
+                trajectory_id,
+                collection,
+                task_name,
+                task,
+                Redactor(env.values()).data(payload.run_params),
+                triggered_by_routine_id=routine_id,
+                webhook_url=payload.webhook_url,
+                labels=list(labels),
+            )
+        else:
+            record = Trajectory.new(
+                trajectory_id,
+                collection,
+                task_name,
+                init_params=Redactor(env.values()).data(payload.run_params),
+                triggered_by_routine_id=routine_id,
+                step_config=task.run_step().model_dump(mode="json"),
+                webhook_url=payload.webhook_url,
+                labels=list(labels),
+            )
         record.trace_id = tracing.trace_id(trajectory_id)
         try:
             stored = self.store.enqueue_run(
@@ -243,6 +257,11 @@ class Dispatcher:
 
     def _preflight(self, payload: Payload, trajectory_id: str) -> dict[str, str]:
         env = self.environment(payload)
+        if payload.task.is_workflow:  # its steps were checked when the task was made; its params now
+            upstreams = Upstreams.of(self.services.settings, payload.collection)
+            operator_keys = self.hooks.operator_keys(env)
+            preflight_workflow(payload.task, payload.run_params, env, upstreams, operator_keys)
+            return env
         try:
             preflight(self.request(payload, trajectory_id, env), self.services.settings)
         finally:  # copies of stored inputs are made again when the run starts

@@ -86,6 +86,8 @@ def validate_one(path: Path) -> Report:
     exists (the same preflight), so what validate passes, run does not refuse.
     Variables a run would give are left open: a missing value is a warning."""
     report = Report(path)
+    if path.suffix == ".json":
+        return validate_workflow(path, report)
     with contextlib.suppress(OSError, UnicodeDecodeError, PierError):
         report.frontmatter = split(path.read_text(encoding="utf-8"))[0] or "" if path.is_file() else ""
     runbook = None
@@ -111,6 +113,52 @@ def validate_one(path: Path) -> Report:
                 report.warn(warning)
         _source_warnings(plan, report)
         look_up_image(plan, report)
+    return report
+
+
+def validate_workflow(path: Path, report: Report) -> Report:
+    """A workflow's JSON (a task, or the platform's `{name, workflow}` file):
+    its steps, activities, parameters and paths, as a server checks them when
+    the task is stored (docs/workflows.md); then what a run of it with the
+    task's own init_params and this machine's keys would be refused for, as
+    warnings (a run brings its own)."""
+    import json
+
+    from pydantic import ValidationError
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        report.errors.append(Finding(f"cannot read it: {exc}"))
+        return report
+    except ValueError as exc:
+        report.errors.append(Finding(f"not JSON: {exc}"))
+        return report
+    if isinstance(data, dict) and isinstance(data.get("workflow"), dict):
+        data = data["workflow"]
+    try:
+        task = Task.model_validate(data)
+    except ValidationError as exc:
+        for error in exc.errors():
+            message = str(error.get("msg", "")).removeprefix("Value error, ")
+            loc = ".".join(str(p) for p in error.get("loc", ()))
+            for part in message.split("; "):
+                report.errors.append(Finding(f"{loc}: {part}" if loc else part))
+        return report
+    if not task.is_workflow:
+        report.errors.append(Finding("a runbook task: validate its RUNBOOK.md instead"))
+        return report
+    from pier.lifecycle.workflow import preflight_workflow
+
+    try:
+        from pier.agents.upstreams import Upstreams
+
+        preflight_workflow(task, {}, dict(os.environ), Upstreams.of(get_settings(), "validate"))
+    except InputError as exc:
+        for problem in problems_of(exc):
+            report.warn(
+                f"a run with the task's own init_params and this machine's keys would be refused: {problem}"
+            )
     return report
 
 

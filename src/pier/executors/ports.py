@@ -6,10 +6,13 @@ calls to build its context and to finish it."""
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
@@ -77,6 +80,8 @@ class LifecycleHooks:
         collection_env = {name: self.vault.decrypt(value) for name, value in encrypted.items()}
         if payload.use_trial_keys:  # the collection's own keys win
             collection_env = {**self.trials.keys(), **collection_env}
+        if payload.task.is_workflow:  # its model steps read provider keys; no sandbox gets any
+            return {**collection_env, **(payload.secret_params or {})}
         step = resolve(payload.task, payload.run_params)
         return sandbox_env(step, collection_env, payload.secret_params)
 
@@ -128,7 +133,10 @@ class LifecycleHooks:
         request = self.request(payload, tid, self.environment(payload))
         publish = self.ports.publish
         observer = Observer(on_log=lambda _stage, _line: publish(tid), on_step=lambda _s: publish(tid))
-        return new_context(self.services, request, observer, record=self.store.get_run(tid))
+        ctx = new_context(self.services, request, observer, record=self.store.get_run(tid))
+        if payload.task.is_workflow:
+            ctx.children = ChildRuns(self, payload)
+        return ctx
 
     def ended(self, job: Job, record: Trajectory | None, error: BaseException | None) -> None:
         if record is None:
@@ -165,3 +173,132 @@ class LifecycleHooks:
         self.ports.publish(trajectory_id)
         if self.ports.ended is not None:
             self.ports.ended(trajectory_id)
+
+
+# collection -> (its limit, the semaphore of its fan-outs' runbook children in this process)
+_SLOTS: dict[str, tuple[int, threading.BoundedSemaphore]] = {}
+_SLOTS_LOCK = threading.Lock()
+
+
+class ChildRuns:
+    """A workflow's fan-out children (pier.lifecycle.workflow.Children): each an
+    ordinary run of the parent's collection, stored with its own record, log and
+    outputs and linked to its parent (`parent_trajectory_id`), run to its end
+    in the fan-out's thread. The collection's environment and the parent's
+    secret_params and trial-key choice go with it."""
+
+    def __init__(self, hooks: LifecycleHooks, parent: Payload):
+        self.hooks = hooks
+        self.parent = parent
+        self._running: dict[str, RunContext] = {}  # the children running now, to cancel with the parent
+        self._lock = threading.Lock()
+        self._cancelled = False
+
+    def cancel_all(self) -> None:
+        """The parent was cancelled: every running child is (and none starts after)."""
+        from pier.lifecycle.runner import cancel
+
+        with self._lock:
+            self._cancelled = True
+            running = list(self._running.values())
+        for ctx in running:
+            cancel(ctx)
+
+    def run(self, parent: Trajectory, step: str, task: str, init_params: dict, created=None) -> Trajectory:
+        from pier.lifecycle.runner import execute
+        from pier.tasks.model import Task
+
+        store = self.hooks.store
+        stored = store.get_task(parent.collection, task)  # NotFoundError: the message names it
+        child_task = Task.model_validate(stored.definition)
+        if not child_task.is_workflow:
+            init_params = runbook_child_params(child_task, init_params)
+        payload = replace(self.parent, task_name=task, task=child_task, run_params=dict(init_params),
+                          webhook_url=None, webhook_secret=None)  # fmt: skip
+        tid = uuid.uuid4().hex
+        env = self.hooks.environment(payload)
+        kw = {"parent_trajectory_id": parent.trajectory_id, "parent_task": parent.name, "parent_step": step}
+        if child_task.is_workflow:
+            record = Trajectory.new_workflow(tid, parent.collection, task, child_task, init_params, **kw)
+        else:
+            record = Trajectory.new(tid, parent.collection, task, init_params=init_params,
+                                    step_config=child_task.run_step().model_dump(mode="json"), **kw)  # fmt: skip
+        store.create_run(record)
+        if created is not None:
+            created(tid)
+        try:
+            request = self.hooks.request(payload, tid, env)
+            publish = self.hooks.ports.publish
+            observer = Observer(on_log=lambda _s, _l: publish(tid), on_step=lambda _s: publish(tid))
+            ctx = new_context(self.hooks.services, request, observer, record=record)
+        except BaseException as exc:
+            ended = failed_to_start(record, str(exc) if isinstance(exc, PierError) else repr(exc))
+            store.save_run(ended)
+            if not isinstance(exc, Exception):
+                raise
+            return ended
+        if child_task.is_workflow:
+            ctx.children = ChildRuns(self.hooks, payload)
+        with self._lock:
+            self._running[tid] = ctx
+            if self._cancelled:
+                ctx.cancel.set()
+        try:
+            if child_task.is_workflow:  # no sandbox: only its own runbook children are bounded
+                return execute(ctx)
+            with self.sandbox_slot(parent.collection, ctx):
+                return execute(ctx)
+        finally:
+            with self._lock:
+                self._running.pop(tid, None)
+            shutil.rmtree(self.hooks.inputs_dir(tid), ignore_errors=True)
+            publish(tid)
+
+    @contextmanager
+    def sandbox_slot(self, collection: str, ctx) -> Iterator[None]:
+        """One of the collection's runbook-child slots in this process: at most
+        its concurrent_runs quota (else PIER_MAX_CONCURRENT_RUNS) of its
+        fan-outs' runbook children hold a sandbox at once, whatever each
+        fan-out's max_concurrency."""
+        limit = (
+            self.hooks.quotas.concurrent_runs(collection) or self.hooks.services.settings.max_concurrent_runs
+        )
+        with _SLOTS_LOCK:
+            slots = _SLOTS.get(collection)
+            if slots is None or slots[0] != limit:
+                slots = _SLOTS[collection] = (limit, threading.BoundedSemaphore(limit))
+        semaphore = slots[1]
+        if not semaphore.acquire(blocking=False):
+            ctx.log(
+                f"waiting for one of the collection's {limit} sandbox slots for fan-out children", "prepare"
+            )
+            semaphore.acquire()
+        try:
+            yield
+        finally:
+            semaphore.release()
+
+    def get(self, trajectory_id: str) -> Trajectory:
+        return self.hooks.store.get_run(trajectory_id, self.parent.collection)
+
+    def end_lost(self, child: Trajectory, message: str) -> None:
+        from pier.lifecycle.outcomes import end_record
+        from pier.record import RunStatus
+
+        self.hooks.store.append_event(child.trajectory_id, message, child.failed_stage or "prepare")
+        self.hooks.store.save_run(end_record(child, RunStatus.failed, message))
+        self.hooks.ports.publish(child.trajectory_id)
+
+
+def runbook_child_params(task, init_params: dict) -> dict:
+    """A runbook child's init_params: what a runbook does not read as a
+    parameter (the fan-out's item, under its item_param_name) becomes one of
+    its {{variables}} too, over the task's own vars (docs/workflows.md)."""
+    from pier.tasks.model import KNOWN_INIT_PARAMS
+
+    extra = {k: v for k, v in init_params.items() if k not in KNOWN_INIT_PARAMS}
+    if not extra:
+        return dict(init_params)
+    kept = {k: v for k, v in init_params.items() if k in KNOWN_INIT_PARAMS}
+    variables = {**(task.init_params.get("vars") or {}), **(init_params.get("vars") or {}), **extra}
+    return {**kept, "vars": {k: v if isinstance(v, str) else json.dumps(v) for k, v in variables.items()}}

@@ -405,6 +405,8 @@ class ControlActivities:
         record = self.store.get_run(trajectory_id)
         if record.status.terminal:
             return record.status.value
+        if record.is_workflow:  # it goes on from its record: finished steps and children are kept
+            return "restart"
         if record.stage("run_agent").status == StageStatus.pending:
             return "restart"
         keys = self._stored(record)

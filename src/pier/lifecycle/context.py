@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # loaded by the stages that need them: a run without a model 
     from pier.egress.run import EgressRun
     from pier.gateway.grants import ProviderTrouble
     from pier.gateway.routing import ModelRoute
+    from pier.lifecycle.workflow import Children
 
 # (stage, line): a human line for the run's log.
 LogSink = Callable[[str, str], None]
@@ -74,6 +75,9 @@ class RunContext:
     storage: RunStorage | None = None  # where output_dir is published; None keeps it where it is
     pool: WarmPool | None = None  # ready sandboxes create may claim (pier serve)
     log_budget: LogBudget = field(default_factory=lambda: LogBudget())
+    children: Children | None = None  # a workflow's fan-out starts its child runs here
+    # A workflow taken over from a lost worker: what its unfinished steps had recorded, by step.
+    resumed: dict = field(default_factory=dict)
 
     def publish(self) -> None:
         """Store what the scratch folder holds under the run's storage key, then

@@ -136,6 +136,10 @@ def end_record(
     not reached are skipped, and the run ends with status and that error. Its
     outcome: `outcome`, else cancelled or (pier's own end for it) infra."""
     stage = "prepare"
+    for name, wstep in record.steps.items() if record.is_workflow else ():
+        if wstep.status == StageStatus.running:
+            stage = name
+            wstep.status, wstep.ended, wstep.error = StageStatus.failed, utcnow(), message
     for step in record.stages:
         if step.status == StageStatus.running:
             stage = step.name

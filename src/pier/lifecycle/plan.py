@@ -201,7 +201,10 @@ def checked_task(task: Task, settings: Settings) -> Task:
     would make it (no local check sources, no host files), with the variables,
     keys and files a run brings left open. InputError (Problems, TaskError,
     RunbookError) naming what is wrong, so that a bad task is refused when it is
-    stored (API PUT, `pier task push`), not when it is run."""
+    stored (API PUT, `pier task push`), not when it is run. A workflow's steps
+    were checked when the Task was made (pier.tasks.workflow.check_workflow)."""
+    if task.is_workflow:
+        return task
     step = resolve(task, {})
     agent = step.agent or infer_agent(step.model)
     keys = {secret_variable(name, decl) for name, decl in step.secrets.items()} | set(agent_env_names(agent))

@@ -50,7 +50,8 @@ def _logged(ctx: RunContext) -> contextlib.AbstractContextManager[None]:
 def execute(ctx: RunContext) -> Trajectory:
     """Run every stage; whatever happens, delete the sandbox and the scratch files
     and save how the run ended. An interruption (Interrupted, KeyboardInterrupt)
-    cancels the run, saying why, and is raised again once that is done."""
+    cancels the run, saying why, and is raised again once that is done.
+    A workflow task's steps run in pier.lifecycle.workflow instead."""
     with _logged(ctx):
         log.info("run %s of %s/%s started", ctx.record.trajectory_id, ctx.record.collection, ctx.record.name)
         record = _execute(ctx)
@@ -59,6 +60,10 @@ def execute(ctx: RunContext) -> Trajectory:
 
 
 def _execute(ctx: RunContext) -> Trajectory:
+    if getattr(ctx.task, "is_workflow", False):  # its steps run in pier.lifecycle.workflow
+        from pier.lifecycle.workflow import execute_workflow
+
+        return execute_workflow(ctx)
     record = ctx.record
     record.status = RunStatus.running
     record.started = utcnow()  # saved with the first stage's start, a moment later
@@ -102,6 +107,10 @@ def begin(ctx: RunContext) -> None:
 
 def _begin(ctx: RunContext) -> None:
     record = ctx.record
+    if getattr(ctx.task, "is_workflow", False):  # no sandbox to set up: conclude runs its steps
+        record.status, record.started, record.owner = RunStatus.running, utcnow(), None
+        ctx.save_record(record)
+        return
     record.status = RunStatus.running
     record.started = utcnow()
     # No process owns a fleet run: its workflow decides what a lost worker means
@@ -119,7 +128,8 @@ def _begin(ctx: RunContext) -> None:
 
 
 def conclude(ctx: RunContext) -> Trajectory:
-    """The second half of execute, after begin on the same context."""
+    """The second half of execute, after begin on the same context. A
+    workflow's steps all run here, on this worker (one Temporal activity)."""
     with _logged(ctx):
         record = _conclude(ctx)
         log.info("run %s %s", record.trajectory_id, record.status.value)
@@ -127,6 +137,10 @@ def conclude(ctx: RunContext) -> Trajectory:
 
 
 def _conclude(ctx: RunContext) -> Trajectory:
+    if getattr(ctx.task, "is_workflow", False):
+        from pier.lifecycle.workflow import execute_workflow
+
+        return execute_workflow(ctx, owned=False)
     try:
         for name, stage in FROM_AGENT:
             _step(ctx, name, stage)
@@ -157,6 +171,9 @@ def cancel(ctx: RunContext) -> None:
     sandbox = ctx.sandbox
     if sandbox is not None:
         sandbox.delete()
+    children = getattr(ctx, "children", None)
+    if children is not None:  # a workflow's fan-out: its running children end too
+        children.cancel_all()
 
 
 def _interrupted(ctx: RunContext, exc: BaseException) -> None:

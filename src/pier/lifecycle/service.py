@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from pier.errors import PierError
 from pier.lifecycle.context import LogSink, RunContext, scratch_dir
@@ -53,6 +54,8 @@ def new_context(
         )
         store.create_run(record)
         backend = _backend_or_end(services, record)
+    elif request.task.is_workflow:  # its steps use no sandbox (a runbook child gets its own context)
+        backend = cast(SandboxBackend, None)
     else:
         backend = services.backend
 

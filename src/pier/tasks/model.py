@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from pier.limits import check_cpus, check_memory, check_timeout
 
@@ -47,29 +47,63 @@ class StepConfig(BaseModel):
     _timeout = field_validator("timeout_sec", mode="before")(optional(check_timeout))
 
 
+class ActivityStep(BaseModel):
+    """A workflow step of any activity but runbook: its parameters are checked
+    against the activity's (pier.tasks.workflow) when the task is."""
+
+    model_config = ConfigDict(extra="allow")
+
+    activity: str
+
+
+def _kind(config: Any) -> str:
+    activity = (
+        config.get("activity", "runbook")
+        if isinstance(config, dict)
+        else getattr(config, "activity", "runbook")
+    )
+    return "runbook" if activity == "runbook" else "activity"
+
+
+AnyStep = Annotated[
+    Annotated[StepConfig, Tag("runbook")] | Annotated[ActivityStep, Tag("activity")], Discriminator(_kind)
+]
+
+
 class Task(BaseModel):
+    """A runbook task (steps ["run"], one runbook step), or a workflow: steps of
+    the catalogue's activities run in order (pier.tasks.workflow)."""
+
     model_config = ConfigDict(extra="forbid")
 
     init_params: dict[str, Any] = Field(default_factory=dict)
     steps: list[str] = Field(default_factory=lambda: ["run"])
-    step_configs: dict[str, StepConfig] = Field(default_factory=lambda: {"run": StepConfig()})
+    step_configs: dict[str, AnyStep] = Field(default_factory=lambda: {"run": StepConfig()})
 
-    @field_validator("steps")
-    @classmethod
-    def _only_run(cls, steps: list[str]) -> list[str]:
-        if steps != ["run"]:
-            raise ValueError('pier runs tasks with steps ["run"]; other step lists are not supported')
-        return steps
+    @model_validator(mode="after")
+    def _runbook_or_workflow(self) -> Task:
+        if self.is_workflow:
+            from pier.tasks.workflow import check_workflow, raise_problems
+
+            configs = {name: config.model_dump() for name, config in self.step_configs.items()}
+            raise_problems(check_workflow(self.steps, configs))
+        elif self.steps != ["run"]:
+            raise ValueError('a runbook task has steps ["run"]')
+        return self
+
+    @property
+    def is_workflow(self) -> bool:
+        """Not a runbook task: its steps are the catalogue's activities."""
+        run = self.step_configs.get("run")
+        return not (self.steps == ["run"] and (run is None or isinstance(run, StepConfig)))
 
     def run_step(self) -> StepConfig:
-        return self.step_configs.get("run") or StepConfig()
+        run = self.step_configs.get("run")
+        return run if isinstance(run, StepConfig) else StepConfig()
 
-
-# The activities pier runs (a workflow step's `activity`), each with its config.
-ACTIVITIES: dict[str, type[BaseModel]] = {"runbook": StepConfig}
-ACTIVITY_DESCRIPTIONS = {
-    "runbook": "runs an AI agent on a RUNBOOK.md in an isolated sandbox; results in /app/results",
-}
+    def step_config(self, name: str) -> dict[str, Any]:
+        """A workflow step's config as given (activity and parameters)."""
+        return self.step_configs[name].model_dump(mode="json")
 
 
 def unknown_activity(data: Any) -> tuple[str, str] | None:
@@ -78,13 +112,15 @@ def unknown_activity(data: Any) -> tuple[str, str] | None:
     configs = data.get("step_configs") if isinstance(data, dict) else None
     if not isinstance(configs, dict):
         return None
+    from pier.tasks.workflow import ACTIVITIES
+
     for step, config in configs.items():
         activity = config.get("activity", "runbook") if isinstance(config, dict) else None
         if activity not in ACTIVITIES:
-            known = ", ".join(sorted(ACTIVITIES))
+            known = ", ".join(ACTIVITIES)
             return (
                 f"step_configs.{step}.activity",
                 f"activity {activity!r} is not one pier runs (pier has: {known}); "
-                "make the step a runbook step, or run this workflow on the platform",
+                "docs/workflows.md lists each with an example",
             )
     return None

@@ -14,7 +14,8 @@ from pier.record import RunStatus, Trajectory
 def run_cost(record: Trajectory) -> float | None:
     """What the agent reported the run cost, else an ingested run's cost label."""
     step = record.steps.get("run")
-    cost = step.outputs.usage.get("cost_usd") if step else None
+    usage = getattr(step.outputs, "usage", None) if step else record.usage
+    cost = usage.get("cost_usd") if isinstance(usage, dict) else None
     if isinstance(cost, int | float):
         return float(cost)
     for label in reversed(record.labels):

@@ -1,0 +1,681 @@
+"""The workflow executor: a task's steps, run in order, beside the runbook
+runner (pier.lifecycle.runner hands a workflow task here; a runbook task's
+path is untouched). Each step's parameters are read (literal or by path) from
+init_params and earlier steps' inputs and outputs, its activity runs, and its
+inputs, outputs, timing and error go into the run's record under its name
+(`steps.<name>`). The first step that fails fails the run, naming the step;
+the steps after it are skipped. docs/workflows.md describes each activity."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pier.agents.upstreams import Upstreams
+from pier.errors import PierError
+from pier.gateway.grants import Budget
+from pier.lifecycle import models
+from pier.lifecycle.context import RunContext, scratch_dir
+from pier.lifecycle.keeping import publish_retried
+from pier.record import ActivityOutputs, RunStatus, StageStatus, Step, Trajectory, utcnow
+from pier.sandbox.sweeper import owner_label
+from pier.tasks.paths import PathError, lookup_path
+from pier.tasks.workflow import (
+    ACTIVITIES,
+    LLM_ACTIVITIES,
+    ConditionalBranch,
+    ExtractFromTrajectories,
+    ListEmitAwait,
+    LitellmChat,
+    ScoreRange,
+    SimpleJudge,
+    TextConcatenate,
+    TextEcho,
+    TextSplit,
+    TextTemplate,
+    resolve_params,
+)
+
+if TYPE_CHECKING:
+    from pier.gateway.server import Gateway
+
+log = logging.getLogger(__name__)
+
+
+class Children(Protocol):
+    """How a fan-out starts its children: each an ordinary run of the parent's
+    collection (its own record, log and outputs), linked to the parent."""
+
+    def run(
+        self, parent: Trajectory, step: str, task: str, init_params: dict[str, Any],
+        created: Callable[[str], None] | None = None,
+    ) -> Trajectory:  # fmt: skip
+        """Run the child to its end (in this thread) and answer its record;
+        `created` is told its trajectory id once its record is stored."""
+
+    def get(self, trajectory_id: str) -> Trajectory: ...
+
+    def end_lost(self, child: Trajectory, message: str) -> None:
+        """End a child whose process is gone (failed, saying so)."""
+
+
+class StepFailed(PierError):
+    """A step's activity could not do what it was asked; the message says why."""
+
+
+@dataclass
+class Outcome:
+    outputs: dict[str, Any]
+    next_step: str | None = None  # conditional_branch: where to go on
+    skip: str | None = None  # conditional_branch: the branch not taken
+    usage: dict[str, Any] | None = None
+
+
+Runner = Callable[[RunContext, str, Any], Outcome]
+
+
+def execute_workflow(ctx: RunContext, owned: bool = True) -> Trajectory:
+    """Run every step; the record ends completed, failed (naming the step) or
+    cancelled. `owned`: this process owns the run (in-process: if it dies,
+    whoever notices ends the run); a fleet's run is its Temporal workflow's."""
+    record, task = ctx.record, ctx.task
+    params = {**task.init_params, **ctx.run_params}
+    done = _as_workflow(record, task, params, ctx)
+    record.status, record.started = RunStatus.running, record.started or utcnow()
+    record.owner = owner_label() if owned else None
+    ctx.save_record(record)
+    began = time.monotonic()
+    context: dict[str, Any] = {"init_params": params}
+    skipped: set[str] = set()
+    goto: str | None = None
+    try:
+        for name in task.steps:
+            step = record.steps[name]
+            if name in done:  # finished before this process took the run over: kept, not repeated
+                context[name] = {"inputs": step.inputs, "outputs": step.outputs.model_dump(mode="json")}
+                ctx.log(f"step {name} completed before: kept", name)
+                outputs = context[name]["outputs"]
+                if step.activity == "conditional_branch":
+                    goto = outputs.get("next_step") or None
+                    if outputs.get("skipped_step"):
+                        skipped.add(outputs["skipped_step"])
+                continue
+            if goto is not None and name != goto:
+                _skip(ctx, step, "skipped: a conditional_branch went on at " + goto)
+                continue
+            goto = None
+            if record.error is not None or ctx.cancel.is_set():
+                _skip(ctx, step, None)
+                continue
+            if name in skipped:
+                _skip(ctx, step, "skipped: the branch not taken")
+                continue
+            outcome = _run_step(ctx, name, step, context)
+            if outcome is None:
+                continue
+            if outcome.next_step:
+                goto = outcome.next_step
+            if outcome.skip:
+                skipped.add(outcome.skip)
+    except BaseException as exc:  # an interruption: the step running fails, saying why
+        ctx.cancel.set()
+        message = f"the run was interrupted: {type(exc).__name__}"
+        for step in record.steps.values():
+            if step.status == StageStatus.running:
+                step.status, step.error = StageStatus.failed, message
+        record.fail(next(iter(record.steps)), message)
+        raise
+    finally:
+        _finish(ctx, time.monotonic() - began)
+    return record
+
+
+def _as_workflow(record: Trajectory, task: Any, params: dict[str, Any], ctx: RunContext) -> set[str]:
+    """The record's steps as the workflow's, each pending (a record stored
+    before the run started may still hold a runbook run's shape). A run taken
+    over from a lost worker keeps the steps it completed (their names are
+    answered) and what a fan-out it was in had started (ctx.resumed)."""
+    configs = {name: task.step_config(name) for name in task.steps}
+    before = {n: s for n, s in record.steps.items() if s.status is not None and s.config == configs.get(n)}
+    done: set[str] = set()
+    for name in task.steps:  # the completed steps up to the first that was not
+        if name in before and before[name].status == StageStatus.completed:
+            done.add(name)
+        elif name in before and before[name].status == StageStatus.skipped:
+            continue
+        else:
+            break
+    ctx.resumed = {
+        n: s.outputs.model_dump(mode="json")
+        for n, s in before.items()
+        if n not in done and s.status == StageStatus.running
+    }
+    record.error, record.failed_stage = None, None
+    record.total_steps = list(task.steps)
+    record.step_configs = configs
+    record.init_params = ctx.redactor.data(params)
+    kept = {n: before[n] for n in done}
+    record.steps = {
+        name: Step(
+            activity=record.step_configs[name]["activity"],
+            key=name,
+            config=record.step_configs[name],
+            outputs=ActivityOutputs(),
+            depends_on=list(task.steps[:i]),
+            status=StageStatus.pending,
+            created=record.created,
+        )
+        for i, name in enumerate(task.steps)
+    }
+    record.steps.update(kept)
+    record.steps = {name: record.steps[name] for name in task.steps}
+    return done
+
+
+def _skip(ctx: RunContext, step: Step, why: str | None) -> None:
+    step.status = StageStatus.skipped
+    if why:
+        ctx.log(why, step.key)
+
+
+def _run_step(ctx: RunContext, name: str, step: Step, context: dict[str, Any]) -> Outcome | None:
+    record = ctx.record
+    config = record.step_configs[name]
+    step.status, step.created = StageStatus.running, utcnow()
+    ctx.save_record(record)
+    ctx.log(f"step {name} ({step.activity}) started", name)
+    began = time.monotonic()
+    outcome: Outcome | None = None
+    try:
+        inputs, params = resolve_params(name, config, context)
+        step.inputs = ctx.redactor.data(inputs)
+        ctx.log(f"inputs: {_brief(step.inputs)}", name)
+        outcome = RUNNERS[step.activity](ctx, name, params)
+        step.outputs = ActivityOutputs.model_validate(ctx.redactor.data(outcome.outputs))
+        step.status = StageStatus.completed
+        if outcome.usage:
+            _add_usage(record, outcome.usage)
+    except Exception as exc:
+        message = _message(name, step.activity, exc)
+        step.status, step.error = StageStatus.failed, ctx.redactor.text(message)
+        record.fail(name, step.error)
+        ctx.log(f"step {name} failed: {step.error}", name)
+        outcome = None
+    finally:
+        step.ended = utcnow()
+        step.duration_seconds = round(time.monotonic() - began, 3)
+    context[name] = {"inputs": step.inputs, "outputs": step.outputs.model_dump(mode="json")}
+    if step.status == StageStatus.completed:
+        ctx.log(f"outputs: {_brief(context[name]['outputs'])}", name)
+        ctx.log(f"step {name} completed in {step.duration_seconds:.2f}s", name)
+    return outcome
+
+
+BRIEF_CHARS = 500  # of a step's inputs or outputs in the log; the record has them whole
+
+
+def _brief(value: Any) -> str:
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return (
+        text
+        if len(text) <= BRIEF_CHARS
+        else text[:BRIEF_CHARS] + f"... ({len(text)} characters; the record has all)"
+    )
+
+
+def _message(name: str, activity: str, exc: Exception) -> str:
+    if isinstance(exc, PierError):
+        text = str(exc)
+        return text if text.startswith(f"step {name!r}") else f"step {name!r} ({activity}): {text}"
+    log.error("unexpected error in step %s:\n%s", name, traceback.format_exc())
+    return f"step {name!r} ({activity}): internal error: {type(exc).__name__}: {exc}"
+
+
+def _add_usage(record: Trajectory, usage: Mapping[str, Any]) -> None:
+    total = record.usage
+    for key, value in usage.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            total[key] = round(total.get(key, 0) + value, 6)
+
+
+def _finish(ctx: RunContext, elapsed: float) -> None:
+    record = ctx.record
+    if ctx.cancel.is_set():
+        status = RunStatus.cancelled
+        record.fail(next(iter(record.steps), "run"), "the run was cancelled")
+    elif record.error is not None:
+        status = RunStatus.failed
+    else:
+        status = RunStatus.completed
+    record.finish(status, utcnow(), round(elapsed, 3))
+    ctx.log(
+        f"workflow {record.status.value} in {elapsed:.1f}s", record.failed_stage or record.total_steps[-1]
+    )
+    try:
+        ctx.output_dir.mkdir(parents=True, exist_ok=True)
+        (ctx.output_dir / "run.json").write_text(record.model_dump_json(indent=2))
+        publish_retried(ctx)
+    except Exception as exc:  # the record in the store is what counts
+        log.warning("could not store run.json of %s: %s", record.trajectory_id, exc)
+    finally:
+        shutil.rmtree(scratch_dir(ctx.settings, record.trajectory_id), ignore_errors=True)
+    ctx.save_record(record)
+
+
+# the activities
+
+
+def text_echo(ctx: RunContext, name: str, p: TextEcho) -> Outcome:
+    return Outcome({"text": p.text})
+
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][\w.]*)\s*\}\}")
+
+
+def text_template(ctx: RunContext, name: str, p: TextTemplate) -> Outcome:
+    missing = sorted({m for m in _PLACEHOLDER.findall(p.template) if m not in p.variables})
+    if missing:
+        raise StepFailed(
+            f"the template's {', '.join('{{' + m + '}}' for m in missing)} "
+            f"{'has' if len(missing) == 1 else 'have'} no value: give variables or <name>_path"
+        )
+    text = _PLACEHOLDER.sub(lambda m: models.as_text(p.variables[m.group(1)]), p.template)
+    return Outcome({"text": text})
+
+
+def text_concatenate(ctx: RunContext, name: str, p: TextConcatenate) -> Outcome:
+    return Outcome({"text": p.separator.join(models.as_text(t) for t in p.texts), "count": len(p.texts)})
+
+
+def split_text(text: str, size: int, overlap: int) -> list[str]:
+    """Chunks of `size` characters, each starting `size - overlap` after the one before."""
+    if not text:
+        return []
+    step = size - overlap
+    chunks = []
+    for start in range(0, len(text), step):
+        chunks.append(text[start : start + size])
+        if start + size >= len(text):
+            break
+    return chunks
+
+
+def text_split(ctx: RunContext, name: str, p: TextSplit) -> Outcome:
+    chunks = split_text(p.text, p.chunk_size, p.overlap)
+    return Outcome({"chunks": chunks, "count": len(chunks)})
+
+
+def _test(p: ConditionalBranch) -> bool:
+    value, other = p.condition, p.value
+    try:
+        if p.operator == "equals":
+            return value == other
+        if p.operator == "not_equals":
+            return value != other
+        if p.operator == "contains":
+            return other in value
+        if p.operator == "greater_than":
+            return value > other
+        if p.operator == "less_than":
+            return value < other
+    except TypeError as exc:
+        raise StepFailed(f"cannot test {value!r} {p.operator} {other!r}: {exc}") from None
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "false", "no", "0", "none", "null")
+    return bool(value)
+
+
+def conditional_branch(ctx: RunContext, name: str, p: ConditionalBranch) -> Outcome:
+    held = _test(p)
+    chosen, other = (p.true_step, p.false_step) if held else (p.false_step, p.true_step)
+    ctx.log(
+        f"condition {'holds' if held else 'does not hold'}: going on at {chosen or 'the next step'}", name
+    )
+    outputs = {"result": held, "next_step": chosen, "skipped_step": other}
+    return Outcome(outputs, next_step=chosen, skip=other if other != chosen else None)
+
+
+def list_emit_await(ctx: RunContext, name: str, p: ListEmitAwait) -> Outcome:
+    children = ctx.children
+    if children is None:
+        raise StepFailed(
+            "this process cannot start child runs (a fan-out runs under pier serve or pier worker)"
+        )
+    if "/" in p.child_workflow_name:
+        collection, _, task = p.child_workflow_name.partition("/")
+        if collection != ctx.record.collection:
+            raise StepFailed(
+                f"child_workflow_name {p.child_workflow_name!r} is in another collection: "
+                "a fan-out's children are tasks of the parent's own collection"
+            )
+    else:
+        task = p.child_workflow_name
+    results: list[Trajectory | None] = [None] * len(p.items)
+    errors: list[str | None] = [None] * len(p.items)
+    lock = threading.Lock()
+    step = ctx.record.steps[name]
+    started: dict[int, str] = {}  # index -> child trajectory id, kept in the record as each starts
+    earlier = {
+        ref["index"]: ref["trajectory_id"]
+        for ref in (ctx.resumed.get(name) or {}).get("started", [])
+        if isinstance(ref, dict) and isinstance(ref.get("index"), int) and ref["index"] < len(p.items)
+    }
+    ctx.log(f"fanning {task} out over {len(p.items)} items, {p.max_concurrency} at once", name)
+
+    def note(index: int, tid: str) -> None:
+        with lock:
+            started[index] = tid
+            step.outputs = ActivityOutputs(
+                started=[{"index": i, "trajectory_id": t} for i, t in sorted(started.items())]
+            )
+            ctx.save_record(ctx.record)  # a worker lost from here on: the next one knows this child
+
+    def reuse(index: int) -> Trajectory | None:
+        """The child an earlier worker started for this item: kept when it
+        ended; one that was still running died with that worker and ends now."""
+        tid = earlier.get(index)
+        if tid is None:
+            return None
+        try:
+            child = children.get(tid)
+        except PierError:
+            return None
+        if child.status.terminal:
+            note(index, tid)
+            return child
+        children.end_lost(child, f"the worker running its parent {ctx.record.trajectory_id} was lost; "
+                                 "the fan-out started this item again")  # fmt: skip
+        return None
+
+    def one(index: int) -> None:
+        if ctx.cancel.is_set():
+            errors[index] = "not started: the run was cancelled"
+            return
+        child = reuse(index)
+        if child is None:
+            init = {**p.child_init_params, p.item_param_name: p.items[index]}
+            try:
+                child = children.run(ctx.record, name, task, init, lambda tid: note(index, tid))
+            except Exception as exc:  # could not even start (no such task)
+                errors[index] = str(exc)
+                return
+        with lock:
+            results[index] = child
+        if child.status != RunStatus.completed:
+            errors[index] = child.error or child.status.value
+
+    with ThreadPoolExecutor(max_workers=p.max_concurrency, thread_name_prefix=f"pier-fanout-{name}") as pool:
+        list(pool.map(one, range(len(p.items))))
+    references = [
+        {
+            "trajectory_id": r.trajectory_id, "name": r.name, "collection": r.collection,
+            "workflow_id": r.workflow_id, "status": r.status.value, "index": i,
+            "storage_path": r.storage_path, "error": r.error,
+        }
+        for i, r in enumerate(results) if r is not None
+    ]  # fmt: skip
+    failed = [(i, e) for i, e in enumerate(errors) if e]
+    outputs = {
+        "trajectory_references": references,
+        "count": len(p.items),
+        "completed": sum(1 for r in references if r["status"] == "completed"),
+        "failed": len(failed),
+        "errors": [{"index": i, "error": e} for i, e in failed],
+    }
+    if failed and not p.continue_on_error:
+        i, e = failed[0]
+        raise StepFailed(
+            f"{len(failed)} of {len(p.items)} children of {task} failed (item {i}: {e}); "
+            "set continue_on_error to go on without them"
+        )
+    return Outcome(outputs)
+
+
+def _child_context(child: Trajectory) -> dict[str, Any]:
+    context: dict[str, Any] = {"init_params": child.init_params}
+    for step_name, step in child.steps.items():
+        context[step_name] = {"inputs": step.inputs, "outputs": step.outputs.model_dump(mode="json")}
+    return context
+
+
+def extract_from_trajectories(ctx: RunContext, name: str, p: ExtractFromTrajectories) -> Outcome:
+    children = ctx.children
+    if children is None:
+        raise StepFailed("this process cannot read child runs")
+    rows: list[dict[str, Any]] = []
+    problems: list[dict[str, Any]] = []
+    columns: dict[str, list[Any]] = {key: [] for key in p.extract_keys}
+    for ref in p.trajectory_list:
+        tid = ref.get("trajectory_id") if isinstance(ref, Mapping) else ref
+        if not isinstance(tid, str):
+            raise StepFailed(
+                f"{ref!r} is not a trajectory reference (an object with trajectory_id, or an id)"
+            )
+        child = children.get(tid)
+        if child.collection != ctx.record.collection:
+            raise StepFailed(f"trajectory {tid} is not a run of collection {ctx.record.collection!r}")
+        context = _child_context(child)
+        row: dict[str, Any] = {"trajectory_id": tid}
+        for key, path in p.extract_keys.items():
+            try:
+                value = lookup_path(path, context)
+            except PathError as exc:
+                if child.status == RunStatus.completed:
+                    raise StepFailed(f"extract_keys.{key}: child {tid} ({child.name}): {exc}") from None
+                value = None
+                problems.append(
+                    {"trajectory_id": tid, "key": key, "error": child.error or child.status.value}
+                )
+            row[key] = value
+            if p.flatten_results and isinstance(value, list):
+                columns[key].extend(value)
+            else:
+                columns[key].append(value)
+        rows.append(row)
+    return Outcome({"extracted_data": rows, **columns, "count": len(rows), "errors": problems})
+
+
+def _gateway(ctx: RunContext) -> Gateway | None:
+    """pier's model gateway, on loopback (pier itself is the caller), unless PIER_GATEWAY is off."""
+    if not ctx.settings.gateway:
+        return None
+    from pier.gateway.server import shared_gateway
+
+    return shared_gateway("127.0.0.1", 0, ctx.settings.ca_bundle)
+
+
+def _budget(ctx: RunContext) -> Budget:
+    """What is left of init_params.model_budget, which is the whole run's (every
+    model step's calls count against it, as an agent's do against its run's)."""
+    raw = {**ctx.task.init_params, **ctx.run_params}.get("model_budget")
+    if not isinstance(raw, Mapping):
+        return Budget()
+    budget = Budget.model_validate(raw)
+    spent = ctx.record.usage
+    left: dict[str, Any] = {}
+    for key, used in (("requests", "requests"), ("tokens", "total_tokens"), ("cost_usd", "cost_usd")):
+        limit = getattr(budget, key)
+        if limit is None:
+            continue
+        remaining = limit - spent.get(used, 0)
+        if remaining <= 0:
+            raise StepFailed(
+                f"the run's model budget was used up ({spent.get(used, 0)} {used} of {limit}) before this step: "
+                "raise init_params.model_budget"
+            )
+        left[key] = remaining if key == "cost_usd" else int(remaining)
+    return Budget.model_validate(left)
+
+
+def _ask(
+    ctx: RunContext, model: str, provider: str | None, messages: list[dict[str, Any]], **kw: Any
+) -> models.ChatAnswer:
+    return models.chat(
+        trajectory_id=ctx.record.trajectory_id,
+        model=model,
+        provider=provider,
+        messages=messages,
+        env=ctx.inputs.env,
+        gateway=_gateway(ctx),
+        budget=_budget(ctx),
+        policy=ctx.settings.outbound,
+        upstreams=Upstreams.of(ctx.settings, ctx.record.collection),
+        operator_keys=ctx.inputs.operator_keys,
+        **kw,
+    )
+
+
+def litellm_chat(ctx: RunContext, name: str, p: LitellmChat) -> Outcome:
+    messages = [{"role": "system", "content": p.system_prompt}] if p.system_prompt else []
+    messages.append({"role": "user", "content": models.as_text(p.prompt)})
+    answer = _ask(
+        ctx, p.model, p.model_provider, messages,
+        temperature=p.temperature, max_tokens=p.max_tokens, response_format=p.response_format,
+    )  # fmt: skip
+    outputs: dict[str, Any] = {
+        "text": answer.text, "model": answer.model, "provider": answer.provider,
+        "finish_reason": answer.finish_reason, "usage": answer.usage,
+    }  # fmt: skip
+    if p.response_format is not None:
+        try:
+            outputs["json"] = json.loads(answer.text)
+        except ValueError:
+            outputs["json"] = None
+    ctx.log(f"{answer.provider} {answer.model}: {len(answer.text)} characters, usage {answer.usage}", name)
+    return Outcome(outputs, usage=answer.usage)
+
+
+def _judge_prompt(p: SimpleJudge, items: list[Any], categorical: bool, explain: bool) -> str:
+    lines = [f"Instruction: {p.instruction}", ""]
+    for i, item in enumerate(items, 1):
+        lines += [f"--- item {i} ---", models.as_text(item), ""]
+    if categorical:
+        assert p.categories
+        lines.append(f"Answer with exactly one of these categories: {', '.join(p.categories)}.")
+        shape = '{"category": "<one of them>"' + (', "explanation": "<why>"' if explain else "") + "}"
+    else:
+        rng = p.score_range or ScoreRange()
+        lines.append(f"Score from {rng.min:g} to {rng.max:g}.")
+        shape = '{"score": <number>' + (', "explanation": "<why>"' if explain else "") + "}"
+    lines.append(f"Reply with only this JSON object: {shape}")
+    return "\n".join(lines)
+
+
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def simple_judge(ctx: RunContext, name: str, p: SimpleJudge) -> Outcome:
+    items = list(p.items) if p.items else [p.item]
+    categorical = p.judge_type == "categorical" or (p.judge_type is None and bool(p.categories))
+    explain = p.explanation_required or bool(p.with_explanation)
+    messages = [
+        {
+            "role": "system",
+            "content": "You are a careful, impartial judge. You reply with one JSON object only.",
+        },
+        {"role": "user", "content": _judge_prompt(p, items, categorical, explain)},
+    ]
+    answer = _ask(ctx, p.model, p.model_provider, messages, temperature=p.temperature)
+    found = _JSON_OBJECT.search(answer.text)
+    try:
+        verdict = json.loads(found.group(0)) if found else None
+    except ValueError:
+        verdict = None
+    if not isinstance(verdict, dict):
+        raise StepFailed(f"the judge's answer is not the JSON object it was asked for: {answer.text[:200]!r}")
+    outputs: dict[str, Any] = {
+        "raw": answer.text,
+        "model": answer.model,
+        "usage": answer.usage,
+        "items": len(items),
+    }
+    if categorical:
+        category = verdict.get("category")
+        if category not in (p.categories or []):
+            raise StepFailed(f"the judge answered category {category!r}, not one of {p.categories}")
+        outputs["category"] = category
+        outputs["result"] = category
+    else:
+        rng = p.score_range or ScoreRange()
+        score = verdict.get("score")
+        if not isinstance(score, int | float) or isinstance(score, bool) or not rng.min <= score <= rng.max:
+            raise StepFailed(
+                f"the judge answered score {score!r}, not a number from {rng.min:g} to {rng.max:g}"
+            )
+        outputs["score"] = score
+        outputs["result"] = score
+    if explain:
+        outputs["explanation"] = verdict.get("explanation")
+    return Outcome(outputs, usage=answer.usage)
+
+
+RUNNERS: dict[str, Runner] = {
+    "text_echo": text_echo,
+    "text_template": text_template,
+    "text_concatenate": text_concatenate,
+    "text_split": text_split,
+    "conditional_branch": conditional_branch,
+    "list_emit_await": list_emit_await,
+    "extract_from_trajectories": extract_from_trajectories,
+    "litellm_chat": litellm_chat,
+    "simple_judge": simple_judge,
+}
+assert set(RUNNERS) == set(ACTIVITIES) - {"runbook"}, "every activity of the catalogue runs"
+assert set(RUNNERS) >= LLM_ACTIVITIES
+
+
+def preflight_workflow(
+    task: Any,
+    run_params: Mapping[str, Any],
+    env: Mapping[str, str],
+    upstreams: Upstreams | None = None,
+    operator_keys: frozenset[str] = frozenset(),
+) -> None:
+    """What can be refused before a workflow run is accepted: an init_params
+    path that names nothing in the run's init_params, a model step whose
+    provider key is not set. InputError (Problems) naming the step and field."""
+    from pier.errors import InputError, Problems
+    from pier.tasks.paths import parse_path
+    from pier.tasks.workflow import PATH_SUFFIX
+
+    params = {**task.init_params, **run_params}
+    context = {"init_params": params}
+    problems: list[InputError] = []
+    for name in task.steps:
+        config = task.step_config(name)
+        for key, value in config.items():
+            if not key.endswith(PATH_SUFFIX):
+                continue
+            for text in value if isinstance(value, list) else [value]:
+                if isinstance(text, str) and parse_path(text).root == "init_params":
+                    try:
+                        lookup_path(text, context)
+                    except PathError as exc:
+                        problems.append(
+                            InputError(f"step_configs.{name}.{key}: {exc}").at(f"step_configs.{name}.{key}")
+                        )
+        if config["activity"] in LLM_ACTIVITIES:
+            model = config.get("model")
+            path = config.get("model" + PATH_SUFFIX)
+            if model is None and isinstance(path, str) and parse_path(path).root == "init_params":
+                try:
+                    model = lookup_path(path, context)
+                except PathError:
+                    model = None  # said above
+            if isinstance(model, str):
+                try:
+                    models.choose(model, config.get("model_provider"), env, upstreams, operator_keys)
+                except InputError as exc:
+                    problems.append(
+                        InputError(f"step_configs.{name}: {exc}").at(f"step_configs.{name}.model")
+                    )
+    Problems.raise_any(problems)

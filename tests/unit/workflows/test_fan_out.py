@@ -1,0 +1,181 @@
+"""list_emit_await and extract_from_trajectories: children are ordinary runs
+of the collection linked to their parent, at most max_concurrency at once,
+and the gather reads each child's outputs by path."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.model_server import ModelServer, Recorded
+from tests.unit.workflows.test_model_steps import _api
+
+CHILD = {
+    "init_params": {"chunk": "", "model": "gpt-4o-mini"},
+    "step_configs": {
+        "summarize": {"activity": "litellm_chat", "model_path": "init_params.model",
+                      "system_prompt": "Summarize.", "prompt_path": "init_params.chunk"},
+    },
+    "steps": ["summarize"],
+}  # fmt: skip
+# The platform's fan-out template (workflow-templates.md, "Fan-Out Processing").
+FAN_OUT = {
+    "init_params": {"text": "abcdefghijklmnopqrstuvwxyz", "chunk_size": 10},
+    "step_configs": {
+        "split": {"activity": "text_split", "text_path": "init_params.text",
+                  "chunk_size_path": "init_params.chunk_size", "overlap": 2},
+        "process_chunks": {"activity": "list_emit_await", "items_path": "split.outputs.chunks",
+                           "child_workflow_name": "process-chunk", "item_param_name": "chunk",
+                           "max_concurrency": 10},
+        "gather": {"activity": "extract_from_trajectories",
+                   "trajectory_list_path": "process_chunks.outputs.trajectory_references",
+                   "extract_keys": {"summary": "summarize.outputs.text"}},
+    },
+    "steps": ["split", "process_chunks", "gather"],
+}  # fmt: skip
+
+
+class Counter:
+    def __init__(self, hold: float):
+        self.hold, self.now, self.most, self.seen = hold, 0, 0, 0
+        self.lock = threading.Lock()
+
+    def __call__(self, item: Recorded) -> str:
+        with self.lock:
+            self.now += 1
+            self.seen += 1
+            self.most = max(self.most, self.now)
+        time.sleep(self.hold)
+        with self.lock:
+            self.now -= 1
+        return "summary of " + item.body["messages"][-1]["content"]
+
+
+@pytest.fixture
+def counter() -> Counter:
+    return Counter(0.0)
+
+
+@pytest.fixture
+def model_server(counter: Counter) -> Iterator[ModelServer]:
+    server = ModelServer("127.0.0.1", reply=counter).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def api(tmp_path: Path, model_server: ModelServer):
+    yield from _api(tmp_path, model_server)
+
+
+def test_the_fan_out_template_splits_fans_out_and_gathers(api):
+    assert api.task("process-chunk", CHILD).status_code in (200, 201)
+    assert api.task("fan", FAN_OUT).status_code in (200, 201)
+    run = api.run("fan")
+    assert run["status"] == "completed", run["error"]
+    chunks = run["steps"]["split"]["outputs"]["chunks"]
+    assert chunks == ["abcdefghij", "ijklmnopqr", "qrstuvwxyz"]
+    refs = run["steps"]["process_chunks"]["outputs"]["trajectory_references"]
+    assert [r["index"] for r in refs] == [0, 1, 2] and {r["name"] for r in refs} == {"process-chunk"}
+    gathered = run["steps"]["gather"]["outputs"]
+    assert gathered["summary"] == [f"summary of {c}" for c in chunks]
+    assert [row["trajectory_id"] for row in gathered["extracted_data"]] == [r["trajectory_id"] for r in refs]
+    for ref in refs:  # each child an ordinary run of the collection, linked to its parent
+        child = api.c.get(f"/api/v1/db/trajectory/team/process-chunk/{ref['trajectory_id']}").json()
+        assert child["status"] == "completed" and child["parent_trajectory_id"] == run["trajectory_id"]
+        assert child["parent_step"] == "process_chunks" and child["init_params"]["chunk"] in chunks
+    listed = api.c.get("/api/v1/db/trajectories/team/process-chunk").json()["trajectories"]
+    assert {t["trajectory_id"] for t in listed} == {r["trajectory_id"] for r in refs}
+
+
+def test_twenty_children_with_max_concurrency_4_never_run_more_than_4_at_once(api, counter):
+    counter.hold = 0.3
+    wf = {
+        "init_params": {"items": [f"item {i}" for i in range(20)]},
+        "step_configs": {
+            "fan": {"activity": "list_emit_await", "items_path": "init_params.items",
+                    "child_workflow_name": "process-chunk", "item_param_name": "chunk", "max_concurrency": 4},
+            "gather": {"activity": "extract_from_trajectories",
+                       "trajectory_list_path": "fan.outputs.trajectory_references",
+                       "extract_keys": {"summary": "summarize.outputs.text"}},
+        },
+        "steps": ["fan", "gather"],
+    }  # fmt: skip
+    assert api.task("process-chunk", CHILD).status_code in (200, 201)
+    assert api.task("fan20", wf).status_code in (200, 201)
+    run = api.run("fan20", timeout=120)
+    assert run["status"] == "completed", run["error"]
+    assert counter.seen == 20
+    assert counter.most == 4  # never more, and the pool was used in full
+    assert sorted(run["steps"]["gather"]["outputs"]["summary"]) == sorted(
+        f"summary of item {i}" for i in range(20)
+    )
+
+
+def test_a_failed_child_fails_the_fan_out_unless_continue_on_error(api):
+    bad_child = {
+        "init_params": {"chunk": ""},
+        "step_configs": {"summarize": {"activity": "text_echo", "text_path": "init_params.chunk.missing"}},
+        "steps": ["summarize"],
+    }
+    assert api.task("broken", bad_child).status_code in (200, 201)
+    wf = {
+        "init_params": {"items": ["a", "b"]},
+        "step_configs": {"fan": {"activity": "list_emit_await", "items_path": "init_params.items",
+                                 "child_workflow_name": "broken", "item_param_name": "chunk"}},
+        "steps": ["fan"],
+    }  # fmt: skip
+    assert api.task("fan-broken", wf).status_code in (200, 201)
+    run = api.run("fan-broken")
+    assert run["status"] == "failed" and run["failed_stage"] == "fan"
+    assert "2 of 2 children of broken failed" in run["error"]
+    wf["step_configs"]["fan"]["continue_on_error"] = True
+    assert api.task("fan-broken", wf).status_code in (200, 201)
+    run = api.run("fan-broken")
+    assert run["status"] == "completed" and run["steps"]["fan"]["outputs"]["failed"] == 2
+
+
+def test_a_fan_out_to_a_task_that_does_not_exist_fails_naming_it(api):
+    wf = {
+        "init_params": {"items": ["a"]},
+        "step_configs": {"fan": {"activity": "list_emit_await", "items_path": "init_params.items",
+                                 "child_workflow_name": "nowhere"}},
+        "steps": ["fan"],
+    }  # fmt: skip
+    assert api.task("fan-nowhere", wf).status_code in (200, 201)
+    run = api.run("fan-nowhere")
+    assert run["status"] == "failed" and "nowhere" in run["error"]
+
+
+def test_cancelling_the_parent_cancels_its_running_children_and_starts_no_more(api, counter):
+    import json
+
+    counter.hold = 1.0
+    wf = {
+        "init_params": {"items": [f"item {i}" for i in range(6)]},
+        "step_configs": {"fan": {"activity": "list_emit_await", "items_path": "init_params.items",
+                                 "child_workflow_name": "process-chunk", "item_param_name": "chunk",
+                                 "max_concurrency": 2}},
+        "steps": ["fan"],
+    }  # fmt: skip
+    assert api.task("process-chunk", CHILD).status_code in (200, 201)
+    assert api.task("fan-cancel", wf).status_code in (200, 201)
+    sent = api.c.post("/api/v1/run/team/fan-cancel", data={"init_params": json.dumps({})})
+    tid = sent.json()["trajectory_id"]
+    deadline = time.monotonic() + 30
+    while counter.seen < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert counter.seen == 2, "two children are asking the model"
+    cancelled = api.c.post("/api/v1/trajectory/team/fan-cancel/statuses", json={tid: "cancelled"})
+    assert cancelled.status_code == 200, cancelled.text
+    run = api.wait("fan-cancel", tid)
+    assert run["status"] == "cancelled", run
+    children = api.c.get("/api/v1/db/trajectories/team/process-chunk").json()["trajectories"]
+    assert len(children) == 2 and counter.seen == 2  # no child started after the cancel
+    for child in children:
+        ended = api.wait("process-chunk", child["trajectory_id"])
+        assert ended["status"] == "cancelled", ended
