@@ -280,7 +280,12 @@ def _labels(ctx: RunContext) -> dict[str, str]:
     plan = ctx.require_plan()
     now = int(time.time())
     settings = ctx.settings
-    budget = settings.create_timeout_sec + settings.agent_install_timeout_sec + plan.timeout_sec
+    budget = (
+        settings.create_timeout_sec
+        + settings.agent_install_timeout_sec
+        + plan.timeout_sec
+        + settings.kill_grace_sec
+    )
     return {
         LABEL_RUN: plan.trajectory_id,
         LABEL_COLLECTION: plan.collection,
@@ -323,11 +328,32 @@ def _launch(ctx: RunContext) -> AgentLaunch:
     plan, agent = ctx.require_plan(), ctx.agent
     assert agent is not None
     ctx.model_route = model_route(ctx)
+    if agent.needs_model:  # a model reads its instruction; the script agent runs its blocks
+        plan = replace(
+            plan, instruction=plan.instruction + deadline_line(plan.timeout_sec, ctx.settings.kill_grace_sec)
+        )
     launch = agent.launch(plan, ctx.model_route)
     grant = ctx.model_route.grant if ctx.model_route else None
     if grant is not None:
         ctx.redactor.add([grant.token])
     return launch
+
+
+DEADLINE_VAR = "PIER_DEADLINE"
+
+
+def deadline_line(timeout_sec: int, grace_sec: int) -> str:
+    """What the agent's instruction ends with: how long it has, and what happens then."""
+    minutes = f" ({timeout_sec / 60:.0f} min)" if timeout_sec >= 120 else ""
+    stop = (
+        f"its processes get SIGTERM, and SIGKILL {grace_sec} s later"
+        if grace_sec
+        else "its processes are killed"
+    )
+    return (
+        f"\n\n---\npier: this run has {timeout_sec} s{minutes} from its start; the Unix time it ends is in "
+        f"${DEADLINE_VAR}. At that time {stop}. Write your outputs to /app/results as you go.\n"
+    )
 
 
 def _launch_files(launch: AgentLaunch | None) -> dict[str, bytes]:
@@ -443,9 +469,17 @@ def run_agent(ctx: RunContext) -> None:
             ctx.agent_line(readable)
 
     grant = ctx.model_route.grant if ctx.model_route else None
-    env = {**plan.sandbox_env(without_provider_keys(plan.env, grant)), **launch.env}
+    grace = ctx.settings.kill_grace_sec
+    deadline = int(time.time()) + plan.timeout_sec
+    env = {
+        **plan.sandbox_env(without_provider_keys(plan.env, grant)),
+        **launch.env,
+        DEADLINE_VAR: str(deadline),
+    }
     try:
-        result = sandbox.exec(launch.command, env=env, timeout=plan.timeout_sec, on_line=on_line)
+        result = sandbox.exec(
+            launch.command, env=env, timeout=plan.timeout_sec, on_line=on_line, grace=grace or None
+        )
     finally:
         close_model_route(ctx)  # the token dies with the agent
         ctx.say_log_cut()
@@ -468,7 +502,9 @@ def run_agent(ctx: RunContext) -> None:
     if result.timed_out:
         raise StageError(
             "run_agent",
-            f"the agent timed out after {plan.timeout_sec} seconds and was stopped: raise timeout_sec "
+            f"the agent timed out after {plan.timeout_sec} seconds and was stopped"
+            + (f" (SIGTERM, then SIGKILL {grace} s later; what it wrote until then is kept)" if grace else "")
+            + f": raise timeout_sec "
             f"(at most {ctx.settings.max_timeout_sec}) or have the runbook write its outputs as it goes",
         )
     if result.exit_code != 0:
@@ -507,7 +543,7 @@ def model_route(ctx: RunContext) -> ModelRoute | None:
         _egress_warning(ctx)
     elif plan.network:
         _fence_warning(ctx, host, ctx.backend.admit(host, gateway.port))
-    ttl = plan.timeout_sec + settings.cleanup_timeout_sec + settings.sweep_grace_sec
+    ttl = plan.timeout_sec + settings.kill_grace_sec + settings.cleanup_timeout_sec + settings.sweep_grace_sec
     return ModelRoute(gateway, plan.trajectory_id, plan.model_budget, ttl_s=ttl)
 
 

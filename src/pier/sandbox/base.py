@@ -214,10 +214,14 @@ class Sandbox(ABC):
         timeout: float | None = None,
         on_line: LineSink | None = None,
         clean_env: bool = False,
+        grace: float | None = None,
     ) -> ExecResult:
         """Run a command (a string goes through `bash -c`). Streams output lines to
         on_line as they come. On timeout the command's processes are killed and
-        the result has timed_out=True. clean_env starts from `env -i`.
+        the result has timed_out=True; with a `grace` (seconds), its process
+        group gets SIGTERM at the timeout and SIGKILL `grace` seconds later, and
+        the exec lasts (its output still read) while any of the group runs in
+        between. clean_env starts from `env -i`.
         Raises SandboxError only when the sandbox itself is unreachable."""
 
     @abstractmethod

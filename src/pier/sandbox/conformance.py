@@ -261,6 +261,29 @@ def timeout_kills_children(h: Harness) -> None:
     expect(sandbox.exec("echo still usable").output == "still usable\n", "the sandbox broke after a timeout")
 
 
+@check
+def timeout_grace_terms_then_kills(h: Harness) -> None:
+    """With a grace, the command's process group gets SIGTERM at the timeout: a
+    trap then still runs (its file written, its output read) for up to the
+    grace, and what ignores SIGTERM is KILLed when the grace is over."""
+    sandbox = h.make()
+    trapped = "trap 'sleep 1; echo wrapped-up > graced; echo in-grace; exit 3' TERM; echo started; sleep 100"
+    # `sleep 100 & wait` so the shell's trap runs at once (a foreground child delays it)
+    result = sandbox.exec(trapped.replace("sleep 100", "sleep 100 & wait"), timeout=2, grace=10)
+    expect(result.timed_out and not result.ok, f"not marked timed out: {result}")
+    expect("in-grace" in result.output, f"the trap's output in the grace was lost: {result.output!r}")
+    expect(result.duration_s < 10, f"the exec waited out the whole grace ({result.duration_s:.1f}s)")
+    got = sandbox.exec("cat graced", timeout=30).output
+    expect(got == "wrapped-up\n", f"the file the trap wrote in the grace is missing: {got!r}")
+    stubborn = "trap '' TERM; while :; do echo x >> tick; sleep 0.1; done"
+    result = sandbox.exec(stubborn, timeout=1, grace=2)
+    expect(result.timed_out, f"not marked timed out: {result}")
+    expect(result.duration_s >= 3, f"killed before its grace was over ({result.duration_s:.1f}s)")
+    later = sandbox.exec("before=$(wc -c < tick); sleep 1; after=$(wc -c < tick); echo $before $after")
+    before, after = later.output.split()
+    expect(before == after, f"a process that ignored SIGTERM outlived the grace: tick {before} -> {after}")
+
+
 # --- files ------------------------------------------------------------------
 
 

@@ -227,9 +227,10 @@ class FakeSandbox(Sandbox):
         timeout: float | None = None,
         on_line: LineSink | None = None,
         clean_env: bool = False,
+        grace: float | None = None,
     ) -> ExecResult:
         self._alive()
-        call = ExecCall(command, dict(env or {}), workdir, timeout, clean_env)
+        call = ExecCall(command, dict(env or {}), workdir, timeout, clean_env, grace)
         if not self._backend.processes:
             result = self._backend.program(self, call) or replied()
             for line in result.output.splitlines():

@@ -36,7 +36,7 @@ def test_claude_code_anthropic_and_openrouter():
     assert 'claude -p "$(cat /run/pier/prompt.md)" --output-format stream-json --verbose' in launch.command
     assert (
         "--model claude-sonnet-4-5" in launch.command
-        and "| tee /logs/agent/claude-code.jsonl" in launch.command
+        and "exec tee /logs/agent/claude-code.jsonl" in launch.command
     )
     assert launch.files == {"/run/pier/prompt.md": b"Write the answer."}
     routed = agent.launch(plan("claude-code", model="claude-sonnet-4.5", env={"OPENROUTER_API_KEY": "or-k"}))
