@@ -44,3 +44,93 @@ def test_an_agent_that_ignores_sigterm_is_killed_when_its_grace_is_over(base_ima
     record = start(runbook("trap '' TERM\nwhile :; do sleep 0.2; done"), on_image(base_image), timeout_sec=2)
     assert record.failed_stage == "run_agent" and "timed out" in record.error
     assert 5 <= record.stage("run_agent").duration_seconds < 15
+
+
+# --- keep and continue ---------------------------------------------------------
+
+from pier.lifecycle.background import sweep_once  # noqa: E402
+from pier.lifecycle.service import RunRequest, Services, run  # noqa: E402
+from pier.runbook import parse  # noqa: E402
+from pier.settings import get_settings  # noqa: E402
+from pier.tasks import task_from_runbook  # noqa: E402
+
+FIRST = """mkdir -p /opt/tool && printf '#!/bin/sh\\necho tool-v1\\n' > /opt/tool/run && chmod +x /opt/tool/run
+echo "from the first run" > /app/state.txt
+echo first > {{results_dir}}/first.txt"""
+SECOND = """cat /app/state.txt > {{results_dir}}/seen.txt
+/opt/tool/run >> {{results_dir}}/seen.txt
+ls -A /run/pier > {{results_dir}}/pier-files.txt
+ls /logs/agent > {{results_dir}}/old-logs.txt"""
+
+
+def go(script: str, collection: str = "tests", **params: object):
+    task = task_from_runbook(parse(runbook(script)))
+    request = RunRequest(collection=collection, task_name="t", task=task, run_params=params)
+    return run(Services(get_settings()), request)
+
+
+def test_keep_then_continue_sees_the_first_runs_files_and_tools(base_image, docker_backend):
+    first = go(FIRST, keep_sandbox=True, **on_image(base_image))
+    assert first.success, first.error
+    kept = first.outputs.sandbox
+    assert kept.kept_until is not None and kept.kept_until > time.time() + 1000
+    assert [s.running for s in docker_backend.list_sandboxes() if s.id == kept.id] == [True]
+    sandbox = docker_backend.attach(kept.id)
+    between = sandbox.exec("ls -A /run/pier 2>&1", workdir="/").output
+    assert "No such file" in between, f"pier's files stayed in the kept sandbox: {between!r}"
+    second = go(SECOND, continue_from=first.trajectory_id, **on_image(base_image))
+    try:
+        assert second.success, second.error
+        assert second.parent == first.trajectory_id and second.outputs.sandbox.id == kept.id
+        seen = (run_folder(second) / "results" / "seen.txt").read_text()
+        assert seen == "from the first run\ntool-v1\n"
+        assert (run_folder(second) / "results" / "old-logs.txt").read_text().split() == ["agent.log"]
+        assert not sandboxes_of(docker_backend, first.trajectory_id), "the second run did not delete it"
+    finally:
+        docker_backend.remove(kept.id)
+
+
+def test_continue_is_refused_when_the_sandbox_is_in_use_gone_expired_or_another_collections(
+    base_image, docker_backend, monkeypatch
+):
+    first = go(FIRST, keep_sandbox=True, **on_image(base_image))
+    assert first.success, first.error
+    sandbox_id = first.outputs.sandbox.id
+    try:
+        other = go(
+            SECOND, collection="someone-else", continue_from=first.trajectory_id, **on_image(base_image)
+        )
+        assert other.failed_stage == "create" and "no such run in collection 'someone-else'" in other.error
+        assert docker_backend.attach(sandbox_id).exec("cat /app/state.txt").ok, "the refusal touched it"
+        second = go(SECOND, keep_sandbox=True, continue_from=first.trajectory_id, **on_image(base_image))
+        assert second.success, second.error
+        again = go(SECOND, continue_from=first.trajectory_id, **on_image(base_image))
+        assert again.failed_stage == "create" and f"in use by run {second.trajectory_id}" in again.error
+        not_kept = go(SECOND, continue_from=again.trajectory_id, **on_image(base_image))
+        assert "was not kept" in not_kept.error
+        # the chain: the second run kept it again; the sweep keeps it while kept
+        sweep_once(lambda: docker_backend, Services(get_settings()).store, get_settings())
+        assert sandbox_id in {s.id for s in docker_backend.list_sandboxes()}, "swept while kept"
+        docker_backend.remove(sandbox_id)
+        gone = go(SECOND, continue_from=second.trajectory_id, **on_image(base_image))
+        assert gone.failed_stage == "create" and "kept sandbox is gone" in gone.error
+    finally:
+        docker_backend.remove(sandbox_id)
+
+
+def test_a_kept_sandbox_expires_and_the_sweep_deletes_it(base_image, docker_backend, monkeypatch):
+    monkeypatch.setenv("PIER_KEEP_TTL_SEC", "2")
+    first = go(FIRST, keep_sandbox=True, **on_image(base_image))
+    assert first.success, first.error
+    sandbox_id = first.outputs.sandbox.id
+    try:
+        settings = get_settings()
+        sweep_once(lambda: docker_backend, Services(settings).store, settings)
+        assert sandbox_id in {s.id for s in docker_backend.list_sandboxes()}, "swept before it expired"
+        time.sleep(2.5)
+        late = go(SECOND, continue_from=first.trajectory_id, **on_image(base_image))
+        assert late.failed_stage == "create" and "expired" in late.error
+        sweep_once(lambda: docker_backend, Services(settings).store, settings)
+        assert sandbox_id not in {s.id for s in docker_backend.list_sandboxes()}, "not swept once expired"
+    finally:
+        docker_backend.remove(sandbox_id)

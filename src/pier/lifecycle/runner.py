@@ -15,6 +15,7 @@ from pier.lifecycle.interrupts import deferred_signals, interruption_reason
 from pier.lifecycle.keeping import publish_retried
 from pier.lifecycle.orphans import remove_sandboxes
 from pier.lifecycle.outcomes import end_record
+from pier.lifecycle.sessions import keep
 from pier.record import RunStatus, StageRecord, StageStatus, Trajectory, utcnow
 from pier.sandbox.runlog import to_run_log
 from pier.sandbox.sweeper import owner_label
@@ -192,6 +193,9 @@ def _message(ctx: RunContext, stage: str, exc: Exception) -> str:
 
 def _delete_sandbox(ctx: RunContext) -> None:
     if ctx.sandbox is None:
+        return
+    if keep(ctx):  # kept after the run (keep_sandbox): the sweep deletes it when it expires
+        metrics.sandboxes_live.dec()
         return
     with metrics.sandbox_operation.labels("delete").time():
         ctx.sandbox.delete()

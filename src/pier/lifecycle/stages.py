@@ -29,6 +29,7 @@ from pier.lifecycle.keeping import check_room, full_scratch, no_space, save_outp
 from pier.lifecycle.notices import report_limit_notes
 from pier.lifecycle.outputs import collect_outputs
 from pier.lifecycle.plan import plan_run
+from pier.lifecycle.sessions import claim_kept, continued, wants_keep
 from pier.record import RUN_STEP, SandboxRecord
 from pier.sandbox import create_with_retry, resolve_source
 from pier.sandbox.base import (
@@ -74,6 +75,10 @@ def prepare(ctx: RunContext) -> None:
 def create(ctx: RunContext) -> None:
     plan = ctx.require_plan()
     settings = ctx.settings
+    if plan.continue_from is not None:  # the sandbox of an earlier run, kept: docs/sessions.md
+        ctx.sandbox = claim_kept(ctx)
+        metrics.sandboxes_live.inc()
+        return
     source = resolve_source(
         snapshot=plan.snapshot,
         image=plan.image,
@@ -307,6 +312,12 @@ def setup(ctx: RunContext) -> None:
     plan, sandbox, agent = ctx.require_plan(), ctx.require_sandbox(), ctx.agent
     assert agent is not None
     installs = type(agent).install is not Agent.install and ctx.agent_layer is None
+    if continued(ctx):  # the earlier run's log is in its own outputs; this run's starts empty
+        cleared = sandbox.exec(
+            "rm -rf /logs/agent/* /logs/agent/.[!.]* 2>/dev/null; true", workdir="/", timeout=60
+        )
+        if not cleared.ok:
+            raise StageError("setup", f"could not clear the earlier run's agent log: {cleared.output[-300:]}")
     launch = None if installs else _launch(ctx)
     _place(ctx, SANDBOX_DIRS, plan.assets, _launch_files(launch))
     _verify_tools(ctx)
@@ -570,7 +581,8 @@ def cleanup_credentials(ctx: RunContext) -> None:
     if ctx.launch and ctx.launch.collect_command:
         # The CLI's session files often live beside its config: save them first.
         sandbox.exec(ctx.launch.collect_command, workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
-    if not files and not plan.checks:
+    keep = wants_keep(ctx)
+    if not files and not plan.checks and not keep:
         # Nothing secret was written and the sandbox is deleted right after collect:
         # an exec here would only cost a round trip.
         ctx.record.stage("cleanup_credentials").detail = "no credential files; no checks follow"
@@ -581,7 +593,7 @@ def cleanup_credentials(ctx: RunContext) -> None:
         raise StageError("cleanup_credentials", f"could not delete credential files: {result.output[-300:]}")
     if files:
         ctx.log(f"deleted {len(files)} credential file(s)")
-    if plan.checks:
+    if plan.checks or keep:  # a kept sandbox runs nothing between runs: no process holds a secret
         stopped = sandbox.exec(STOP_PROCESSES_SCRIPT, workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
         if not stopped.ok:
             raise StageError(
