@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pier.errors import NotFoundError, SandboxError, StageError
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from pier.lifecycle.context import RunContext
 
 FINAL = frozenset({RunStatus.completed, RunStatus.failed, RunStatus.cancelled})
+DAY_SEC = 86400  # a run's longest life before it ends, at most (its limits are far below)
 MAX_CHAIN = 1000  # runs continued in one sandbox, followed at most (a loop in the records ends there)
 _CLAIM = threading.Lock()  # one claim at a time in this process: read, check, write
 
@@ -155,3 +157,20 @@ def sweep_status(store: Store, trajectory_id: str, now: float | None = None) -> 
     if record.status in FINAL:
         return KEPT if kept_until is not None and now <= kept_until else record.status.value
     return KEPT if record is not first else record.status.value
+
+
+def kept_sandboxes(
+    store: Store, collection: str, ttl_sec: float, now: float | None = None
+) -> list[Trajectory]:
+    """The collection's runs whose sandbox is kept now (not expired, not taken by
+    a continuing run): those ended within the last PIER_KEEP_TTL_SEC."""
+    now = time.time() if now is None else now
+    since = datetime.fromtimestamp(now - ttl_sec - DAY_SEC, tz=UTC)  # created before it ended
+    records, _total = store.list_runs(collection, limit=1000, statuses=FINAL, since=since)
+    return [
+        r
+        for r in records
+        if r.outputs.sandbox.kept_until is not None
+        and now <= r.outputs.sandbox.kept_until
+        and not r.outputs.sandbox.continued_by
+    ]

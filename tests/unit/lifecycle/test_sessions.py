@@ -44,7 +44,10 @@ def test_keep_and_continue_reach_the_plan(tmp_path):
         ({"keep_sandbox": "yes"}, "keep_sandbox must be true or false"),
         ({"continue_from": "../etc"}, "continue_from must be the trajectory id"),
         ({"continue_from": 7}, "continue_from must be the trajectory id"),
-        ({"continue_from": "b" * 32, "network": {"allow": ["pypi.org"]}}, "network allow-list is not supported"),
+        (
+            {"continue_from": "b" * 32, "network": {"allow": ["pypi.org"]}},
+            "network allow-list is not supported",
+        ),
     ],
 )
 def test_bad_keep_or_continue_is_refused_before_any_sandbox(tmp_path, params, says):
@@ -107,3 +110,25 @@ def test_pier_run_passes_keep_and_continue_from(tmp_path):
     assert request.run_params["keep_sandbox"] is True and request.run_params["continue_from"] == parent
     plain = build_request(book, [], [], None, None, None, None, None, None, False, "local")
     assert "keep_sandbox" not in plain.run_params and "continue_from" not in plain.run_params
+
+
+def test_kept_sandboxes_hold_the_collections_concurrent_runs(store, tmp_path):
+    import time
+
+    from pier.lifecycle.quotas import CollectionQuotas, QuotaExceeded
+
+    settings = Settings(home=tmp_path / "home", ca_bundle=None, quota_concurrent_runs=2)
+    from pier.storage.local import LocalStorage
+
+    quotas = CollectionQuotas(store, lambda: LocalStorage(tmp_path / "storage"), settings)
+    quotas.check_new_run("c")
+    stored(store, RunStatus.completed, id="x", kept_until=time.time() + 100)
+    stored(store, RunStatus.completed, id="y", kept_until=time.time() - 1)  # expired
+    stored(store, RunStatus.completed, id="z", kept_until=time.time() + 100, continued_by="a" * 32)
+    quotas.check_new_run("c")  # one kept: a slot is left
+    stored(store, RunStatus.failed, id="w", kept_until=time.time() + 50)
+    with pytest.raises(QuotaExceeded, match="keeps 2 sandbox") as refused:
+        quotas.check_new_run("c")
+    assert refused.value.quota == "concurrent_runs" and 1 <= refused.value.retry_after <= 51
+    quotas.check_new_run("c", continuing=True)  # a run that continues in one takes its place
+    quotas.check_new_run("other")  # another collection's kept sandboxes are not this one's

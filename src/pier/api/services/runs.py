@@ -168,7 +168,7 @@ def accept(
     if not uploads:
         return state.dispatcher.accept(collection, task, _params(body, [], key))
     state.store.get_task(collection, task)  # 404 before any file is stored
-    state.quotas.check_new_run(collection)  # 429 before any file is stored
+    state.quotas.check_new_run(collection, bool(body.init_params.get("continue_from")))  # 429 before any file
     state.quotas.check_upload(collection, sum(f.size or 0 for f in uploads))
     streams = [(f.filename, f.file) for f in uploads]
     upload_id, paths = save_uploads(state.storage, collection, streams, state.settings.scratch_root)
