@@ -134,3 +134,66 @@ def test_a_kept_sandbox_expires_and_the_sweep_deletes_it(base_image, docker_back
         assert sandbox_id not in {s.id for s in docker_backend.list_sandboxes()}, "not swept once expired"
     finally:
         docker_backend.remove(sandbox_id)
+
+
+# --- snapshot from a run --------------------------------------------------------
+
+
+def test_snapshot_save_from_a_kept_sandbox_then_a_run_starts_from_it(base_image, docker_backend, tmp_path):
+    import subprocess
+    import sys
+    import uuid
+
+    from pier.lifecycle.sessions import snapshot_ref
+
+    collection = f"snap-{uuid.uuid4().hex[:8]}"
+    name = f"prepared-{uuid.uuid4().hex[:6]}"
+    first = go(FIRST + "\necho secret-ish > /logs/agent/note.txt", collection=collection, keep_sandbox=True,
+               **on_image(base_image))  # fmt: skip
+    assert first.success, first.error
+    ref = snapshot_ref(collection, name)
+    try:
+        began = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "pier.cli", "snapshot", "save", first.trajectory_id, name,
+             "--collection", collection], capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        saved_s = time.monotonic() - began
+        assert proc.returncode == 0, proc.stderr
+        assert docker_backend.image_exists(ref)
+        check = (
+            "cat /app/state.txt > {{results_dir}}/seen.txt; /opt/tool/run >> {{results_dir}}/seen.txt\n"
+            "ls -A /logs/agent > {{results_dir}}/logs.txt; ls -A /run/pier > {{results_dir}}/pier.txt 2>&1 || true"
+        )
+        later = go(check, collection=collection, snapshot=name)
+        assert later.success, later.error
+        assert later.outputs.sandbox.image == ref and later.outputs.sandbox.source == "snapshot"
+        results = run_folder(later) / "results"
+        assert (results / "seen.txt").read_text() == "from the first run\ntool-v1\n"
+        assert "note.txt" not in (results / "logs.txt").read_text(), "the first run's logs went into it"
+        stranger = go("cat /app/state.txt > {{results_dir}}/x.txt", collection=collection + "-other",
+                      snapshot=name, image=base_image)  # fmt: skip
+        assert (
+            not stranger.success
+            and "No such file" in (run_folder(stranger) / "logs" / "agent.log").read_text()
+        )
+        print(f"snapshot save took {saved_s:.1f} s")
+    finally:
+        docker_backend.remove(first.outputs.sandbox.id)
+        docker_backend.remove_image(ref)
+
+
+def test_snapshot_save_is_refused_for_a_run_not_kept_or_of_another_collection(base_image):
+    import subprocess
+    import sys
+
+    plain = go(FIRST, **on_image(base_image))
+    assert plain.success, plain.error
+    for args, says in (
+        ([plain.trajectory_id, "x", "--collection", "tests"], "was not kept"),
+        ([plain.trajectory_id, "x", "--collection", "someone-else"], "not found"),
+        ([plain.trajectory_id, "Bad/Name", "--collection", "tests"], "invalid snapshot name"),
+    ):
+        proc = subprocess.run([sys.executable, "-m", "pier.cli", "snapshot", "save", *args],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert proc.returncode != 0 and says in proc.stderr, (args, proc.stderr)

@@ -17,14 +17,16 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 import threading
 import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from pier.errors import NotFoundError, SandboxError, StageError
+from pier.errors import InputError, NotFoundError, SandboxError, StageError
 from pier.record import RunStatus, StageStatus, Trajectory
-from pier.sandbox.base import Sandbox
+from pier.sandbox.base import Sandbox, SandboxBackend, SandboxSource
 from pier.sandbox.sweeper import KEPT
 
 if TYPE_CHECKING:
@@ -174,3 +176,72 @@ def kept_sandboxes(
         and now <= r.outputs.sandbox.kept_until
         and not r.outputs.sandbox.continued_by
     ]
+
+
+# --- snapshots from a run -------------------------------------------------------
+
+SNAPSHOT_REPOSITORY = "pier-snapshot"
+SNAPSHOT_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+LABEL_SNAPSHOT_COLLECTION = "pier.snapshot.collection"
+LABEL_SNAPSHOT_NAME = "pier.snapshot.name"
+LABEL_SNAPSHOT_RUN = "pier.snapshot.run"
+# What is removed before a kept sandbox is saved: pier's own files and the logs
+# (the run's copy is in its outputs, redacted; the sandbox's is not).
+SCRUB = "rm -rf -- /run/pier /logs/agent /app/checks; mkdir -p /logs/agent"
+
+
+def snapshot_ref(collection: str, name: str) -> str:
+    """The image a collection's snapshot NAME is saved as: named by a digest of
+    the collection, so no collection's snapshot is another's."""
+    digest = hashlib.sha256(collection.encode()).hexdigest()[:20]
+    return f"{SNAPSHOT_REPOSITORY}:{digest}-{name}"
+
+
+def collection_snapshot(backend: SandboxBackend, collection: str, name: str | None) -> SandboxSource | None:
+    """The collection's own snapshot NAME (saved from a run), when it has one."""
+    if not name or not SNAPSHOT_NAME.fullmatch(name):
+        return None
+    ref = snapshot_ref(collection, name)
+    if not backend.image_exists(ref):
+        return None
+    return SandboxSource(
+        kind="snapshot",
+        name=name,
+        image=ref,
+        log_line=f"Creating sandbox from snapshot: {name} (saved from a run)",
+    )
+
+
+def save_snapshot(
+    store: Store, backend: SandboxBackend, collection: str, trajectory_id: str, name: str
+) -> str:
+    """Save the kept sandbox of run `trajectory_id` (of `collection`) as the
+    collection's snapshot `name`, pier's files and the logs removed first; the
+    image ref. InputError for a bad name; NotFoundError for another collection's
+    run; ConflictError-like InputError when the sandbox is not kept."""
+    if not SNAPSHOT_NAME.fullmatch(name):
+        raise InputError(
+            f"invalid snapshot name {name!r}: lowercase letters, digits, '.', '_', '-' (at most 64)"
+        )
+    record = store.get_run(trajectory_id, collection)  # NotFoundError: another collection's is unknown
+    refuse = _refusal(record, time.time())
+    if refuse:
+        raise InputError(f"cannot save a snapshot from run {trajectory_id}: {refuse}")
+    kept = record.outputs.sandbox
+    assert kept.id is not None
+    with _CLAIM:  # not while a run claims it
+        try:
+            sandbox = backend.attach(kept.id)
+        except SandboxError as exc:
+            raise InputError(
+                f"cannot save a snapshot from run {trajectory_id}: its kept sandbox is gone ({exc})"
+            ) from None
+        scrubbed = sandbox.exec(SCRUB, workdir="/", timeout=60)
+        if not scrubbed.ok:
+            raise SandboxError(f"could not remove pier's files before saving: {scrubbed.output[-300:]}")
+        labels = {
+            LABEL_SNAPSHOT_COLLECTION: collection,
+            LABEL_SNAPSHOT_NAME: name,
+            LABEL_SNAPSHOT_RUN: trajectory_id,
+        }
+        return backend.commit(kept.id, snapshot_ref(collection, name), labels)

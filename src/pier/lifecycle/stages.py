@@ -29,7 +29,7 @@ from pier.lifecycle.keeping import check_room, full_scratch, no_space, save_outp
 from pier.lifecycle.notices import report_limit_notes
 from pier.lifecycle.outputs import collect_outputs
 from pier.lifecycle.plan import plan_run
-from pier.lifecycle.sessions import claim_kept, continued, wants_keep
+from pier.lifecycle.sessions import claim_kept, collection_snapshot, continued, wants_keep
 from pier.record import RUN_STEP, SandboxRecord
 from pier.sandbox import create_with_retry, resolve_source
 from pier.sandbox.base import (
@@ -79,7 +79,8 @@ def create(ctx: RunContext) -> None:
         ctx.sandbox = claim_kept(ctx)
         metrics.sandboxes_live.inc()
         return
-    source = resolve_source(
+    # a snapshot the collection saved from a run (`pier snapshot save`) comes first
+    source = collection_snapshot(ctx.backend, plan.collection, plan.snapshot) or resolve_source(
         snapshot=plan.snapshot,
         image=plan.image,
         base_image=plan.base_image,

@@ -336,6 +336,18 @@ class SandboxBackend(ABC):
         """Raise SandboxError saying how to start the engine if it does not answer
         (within `timeout` seconds when given: a health check must answer quickly)."""
 
+    def commit(self, sandbox_id: str, ref: str, labels: Mapping[str, str]) -> str:
+        """The sandbox's filesystem as it is now, saved as image `ref` carrying
+        `labels` (replacing an image of that ref); sandboxes created from it
+        start with those files. Returns the ref. Raises SandboxError when the
+        sandbox is gone or this backend cannot save one."""
+        raise SandboxError(f"the {self.name} backend cannot save a sandbox as a snapshot")
+
+    def remove_image(self, ref: str) -> bool:
+        """Remove an image commit made; False when it was not there (or a
+        sandbox still uses it, or this backend keeps none). Never raises."""
+        return False
+
     def ensure_layer(
         self, image: str, recipe: LayerRecipe, log: LineSink, timeout: float, wait: bool = True
     ) -> Layer | None:

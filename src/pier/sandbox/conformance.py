@@ -288,6 +288,29 @@ def timeout_grace_terms_then_kills(h: Harness) -> None:
 
 
 @check
+def commit_saves_the_files(h: Harness) -> None:
+    """commit saves a sandbox's files as an image that new sandboxes start with
+    (a backend that cannot save one says so with SandboxError)."""
+    sandbox = h.make()
+    # relative paths: the fake's process mode runs commands on the host, in the sandbox's folder
+    sandbox.exec("mkdir -p kept && echo saved > kept/file", workdir="/opt")
+    sandbox.exec("echo app > kept.txt", workdir="/app")
+    ref = f"pier-conformance-commit:{uuid.uuid4().hex[:12]}"
+    try:
+        h.backend.commit(sandbox.id, ref, {"pier.snapshot": "conformance"})
+    except SandboxError as exc:
+        expect("cannot save" in str(exc), f"commit failed: {exc}")
+        return
+    try:
+        later = h.make(image=ref)
+        got = later.exec("cat kept/file", workdir="/opt").output + later.exec("cat kept.txt").output
+        expect(got == "saved\napp\n", f"a sandbox of the committed image lacks the files: {got!r}")
+    finally:
+        h.cleanup()
+        h.backend.remove_image(ref)
+
+
+@check
 def archives_in_and_out(h: Harness) -> None:
     """put_archive creates missing folders and takes a stream; get_archive gives a
     tar whose top entry is the path's basename."""

@@ -149,6 +149,7 @@ class FakeEngine:
 
     def __init__(self, images: Sequence[str] = (FAKE_IMAGE,)):
         self.images: set[str] = set(images)
+        self.image_files: dict[str, Path] = {}  # what a committed image's sandboxes start with
         self.sandboxes: dict[str, FakeSandbox] = {}
         self.lock = threading.Lock()
         self._root: Path | None = None
@@ -380,6 +381,9 @@ class FakeBackend(SandboxBackend):
         notes = unenforced_notes(spec, self.capabilities, self.name)
         sandbox.applied = spec.limits
         sandbox.notes = notes
+        saved = self.engine.image_files.get(spec.image)
+        if saved is not None:
+            shutil.copytree(saved, sandbox.folder, symlinks=True, dirs_exist_ok=True)
         for name in BASE_DIRS:
             sandbox.host_path(name).mkdir(parents=True, exist_ok=True)
         with self.engine.lock:
@@ -390,6 +394,25 @@ class FakeBackend(SandboxBackend):
             sandbox.delete()
             raise
         return sandbox
+
+    def commit(self, sandbox_id: str, ref: str, labels: Mapping[str, str]) -> str:
+        sandbox = self.attach(sandbox_id)
+        sandbox._alive()
+        saved = self.engine.root / "images" / uuid.uuid4().hex
+        shutil.copytree(sandbox.folder, saved, symlinks=True)
+        with self.engine.lock:
+            self.engine.images.add(ref)
+            self.engine.image_files[ref] = saved
+        return ref
+
+    def remove_image(self, ref: str) -> bool:
+        with self.engine.lock:
+            saved = self.engine.image_files.pop(ref, None)
+            if ref not in self.engine.images or saved is None:
+                return False
+            self.engine.images.discard(ref)
+        shutil.rmtree(saved, ignore_errors=True)
+        return True
 
     def attach(self, sandbox_id: str) -> FakeSandbox:
         with self.engine.lock:
