@@ -305,3 +305,12 @@ def trace_url(state: ApiState, record: Trajectory) -> str | None:
     if not template or not record.trace_id:
         return None
     return template.replace("{trace_id}", record.trace_id)
+
+
+def save_snapshot(state: ApiState, collection: str, trajectory_id: str, name: str) -> str:
+    """The kept sandbox of a run of `collection` saved as the collection's
+    snapshot `name` (docs/sessions.md); the image ref. Another collection's run
+    is not found; a run whose sandbox is not kept is refused (422)."""
+    from pier.lifecycle.sessions import save_snapshot as save
+
+    return save(state.store, state.services.backend, collection, trajectory_id, name)
