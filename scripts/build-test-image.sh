@@ -8,7 +8,9 @@ set -euo pipefail
 TAG="${PIER_TEST_IMAGE:-pier-base:bookworm}"
 SUITE="${PIER_TEST_SUITE:-bookworm}"
 MIRROR="${PIER_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-PACKAGES="python3,python3-pip,python3-venv,git,curl,ca-certificates,procps,xz-utils,unzip"
+# PIER_TEST_PACKAGES: another package set, e.g. the installers' conformance bases
+# (tests/integration/test_installer_bases.py): python3,curl,git without python3-venv.
+PACKAGES="${PIER_TEST_PACKAGES:-python3,python3-pip,python3-venv,git,curl,ca-certificates,procps,xz-utils,unzip}"
 
 if [[ "${1:-}" != "--force" ]] && docker image inspect "$TAG" >/dev/null 2>&1; then
   echo "image $TAG already present"

@@ -90,16 +90,24 @@ class CapabilityError(SandboxError):
 
 class ServiceUnavailable(PierError, ConnectionError):
     """A service pier needs (Temporal, the database, storage) does not answer
-    now; trying again later may work. The API's 503."""
+    now; trying again later may work. The API's 503 (with Retry-After when
+    `retry_after` says how long)."""
+
+    def __init__(self, *args: object, retry_after: int | None = None):
+        super().__init__(*args)
+        self.retry_after = retry_after
 
 
 class StageError(PierError, RuntimeError):
-    """A run stage failed; `stage` names it, the message says what to do."""
+    """A run stage failed; `stage` names it, the message says what to do, and
+    `outcome` (a pier.lifecycle.outcomes.Outcome value) says whose failure it is
+    when the stage alone does not (pier.lifecycle.outcomes.classify)."""
 
-    def __init__(self, stage: str, message: str):
+    def __init__(self, stage: str, message: str, outcome: str | None = None):
         super().__init__(message)
         self.stage = stage
         self.message = message
+        self.outcome = outcome
 
 
 class RunTimeout(StageError, TimeoutError):
@@ -108,3 +116,17 @@ class RunTimeout(StageError, TimeoutError):
 
 class Cancelled(StageError):
     """The run was cancelled while a stage was running."""
+
+
+class ConfigurationError(InputError):
+    """PIER_* settings that do not validate: str() is one line per bad setting,
+    naming the variable, its value and what is allowed."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__("\n".join(lines))
+        self.lines = tuple(lines)
+
+
+class DatabaseTooNew(PierError):
+    """The database was migrated by a newer pier than this one: it says which
+    migration, and what to do."""

@@ -24,6 +24,7 @@ every sandbox runs (bash, timeout, the exec wrapper) do not reliably start.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
@@ -140,7 +141,7 @@ def run_limits(
     asked_memory = _field("memory", check_memory, chosen["memory"])
     asked_timeout = _field("timeout_sec", check_timeout, chosen["timeout_sec"])
     if asked_cpus > settings.max_cpus:
-        raise LimitError("cpus", _above(f"{asked_cpus:g} CPUs", f"{settings.max_cpus:g}", "PIER_MAX_CPUS"))
+        raise LimitError("cpus", _above_cpus(asked_cpus, settings.max_cpus))
     if parse_size(asked_memory) > parse_size(settings.max_memory):
         raise LimitError("memory", _above(asked_memory, settings.max_memory, "PIER_MAX_MEMORY"))
     if asked_timeout > settings.max_timeout_sec:
@@ -181,4 +182,24 @@ def _field(name: str, check: Any, value: Any) -> Any:
 
 
 def _above(asked: str, most: str, setting: str) -> str:
-    return f"{asked} is more than this machine allows ({most}, {setting}): ask for at most {most}"
+    return f"{asked} is more than pier allows a run (at most {most}, {setting}): ask for at most {most}"
+
+
+def host_cpus() -> int:
+    """The CPUs this process may use (its affinity: what a container or taskset left it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _above_cpus(asked: float, most: float) -> str:
+    """PIER_MAX_CPUS is the operator's ceiling, not this machine's size: say
+    both, and ask for what a run here can get."""
+    cpus = host_cpus()
+    if cpus >= most:
+        return _above(f"{asked:g} CPUs", f"{most:g}", "PIER_MAX_CPUS")
+    return (
+        f"{asked:g} CPUs is more than pier allows a run (at most {most:g}, PIER_MAX_CPUS), and this "
+        f"machine has {cpus} (a run here gets at most {cpus}): ask for at most {cpus}"
+    )

@@ -5,8 +5,8 @@ A runbook task has one workflow step, `run` (`steps.run`, activity
 `runbook`): its `inputs` are the resolved parameters (secrets never), its
 `outputs` what the run made and how it went, and `outputs.stages` pier's own
 lifecycle stages (prepare ... save), which `pier runs`, `pier logs` and the
-live log follow. `error` is the first failure's message and `failed_stage`
-the stage it happened in.
+live log follow. `error` is the first failure's message, `failed_stage`
+the stage it happened in and `outcome` how the run ended (pier.lifecycle.outcomes).
 
 Labels live in their own table (they can be added while a run is running);
 the store attaches them when it reads a run.
@@ -86,13 +86,35 @@ class ResultFile(BaseModel):
     key: str | None = Field(None, description="storage key: GET /api/v1/file/{key}")
 
 
+CHECK_STATUSES = ("pass", "fail", "error", "skipped")
+
+
 class CheckResult(BaseModel):
+    """One check's result. `status`, `kind`, `runner`, `title` and `message` came
+    with the platform's evaluation report v2 (docs/runs.md); `passed` is
+    status == pass, except that a skipped check does not fail a run either."""
+
     name: str
     type: str
     passed: bool
     exit_code: int | None = None
     output: str = ""
     duration_s: float = 0.0
+    status: str | None = Field(None, description="pass | fail | error | skipped")
+    kind: str = Field("code_check", description="the report entry's kind: code_check")
+    runner: str = Field("jetty", description="who ran it: jetty (pier, after the agent) or agent")
+    title: str | None = Field(None, description="a `## Code Checks` heading's name")
+    message: str | None = Field(None, description="one line: what it found")
+
+    @property
+    def outcome(self) -> str:
+        if self.status in CHECK_STATUSES:
+            return self.status
+        return "pass" if self.passed else "fail"
+
+    @property
+    def failing(self) -> bool:
+        return self.outcome in ("fail", "error")
 
 
 class SandboxRecord(BaseModel):
@@ -108,6 +130,7 @@ class SandboxRecord(BaseModel):
     # unless a run continues in it first; continued_by is that run.
     kept_until: float | None = None
     continued_by: str | None = None
+    runtime: str | None = None  # the OCI runtime it ran under (runsc, runc), when the backend tells
 
 
 class Label(BaseModel):
@@ -180,6 +203,10 @@ class Trajectory(BaseModel):
     org_id: str | None = None
     error: str | None = None
     failed_stage: str | None = None
+    # How the run ended, one label of pier.lifecycle.outcomes.Outcome (success,
+    # checks_failed, timed_out, provider_refused, infra, ...): what experiments,
+    # metrics and traces count by. None while it runs, and on records older than it.
+    outcome: str | None = None
     webhook_url: str | None = None
     started: datetime | None = None
     ended: datetime | None = None
@@ -191,6 +218,13 @@ class Trajectory(BaseModel):
     # a run whose owner is gone is ended by whoever notices (lifecycle/orphans.py).
     # Stored, never served: it is the host's business, not a client's.
     owner: str | None = Field(default=None, exclude=True)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def state(self) -> RunState:
+        """How the run stands, in words, derived from the record (never stored):
+        what the web UI, `pier run`'s summary and the API all say."""
+        return run_state(self)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -233,10 +267,11 @@ class Trajectory(BaseModel):
         self.outputs.stages.append(stage)
         return stage
 
-    def fail(self, stage: str, message: str) -> None:
-        """Record the run's first failure; later ones stay on their stages only."""
+    def fail(self, stage: str, message: str, outcome: str | None = None) -> None:
+        """Record the run's first failure (and its outcome); later ones stay on
+        their stages only."""
         if self.error is None:
-            self.error, self.failed_stage = message, stage
+            self.error, self.failed_stage, self.outcome = message, stage, outcome
 
     def result_key(self, path: str) -> str:
         return storage_key(self.collection, self.name, self.trajectory_id, "results", path)
@@ -253,7 +288,14 @@ class Trajectory(BaseModel):
         self.ended = ended
         self.duration_seconds = duration_seconds
         outputs = self.outputs
-        outputs.success = status == RunStatus.completed and all(c.passed for c in outputs.checks)
+        # The merged evaluation report decides when there is one (docs/runs.md): a
+        # failed or errored entry of any kind fails the run; else the checks do.
+        verdict = (outputs.eval or {}).get("passed")
+        outputs.success = (
+            status == RunStatus.completed
+            and not any(c.failing for c in outputs.checks)
+            and verdict is not False
+        )
         self.run.ended, self.run.duration_seconds = ended, duration_seconds
         self.completed_steps = [RUN_STEP] if status == RunStatus.completed else []
 
@@ -293,4 +335,120 @@ class Trajectory(BaseModel):
 
     def stored(self) -> dict[str, Any]:
         """The JSON the store keeps: labels and the derived id are not in it."""
-        return {**self.model_dump(mode="json", exclude={"labels", "workflow_id"}), "owner": self.owner}
+        dumped = self.model_dump(mode="json", exclude={"labels", "workflow_id", "state"})
+        return {**dumped, "owner": self.owner}
+
+
+# A run's state in words: one derivation for every viewer (the web UI, the
+# CLI's summary, the API's `state`), from the record alone. It reads stages by
+# name and ignores what it does not know, so fields added to the record later
+# change nothing here.
+
+BEFORE_AGENT = ("prepare", "create", "setup")  # a failure here: the agent never started
+
+
+class StageState(BaseModel):
+    name: str
+    status: str  # a StageStatus value
+    detail: str | None = None
+
+
+class RunState(BaseModel):
+    summary: str = Field(
+        description="the run's state in one line, e.g. 'not started (pre-flight failed: ...)'"
+    )
+    checks: str = Field(
+        description="'no checks', 'checks skipped (why)', 'checks not run yet', or 'N/M checks passed'"
+    )
+    agent_started: bool
+    stages: list[StageState] = Field(default_factory=list, description="each stage's state, as it is shown")
+
+
+def run_state(record: Trajectory) -> RunState:
+    step = record.steps.get(RUN_STEP)
+    stages = list(step.outputs.stages) if step else []
+    agent = next((s for s in stages if s.name == "run_agent"), None)
+    agent_started = agent is not None and agent.status not in (StageStatus.pending, StageStatus.skipped)
+    return RunState(
+        summary=_summary(record, stages, agent_started),
+        checks=_checks_state(record, stages),
+        agent_started=agent_started,
+        stages=[_stage_state(s, record, agent_started) for s in stages],
+    )
+
+
+def _summary(record: Trajectory, stages: list[StageRecord], agent_started: bool) -> str:
+    status = record.status
+    if status == RunStatus.pending:
+        return "waiting to start"
+    if status == RunStatus.running:
+        current = next((s.name for s in stages if s.status == StageStatus.running), None)
+        return f"running ({current})" if current else "running"
+    error = record.error or ""
+    if status == RunStatus.cancelled:
+        where = f" during {record.failed_stage}" if record.failed_stage else ""
+        return f"cancelled{where}" + ("" if agent_started else " (the agent was not started)")
+    if status == RunStatus.failed and record.failed_stage in BEFORE_AGENT and not agent_started:
+        return f"not started (pre-flight failed: {record.failed_stage}: {error})"
+    if status == RunStatus.failed:
+        return f"failed at {record.failed_stage}: {error}" if record.failed_stage else f"failed: {error}"
+    if status == RunStatus.completed and record.success is False:
+        step = record.steps.get(RUN_STEP)
+        failing = step is not None and any(c.failing for c in step.outputs.checks)
+        verdict = ((step.outputs.eval or {}) if step else {}).get("passed")
+        if not failing and verdict is False:
+            return "completed; the evaluation report (validation_report.json) did not pass"
+        return f"completed; {_checks_state(record, stages)}"
+    return status.value
+
+
+def _declares_checks(record: Trajectory) -> bool | None:
+    """Whether the run's runbook had checks: None when the record cannot tell."""
+    step = record.steps.get(RUN_STEP)
+    inputs = step.inputs if step else {}
+    if inputs.get("checks"):
+        return True
+    instruction = inputs.get("instruction")
+    if "checks" in inputs and isinstance(instruction, str) and "## Code Checks" not in instruction:
+        return False
+    return None
+
+
+def _checks_state(record: Trajectory, stages: list[StageRecord]) -> str:
+    step = record.steps.get(RUN_STEP)
+    results = step.outputs.checks if step else []
+    if results:
+        outcomes = [c.outcome for c in results]
+        others = [f"{outcomes.count(o)} {'failed' if o == 'fail' else o}" for o in ("fail", "error", "skipped")
+                  if o in outcomes]  # fmt: skip
+        return f"{outcomes.count('pass')}/{len(results)} checks passed" + (
+            f" ({', '.join(others)})" if others else ""
+        )
+    check = next((s for s in stages if s.name == "check"), None)
+    declared = _declares_checks(record)
+    if declared is False:
+        return "no checks"
+    if check is None or check.status == StageStatus.completed:
+        return "no checks"
+    if check.status in (StageStatus.pending, StageStatus.running) and not record.status.terminal:
+        return "checks not run yet"
+    if record.status == RunStatus.cancelled:
+        why = "the run was cancelled"
+    elif record.failed_stage:
+        why = f"the run failed at {record.failed_stage}"
+    else:
+        why = check.detail or "the check stage did not run"
+    return f"checks skipped ({why})"
+
+
+def _stage_state(stage: StageRecord, record: Trajectory, agent_started: bool) -> StageState:
+    """A stage as shown: after a pre-flight failure, the stages past it say the
+    agent never started rather than what they found missing for that reason."""
+    status, detail = stage.status.value, stage.detail
+    after_agent = stage.name not in BEFORE_AGENT and stage.name != "run_agent"
+    if not agent_started and record.failed_stage in BEFORE_AGENT and stage.name != record.failed_stage:
+        if stage.name == "run_agent":
+            status, detail = StageStatus.skipped.value, f"not started: {record.failed_stage} failed"
+        elif after_agent and stage.status == StageStatus.failed:
+            detail = f"nothing to collect: the agent was not started ({record.failed_stage} failed)"
+    return StageState(name=stage.name, status=status, detail=detail)

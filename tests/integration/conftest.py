@@ -81,10 +81,19 @@ def model_server_session(docker_backend: DockerBackend) -> Iterator[ModelServer]
     server.stop()
 
 
+# Each provider's endpoint variable, as the tests point it at the scripted server.
+MODEL_SERVER_ENDPOINTS = {"ANTHROPIC_BASE_URL": "", "OPENAI_BASE_URL": "/v1", "OPENROUTER_BASE_URL": "/api/v1",
+                          "GOOGLE_GEMINI_BASE_URL": ""}  # fmt: skip
+
+
 @pytest.fixture
-def model_server(model_server_session: ModelServer) -> ModelServer:
-    """The scripted model server, its request log emptied for this test."""
+def model_server(model_server_session: ModelServer, monkeypatch: pytest.MonkeyPatch) -> ModelServer:
+    """The scripted model server, its request log emptied for this test, and
+    made the operator's upstream for every provider: pier's own environment
+    names it (a run's may name only what the operator did, pier.agents.upstreams)."""
     model_server_session.clear()
+    for variable, suffix in MODEL_SERVER_ENDPOINTS.items():
+        monkeypatch.setenv(variable, model_server_session.url + suffix)
     return model_server_session
 
 
@@ -105,9 +114,6 @@ def on_runtime(sandbox_runtime: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """pier's settings (get_settings, and so every run) use sandbox_runtime."""
     from pier.settings import get_settings
 
-    if sandbox_runtime == "runc":
-        monkeypatch.delenv("PIER_SANDBOX_RUNTIME", raising=False)
-    else:
-        monkeypatch.setenv("PIER_SANDBOX_RUNTIME", sandbox_runtime)
+    monkeypatch.setenv("PIER_SANDBOX_RUNTIME", sandbox_runtime)
     get_settings.cache_clear()
     return sandbox_runtime

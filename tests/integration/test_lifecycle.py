@@ -61,9 +61,14 @@ def test_hello_example_end_to_end_through_the_cli(base_image, docker_backend, on
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads(proc.stdout)
     assert record["status"] == "completed" and record["steps"]["run"]["outputs"]["success"] is True
-    # The platform's Trajectory, as the API serves it: the same fields, the same model.
-    assert set(record) == set(Trajectory.model_json_schema(mode="serialization")["properties"])
-    assert Trajectory.model_validate(record).model_dump(mode="json") == record
+    # The fields people reach for first, then the platform's Trajectory, as the API
+    # serves it: the same fields, the same model (`--raw`: the trajectory alone).
+    head = {"id", "status", "success", "collection", "task", "created", "duration_seconds"}
+    assert set(list(record)[:7]) == head
+    assert record["id"] == record["trajectory_id"] and record["success"] is True
+    trajectory = {k: v for k, v in record.items() if k not in ("id", "success", "task")}
+    assert set(trajectory) == set(Trajectory.model_json_schema(mode="serialization")["properties"])
+    assert Trajectory.model_validate(trajectory).model_dump(mode="json") == trajectory
     assert record["error"] is None and record["total_steps"] == record["completed_steps"] == ["run"]
     run_step = record["steps"]["run"]
     assert run_step["activity"] == "runbook" and run_step["outputs"]["agent"] == "script"

@@ -256,3 +256,30 @@ def test_the_next_pier_run_ends_a_killed_run(home, tmp_path, docker_backend):
         killed = store.get_run(record.trajectory_id)
     assert killed.status == RunStatus.failed and killed.error is not None and "killed" in killed.error
     assert_nothing_left(home, killed, docker_backend)
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "timeout"])
+def test_what_the_agent_made_is_kept_on_ctrl_c_as_on_a_timeout(home, tmp_path, docker_backend, how):
+    """A timed-out run kept its partial results; one stopped with Ctrl-C lost them."""
+    folder = tmp_path / "partial"
+    folder.mkdir()
+    (folder / "RUNBOOK.md").write_text(
+        runbook("echo half-done > {{results_dir}}/partial.txt\necho written\nsleep 600", image=home.image)
+    )
+    proc = home.start(folder, *(("--timeout", "8") if how == "timeout" else ()))
+
+    def written(record: Trajectory) -> bool:
+        with home.store() as store:
+            return any("written" in event.line for event in store.events(record.trajectory_id))
+
+    home.wait(proc, written, "the partial result")
+    if how == "SIGINT":
+        os.kill(proc.pid, signal.SIGINT)
+    code = proc.wait(WAIT_SEC)
+    assert code == (130 if how == "SIGINT" else 1), (folder / "pier-run.log").read_text()[-2000:]
+    ended = home.only_run()
+    assert ended is not None and ended.failed_stage == "run_agent", ended
+    assert [f.path for f in ended.outputs.results_files] == ["partial.txt"], ended.outputs
+    stored = home.path / "storage" / ended.storage_path / "results" / "partial.txt"
+    assert stored.read_text() == "half-done\n"
+    assert_nothing_left(home, ended, docker_backend)

@@ -58,6 +58,8 @@ class Server:
             "PIER_ADMIN_TOKEN": ADMIN_TOKEN,
             # Tests share the engine with other work: touch only this server's runs.
             "PIER_SWEEP_FOREIGN": "false",
+            # stop() (SIGTERM) waits this long for runs in flight, then ends them
+            "PIER_DRAIN_TIMEOUT_SEC": "10",
             **self.settings,
         }
 

@@ -3,6 +3,11 @@ API, the OpenAI Chat Completions and Responses APIs and the Gemini API (streamin
 included), answers from model_script, and records every request it gets (path,
 headers, body) so tests can assert what each CLI sent.
 
+`mode` makes it a provider that refuses (401), rate-limits (429) or fails (500)
+every model call, or one whose model never calls a tool ("notool": the agent
+writes nothing); `cost` makes it report its own cost on every answer, as
+OpenRouter does (`usage.cost`).
+
 It binds to the Docker bridge gateway address only: sandboxes reach it, nothing
 outside this machine can."""
 
@@ -58,6 +63,8 @@ class ModelServer:
     requests: list[Recorded] = field(default_factory=list)
     # Called with each model call before it is answered (the CLI is live, waiting).
     on_model_call: Callable[[Recorded], None] | None = None
+    mode: str = "ok"  # ok, 401, 429, 500 or notool
+    cost: float | None = None  # reported as usage.cost on every answer
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -85,6 +92,7 @@ class ModelServer:
     def clear(self) -> None:
         with self._lock:
             self.requests.clear()
+        self.mode, self.cost = "ok", None
 
     def model_calls(self, api: str | None = None) -> list[Recorded]:
         return [r for r in list(self.requests) if r.api != "other" and (api is None or r.api == api)]
@@ -134,16 +142,29 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             item.api = api
             if server.on_model_call is not None:
                 server.on_model_call(item)
+            if server.mode in ERRORS:
+                item.answered = server.mode
+                error = _error(server.mode)
+                if server.mode == "401":  # as some providers do: the refused key quoted back
+                    error["error"]["message"] += f" ({item.credential})"
+                self._json(int(server.mode), error, {"retry-after": "1"} if server.mode == "429" else {})
+                return
             if item.path.endswith(":countTokens") or item.path.endswith("/count_tokens"):
                 self._json(200, {"totalTokens": 100, "input_tokens": 100})
                 return
-            turn = next_turn(wire.tools_of(api, body), wire.has_tool_result(api, body))
+            tools = {} if server.mode == "notool" else wire.tools_of(api, body)
+            turn = next_turn(tools, wire.has_tool_result(api, body))
             item.answered = getattr(turn, "name", "text")
             model = item.model or "scripted"
             if wire.wants_stream(api, item.path, body):
-                self._stream(wire.stream_events(api, turn, model))
+                self._stream(
+                    [
+                        (event, _costed(data, server.cost))
+                        for event, data in wire.stream_events(api, turn, model)
+                    ]
+                )
             else:
-                self._json(200, wire.response(api, turn, model))
+                self._json(200, _costed(wire.response(api, turn, model), server.cost))
 
         def _recorded(self, body: Any) -> Recorded:
             parts = urlsplit(self.path)
@@ -157,11 +178,13 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             server.record(item)
             return item
 
-        def _json(self, status: int, payload: Any) -> None:
+        def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
 
@@ -179,6 +202,35 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 time.sleep(0.005)
 
     return Handler
+
+
+# What each failing mode answers, in a shape every provider SDK reads (Anthropic's
+# type/error, OpenAI's and Gemini's error.message).
+ERRORS = {
+    "401": ("authentication_error", "invalid x-api-key", "UNAUTHENTICATED"),
+    "429": ("rate_limit_error", "rate limit reached for requests", "RESOURCE_EXHAUSTED"),
+    "500": ("api_error", "internal server error", "INTERNAL"),
+}
+
+
+def _error(mode: str) -> dict:
+    kind, message, status = ERRORS[mode]
+    return {"type": "error", "error": {"type": kind, "code": int(mode), "message": message, "status": status}}
+
+
+def _costed(data: Any, cost: float | None) -> Any:
+    """data with usage.cost set wherever it carries usage (the answer, Anthropic's
+    message_start and message_delta, the Responses events)."""
+    if cost is None or not isinstance(data, dict):
+        return data
+    data = dict(data)
+    if isinstance(data.get("usage"), dict):
+        data["usage"] = {**data["usage"], "cost": cost}
+    for holder in ("message", "response"):
+        inner = data.get(holder)
+        if isinstance(inner, dict) and isinstance(inner.get("usage"), dict):
+            data[holder] = {**inner, "usage": {**inner["usage"], "cost": cost}}
+    return data
 
 
 def _data(data: Any) -> str:

@@ -7,6 +7,6 @@ from __future__ import annotations
 SANDBOX_RUNTIMES = ("runc", "runsc")
 
 
-def runtime_setting(name: str) -> str | None:
-    """PIER_SANDBOX_RUNTIME for a runtime's name (runc: unset, the engine's default)."""
-    return None if name == "runc" else name
+def runtime_setting(name: str) -> str:
+    """PIER_SANDBOX_RUNTIME for a runtime's name (runc is named too: the default is auto)."""
+    return name

@@ -51,7 +51,7 @@ def test_a_bad_limit_in_init_params_is_refused_naming_the_field(field, value, sa
     ],
 )
 def test_asking_above_the_operators_maximum_is_refused(field, value, setting):
-    with pytest.raises(LimitError, match=f"^{field}: .*more than this machine allows.*{setting}"):
+    with pytest.raises(LimitError, match=f"^{field}: .*more than pier allows a run.*{setting}"):
         plan(run={field: value})
 
 
@@ -93,7 +93,7 @@ def test_a_tasks_step_config_is_checked_too():
         (["--memory", "0"], "--memory: '0' is less than a sandbox can run in"),
         (["--cpus", "-1"], "--cpus: "),
         (["--timeout", "-5"], "--timeout: "),
-        (["--memory", "10T"], "memory: 10T is more than this machine allows"),
+        (["--memory", "10T"], "memory: 10T is more than pier allows a run"),
     ],
 )
 def test_pier_run_refuses_bad_limits_with_exit_2_before_any_sandbox(tmp_path, monkeypatch, option, says):
@@ -117,7 +117,7 @@ def test_pier_validate_applies_the_same_maxima(tmp_path):
     (tmp_path / "RUNBOOK.md").write_text(BODY.format(extra="memory: 10T\n"))
     result = CliRunner().invoke(app, ["validate", str(tmp_path)])
     assert result.exit_code == 1
-    assert "memory: 10T is more than this machine allows" in " ".join(result.output.split())
+    assert "memory: 10T is more than pier allows a run" in " ".join(result.output.split())
 
 
 @pytest.mark.parametrize("name", ["max_memory", "default_memory"])

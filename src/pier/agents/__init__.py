@@ -26,7 +26,7 @@ def get_agent(name: str | None) -> Agent:
     if not name:
         raise InputError(
             "the runbook names no agent and none can be inferred from its model: "
-            f"set `agent:` to one of {', '.join(sorted(_AGENTS))}"
+            f"set `agent:` to one of {', '.join(sorted(_AGENTS))} (or give one: pier run --agent NAME, init_params.agent)"
         )
     try:
         return _AGENTS[name]()

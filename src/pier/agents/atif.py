@@ -13,6 +13,12 @@ observation result names a tool call of its own step).
 Each agent's transcript is the stream it wrote to /logs/agent: claude-code's
 stream-json events and codex's `exec --json` events are read turn by turn;
 another agent's stream becomes one agent step holding its text.
+
+Per-step metrics come from what pier's gateway measured on each model call
+(the run's `usage.gateway.calls`), the source of the run's totals, so the
+steps add up to `final_metrics`: a step whose message id names a call takes
+that call's figures; a call no step names (a title or quota request, a retry)
+is a step of its own. Without the gateway, the transcript's own figures.
 """
 
 from __future__ import annotations
@@ -221,9 +227,10 @@ def _claude_turn(steps: _Steps, message: dict[str, Any], blocks: list[Any]) -> d
     prompt = int(usage.get("input_tokens") or 0) + cached + int(usage.get("cache_creation_input_tokens") or 0)
     metrics = {"prompt_tokens": prompt, "completion_tokens": int(usage.get("output_tokens") or 0),
                "cached_tokens": cached} if usage else None  # fmt: skip
+    ids = {"message_id": message["id"]} if isinstance(message.get("id"), str) else None
     return steps.add(
         "agent", "\n".join(text), model_name=message.get("model"),
-        reasoning_content="\n".join(thinking) or None, tool_calls=calls or None, metrics=metrics,
+        reasoning_content="\n".join(thinking) or None, tool_calls=calls or None, metrics=metrics, extra=ids,
     )  # fmt: skip
 
 
@@ -288,6 +295,46 @@ def text_steps(stream: str, instruction: str | None) -> list[dict[str, Any]]:
 
 
 CONVERTERS = {"claude-code": claude_code_steps, "codex": codex_steps}
+UNSEEN_CALL = "a model request the transcript does not show (a title, a quota check or a retry)"
+
+
+def gateway_metrics(steps: list[dict[str, Any]], calls: list[Any]) -> list[dict[str, Any]]:
+    """steps with each agent step's metrics from the gateway's call of the same
+    message id (none when no call is its), and the calls no step names as agent
+    steps of their own, after them: the steps add up to the gateway's totals."""
+    by_id = {c["id"]: c for c in calls if isinstance(c, dict) and c.get("id")}
+    used: set[str] = set()
+    for step in steps:
+        if step["source"] != "agent":
+            continue
+        found = by_id.get((step.get("extra") or {}).get("message_id"))
+        if found is not None and found["id"] not in used:
+            used.add(found["id"])
+            step["metrics"] = _call_metrics(found)
+        else:
+            step.pop("metrics", None)
+    for call in calls:
+        if isinstance(call, dict) and call.get("id") not in used:
+            extra = {"pier": UNSEEN_CALL, **({"message_id": call["id"]} if call.get("id") else {})}
+            step = {
+                "step_id": 0,
+                "source": "agent",
+                "message": "",
+                "metrics": _call_metrics(call),
+                "extra": extra,
+            }
+            if call.get("model"):
+                step["model_name"] = call["model"]
+            steps.append(step)
+    for number, step in enumerate(steps, 1):
+        step["step_id"] = number
+    return steps
+
+
+def _call_metrics(call: dict[str, Any]) -> dict[str, Any]:
+    found = {"prompt_tokens": call.get("prompt_tokens"), "completion_tokens": call.get("completion_tokens"),
+             "cached_tokens": call.get("cached_tokens"), "cost_usd": call.get("cost_usd")}  # fmt: skip
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def trajectory(
@@ -297,9 +344,13 @@ def trajectory(
     """The ATIF trajectory of one run's transcript, validated."""
     steps = CONVERTERS.get(agent, text_steps)(stream, instruction)
     usage = usage or {}
+    calls = (usage.get("gateway") or {}).get("calls")
+    if isinstance(calls, list) and calls:
+        steps = gateway_metrics(steps, calls)
     totals = {
         "total_prompt_tokens": usage.get("prompt_tokens"),
         "total_completion_tokens": usage.get("completion_tokens"),
+        "total_cached_tokens": usage.get("cached_tokens"),
         "total_cost_usd": usage.get("cost_usd"),
         "total_steps": len(steps),
     }

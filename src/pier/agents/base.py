@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pier.agents.providers import ProviderChoice
+from pier.agents.upstreams import Upstreams
 from pier.sandbox.base import LayerRecipe, LineSink, Sandbox
 
 # The gateway's stand-in for a provider choice: same provider, its own key and endpoint.
@@ -48,6 +49,12 @@ class AgentPlan(Protocol):
     def mcp_servers(self) -> Mapping[str, Any]: ...
     @property
     def env(self) -> Mapping[str, str]: ...
+    @property
+    def timeout_sec(self) -> int: ...
+    @property
+    def upstreams(self) -> Upstreams: ...
+    @property
+    def operator_keys(self) -> frozenset[str]: ...
 
 
 class Agent(ABC):

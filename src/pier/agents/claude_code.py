@@ -36,7 +36,7 @@ class ClaudeCodeAgent(CliAgent):
             files[MCP_PATH] = json_file(claude_config(servers))
         return CliRun(
             argv=argv,
-            env={**_provider_env(choice), **_quiet_env()},
+            env={**_provider_env(choice), **_quiet_env(), **_retries_env(getattr(plan, "timeout_sec", None))},
             config_files=files,
             collect=f"mkdir -p {AGENT_LOG_DIR}/claude && cp -r {SESSIONS} {AGENT_LOG_DIR}/claude/ 2>/dev/null",
         )
@@ -94,6 +94,30 @@ def _provider_env(choice: ProviderChoice) -> dict[str, str]:
 def _quiet_env() -> dict[str, str]:
     # IS_SANDBOX: it refuses --dangerously-skip-permissions as root otherwise.
     return {"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+
+
+# claude-code waits 0.5 s, 1 s, 2 s ... (at most 32 s) between tries of a failed
+# request, 10 tries by default: a provider that refuses every request (a wrong
+# key answers 401 again and again) kept it waiting past a short time limit,
+# ending as a timeout. Its tries are bounded so that their waits take at most a
+# quarter of the run's time limit: it gives up, saying why, while pier still
+# reads what the provider answered.
+RETRY_SHARE = 0.25
+MIN_RETRIES, MAX_RETRIES = 2, 10
+
+
+def max_retries(timeout_sec: float | None) -> int:
+    if not timeout_sec:
+        return MAX_RETRIES
+    budget, waited, tries = timeout_sec * RETRY_SHARE, 0.0, 0
+    while tries < MAX_RETRIES and waited + min(0.5 * 2**tries, 32) <= budget:
+        waited += min(0.5 * 2**tries, 32)
+        tries += 1
+    return max(tries, MIN_RETRIES)
+
+
+def _retries_env(timeout_sec: float | None) -> dict[str, str]:
+    return {"CLAUDE_CODE_MAX_RETRIES": str(max_retries(timeout_sec))}
 
 
 def _block_line(block: dict) -> str | None:

@@ -57,8 +57,9 @@ class CliAgent(Agent):
 
     def provider(self, plan: AgentPlan) -> ProviderChoice:
         return choose_provider(
-            self.name, self.providers, self.own(plan), plan.model_provider, plan.model, plan.env
-        )
+            self.name, self.providers, self.own(plan), plan.model_provider, plan.model, plan.env,
+            plan.upstreams, plan.operator_keys,
+        )  # fmt: skip
 
     def preflight(self, plan: AgentPlan) -> None:
         self.provider(plan)

@@ -9,7 +9,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from pier.agents.node import node_install_script
+from pier.agents.node import node_install_script, uv_install_script
 from pier.agents.pins import Pin
 from pier.errors import StageError
 from pier.sandbox.base import LineSink, Sandbox
@@ -83,17 +83,47 @@ hash -r"""
 
 
 def _venv_step(spec: InstallSpec) -> str:
+    """A venv made by uv, which needs no ensurepip (Debian's and Ubuntu's stock
+    python3 has none without python3-venv): uv from the image, else uv's pinned
+    wheel from PyPI; only when that cannot be had, python3's own venv, with the
+    distribution's venv package installed when ensurepip is missing. python3
+    itself comes from apt when the image has none. Each failure names what is
+    missing."""
     venv = f"{VENV_ROOT}/{spec.agent}"
     extras = f"[{','.join(spec.pip_extras)}]" if spec.pip_extras else ""
     requirement = shlex.quote(f"{spec.pin.package}{extras}=={spec.pin.version}")
-    # uv where the image has it (much faster), else the venv's own pip.
+    agent = spec.agent
     return f"""\
+if ! command -v python3 >/dev/null; then
+  command -v apt-get >/dev/null \\
+    || {{ echo "pier: {agent} needs python3 (3.11 to 3.13); the image has none and no apt-get to install it: use an image with python3"; exit 1; }}
+  echo "pier: the image has no python3; installing it with apt-get"
+  {{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3; }} >/dev/null 2>&1 \\
+    || {{ echo "pier: {agent} needs python3 and 'apt-get install python3' failed (no network to the distribution's mirror?)"; exit 1; }}
+  hash -r
+fi
 python3 -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 14) else 1)' \\
-  || {{ echo "pier: {spec.agent} needs Python 3.11 to 3.13 as python3; found $(python3 --version 2>&1)"; exit 1; }}
+  || {{ echo "pier: {agent} needs Python 3.11 to 3.13 as python3; found $(python3 --version 2>&1)"; exit 1; }}
+if ! command -v uv >/dev/null; then
+  echo "pier: no uv in the image; fetching uv's pinned wheel from PyPI (a venv without ensurepip)"
+  {uv_install_script()} \\
+    || echo "pier: fetching uv failed; trying python3's own venv"
+  hash -r
+fi
 rm -rf {venv}
 if command -v uv >/dev/null; then
   uv venv -q --python "$(command -v python3)" {venv} && uv pip install -q --python {venv}/bin/python {requirement}
 else
+  if ! python3 -c 'import ensurepip' 2>/dev/null; then
+    if command -v apt-get >/dev/null; then
+      echo "pier: python3 has no ensurepip; installing the distribution's venv package"
+      minor=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+      {{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "python$minor-venv"; }} >/dev/null 2>&1 \\
+        || {{ echo "pier: {agent} needs uv or python3's venv: uv could not be fetched from PyPI and 'apt-get install python$minor-venv' failed (no network?)"; exit 1; }}
+    else
+      echo "pier: {agent} needs uv or python3's venv: uv could not be fetched from PyPI, python3 has no ensurepip and the image no apt-get"; exit 1
+    fi
+  fi
   python3 -m venv {venv} && {venv}/bin/pip install -q --no-cache-dir {requirement}
 fi || {{ echo "pier: installing {requirement} failed"; exit 1; }}
 ln -sf {venv}/bin/{shlex.quote(spec.binary)} /usr/local/bin/{shlex.quote(spec.binary)}

@@ -1,6 +1,7 @@
-"""Node + npm for npm-based agent CLIs, installed at run time where the image has
-none (or one too old). The script is the snapshot recipes' own Node step, so the
-pinned versions and checksums exist once."""
+"""Node + npm for npm-based agent CLIs, and uv for Python-based ones, installed
+at run time where the image has none (or, for Node, one too old). Each script is
+the snapshot recipes' own step (recipes/_node22.Dockerfile, recipes/_uv.Dockerfile),
+so the pinned versions and checksums exist once."""
 
 from __future__ import annotations
 
@@ -8,17 +9,26 @@ from functools import cache
 from importlib import resources
 
 NODE_RECIPE = "recipes/_node22.Dockerfile"
+UV_RECIPE = "recipes/_uv.Dockerfile"
+
+
+def node_install_script() -> str:
+    return recipe_script(NODE_RECIPE)
+
+
+def uv_install_script() -> str:
+    return recipe_script(UV_RECIPE)
 
 
 @cache
-def node_install_script() -> str:
+def recipe_script(recipe: str) -> str:
     """The recipe's steps as one shell `&&` list (RUN in a subshell, ENV as export),
     so `script || handle_failure` works."""
-    text = resources.files("pier.sandbox").joinpath(NODE_RECIPE).read_text()
-    return " &&\n".join(_instructions(text))
+    text = resources.files("pier.sandbox").joinpath(recipe).read_text()
+    return " &&\n".join(_instructions(text, recipe))
 
 
-def _instructions(dockerfile: str) -> list[str]:
+def _instructions(dockerfile: str, recipe: str) -> list[str]:
     lines: list[str] = []
     joined = ""
     for raw in dockerfile.splitlines():
@@ -28,15 +38,15 @@ def _instructions(dockerfile: str) -> list[str]:
             joined += raw[:-1]
             continue
         joined += raw
-        lines.append(_as_shell(joined.strip()))
+        lines.append(_as_shell(joined.strip(), recipe))
         joined = ""
     return [line for line in lines if line]
 
 
-def _as_shell(instruction: str) -> str:
+def _as_shell(instruction: str, recipe: str) -> str:
     keyword, _, rest = instruction.partition(" ")
     if keyword == "RUN":
         return f"( {rest.strip()} )"
     if keyword == "ENV":
         return f"export {rest.strip()}"
-    raise ValueError(f"{NODE_RECIPE}: pier cannot run a {keyword} step at run time")
+    raise ValueError(f"{recipe}: pier cannot run a {keyword} step at run time")

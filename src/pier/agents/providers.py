@@ -3,14 +3,18 @@ default choice when a runbook names none, and the model name each expects.
 
 Endpoints are written in each provider's usual convention (Anthropic's without
 /v1, OpenAI-compatible ones with it); an adapter converts where its CLI differs.
-Each endpoint can be overridden through a variable (a gateway, a test server)."""
+Which endpoint a run uses is the operator's choice (pier.agents.upstreams): an
+endpoint variable in a run's environment is refused unless the operator allowed
+the collection its own."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pier.agents.upstreams import COLLECTION, DEFAULT, Upstreams, check_region
 from pier.errors import InputError
+from pier.outbound import Allowed
 
 BEDROCK_DEFAULT_REGION = "us-east-1"
 
@@ -43,6 +47,9 @@ class ProviderChoice:
     base_url: str
     model: str | None  # the model name as this provider expects it
     env: Mapping[str, str] = field(default_factory=dict)  # the provider's other settings
+    upstream: str = DEFAULT  # who chose base_url (pier.agents.upstreams)
+    # Destinations the operator named for base_url, beyond the outbound policy.
+    upstream_allowed: tuple[Allowed, ...] = ()
 
     @property
     def name(self) -> str:
@@ -56,9 +63,14 @@ def choose_provider(
     requested: str | None,
     model: str | None,
     env: Mapping[str, str],
+    upstreams: Upstreams | None = None,
+    operator_keys: frozenset[str] = frozenset(),
 ) -> ProviderChoice:
-    """The provider for a run. Raises InputError naming the variable to set when its
-    key is missing, or the providers the agent supports when it cannot use one."""
+    """The provider for a run, and its endpoint as the operator decides it
+    (upstreams; none given: the public APIs, and no endpoint of the run's own).
+    Raises InputError naming the variable to set when its key is missing, the
+    providers the agent supports when it cannot use one, or the setting that
+    would allow the endpoint the run names."""
     name = requested or _default(supported, own, env)
     if name not in supported:
         raise InputError(
@@ -74,9 +86,19 @@ def choose_provider(
         )
     extra = {k: env[k] for k in EXTRA_ENV.get(name, ()) if env.get(k)}
     if name == "bedrock":
-        extra.setdefault("AWS_REGION", BEDROCK_DEFAULT_REGION)
-    base_url = (env.get(provider.base_url_env) or provider.base_url).rstrip("/")
-    return ProviderChoice(provider, key, base_url, model_for(name, model), extra)
+        extra["AWS_REGION"] = check_region(extra.get("AWS_REGION") or BEDROCK_DEFAULT_REGION)
+    chosen = (upstreams or Upstreams()).choose(
+        name, provider.base_url_env, provider.base_url, env.get(provider.base_url_env)
+    )
+    if chosen.source == COLLECTION and provider.key_env in operator_keys:
+        raise InputError(
+            f"{provider.base_url_env}: this server's trial key for {name} goes only to the operator's "
+            f"upstream, never to the collection's own endpoint ({chosen.url}): set your own "
+            f"{provider.key_env} in the collection's environment, or remove {provider.base_url_env}"
+        )
+    return ProviderChoice(
+        provider, key, chosen.url, model_for(name, model), extra, chosen.source, chosen.allowed
+    )
 
 
 def _default(supported: tuple[str, ...], own: str, env: Mapping[str, str]) -> str:
@@ -137,6 +159,15 @@ def env_names(supported: tuple[str, ...]) -> tuple[str, ...]:
         provider = PROVIDERS[name]
         names += [provider.key_env, provider.base_url_env, *EXTRA_ENV.get(name, ())]
     return tuple(dict.fromkeys(names))
+
+
+def setting_names() -> frozenset[str]:
+    """The provider variables that are settings, not secrets (endpoints, the
+    region): a check that fills a run's keys with placeholders leaves these
+    out, since a placeholder is no URL or region."""
+    return frozenset(
+        {p.base_url_env for p in PROVIDERS.values()} | {n for names in EXTRA_ENV.values() for n in names}
+    )
 
 
 def without_v1(url: str) -> str:

@@ -1,44 +1,31 @@
 """The built-in `script` agent: runs the runbook's fenced bash/sh blocks in order, in
-one `bash -euo pipefail` process, so the first failing command fails the run."""
+one `bash -euo pipefail` process, so the first failing command fails the run. The
+blocks of `## Code Checks` and of the report's template are not steps: skipped."""
 
 from __future__ import annotations
 
-import re
 import shlex
 
 from pier.agents.base import AGENT_LOG, PIER_RUN_DIR, Agent, AgentLaunch, AgentPlan, ProviderRoute
 from pier.errors import InputError
+from pier.runbook.sections import fences, is_code_checks, is_report_section
 from pier.sandbox.processes import stop_leftovers_after, through_term
 
-_FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)$")
 SHELL_LANGS = frozenset({"bash", "sh", "shell"})
 SCRIPT_PATH = f"{PIER_RUN_DIR}/script.sh"
 
 
 def shell_blocks(markdown: str) -> list[str]:
-    """The bodies of fenced code blocks whose info string names bash or sh."""
-    blocks: list[str] = []
-    lines = markdown.splitlines()
-    index = 0
-    while index < len(lines):
-        match = _FENCE_OPEN.match(lines[index])
-        if not match:
-            index += 1
-            continue
-        fence = match.group("fence")
-        lang = (match.group("info").split() or [""])[0].lower()
-        body, index = _read_block(lines, index + 1, fence)
-        if lang in SHELL_LANGS:
-            blocks.append(body)
-    return blocks
-
-
-def _read_block(lines: list[str], start: int, fence: str) -> tuple[str, int]:
-    closing = re.compile(rf"^[ \t]{{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
-    for index in range(start, len(lines)):
-        if closing.match(lines[index]):
-            return "\n".join(lines[start:index]), index + 1
-    return "\n".join(lines[start:]), len(lines)
+    """The bodies of the steps' fenced bash/sh blocks: never those of the
+    `## Code Checks` section (the checks, run after the agent) or of the section
+    that shows how to write validation_report.json (the report's template)."""
+    return [
+        block.body
+        for block in fences(markdown)
+        if block.lang in SHELL_LANGS
+        and not is_code_checks(block.section)
+        and not is_report_section(block.section)
+    ]
 
 
 def build_script(markdown: str) -> str:

@@ -46,6 +46,7 @@ from pier.lifecycle.service import Services
 from pier.lifecycle.webhooks import SenderConfig, WebhookSender
 from pier.record import RunStatus
 from pier.routines.scheduler import Scheduler
+from pier.sandbox.base import say_runtime
 from pier.settings import Settings, get_settings
 from pier.telemetry import metrics, tracing
 from pier.vault import load_vault
@@ -104,6 +105,7 @@ def create_app(
             metrics.watch_queue(lambda: services.store.count_with_status([RunStatus.pending]), lambda: 0)
         else:
             metrics.watch_queue(lambda: len(executor.pending()), lambda: len(executor.running()))
+        metrics.watch_readiness(lambda: health.ready_services(state))
         executor.start()
         # after the executor started (a submit needs it), and in the background:
         # whatever the previous servers left, this one starts and serves
@@ -118,9 +120,11 @@ def create_app(
         services.start_pool()  # PIER_WARM_POOL: ready sandboxes, filled in the background
         services.say_isolation_problem("pier serve")
         log.info("pier serve: %d run slot(s)", settings.max_concurrent_runs)
+        say_runtime(lambda: services.backend, log.info)
         try:
             yield
         finally:
+            metrics.watch_readiness(None)
             scheduler.stop()
             recovery.stop()
             if state.experiment_scheduler is not None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -22,7 +24,7 @@ from pier.executors.base import Executor, Job
 from pier.executors.ports import LifecycleHooks
 from pier.executors.spec import Payload
 from pier.lifecycle.context import RunContext
-from pier.lifecycle.outcomes import SERVER_STOPPED, cancelled, interrupted
+from pier.lifecycle.outcomes import SERVER_STOPPED, cancelled, drain_expired, interrupted
 from pier.lifecycle.runner import cancel as cancel_run
 from pier.lifecycle.service import RunRequest, preflight
 from pier.lifecycle.uploads import file_of_id, refuse_file_ids
@@ -35,6 +37,9 @@ from pier.telemetry import metrics, tracing
 __all__ = ["Dispatcher", "Payload", "RunParams"]
 
 log = logging.getLogger(__name__)
+
+DRAIN_RETRY_AFTER_SEC = 30  # what a run refused while the server drains is told to wait
+DRAIN_POLL_SEC = 0.5
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,9 @@ class Dispatcher:
         self.vault = hooks.vault
         self.webhooks = hooks.ports.webhooks
         self.trials = hooks.trials
+        self.draining: str | None = None  # why new runs are refused: the server is shutting down
+        self._stop_reason = SERVER_STOPPED
+        self._drained = threading.Event()
 
     # accepting and cancelling (called by routes, in worker threads)
 
@@ -128,6 +136,12 @@ class Dispatcher:
             earlier = self.keyed_run(collection, params.idempotency_key)
             if earlier is not None:
                 return earlier
+        if self.draining is not None:
+            raise ServiceUnavailable(
+                f"{self.draining}: it takes no new runs; send the run again in a moment "
+                "(to another server, or to this one once it is back)",
+                retry_after=DRAIN_RETRY_AFTER_SEC,
+            )
         params = self.with_file_ids(collection, with_subscription(split_webhook(params)))
         if params.webhook_url is not None:
             check_url(params.webhook_url, self.services.settings.outbound)
@@ -266,18 +280,45 @@ class Dispatcher:
 
     # the end of the server
 
+    def drain(self, timeout_sec: float, signal_name: str = "SIGTERM") -> list[str]:
+        """A shutdown's first half: refuse new runs (503, Retry-After), start no
+        more of the queued ones (they stay pending for the next start), and wait
+        up to `timeout_sec` for the runs in flight to end. The ids still running
+        then; `stop` ends them saying the shutdown did not wait for them."""
+        self.draining = f"the server is shutting down ({signal_name})"
+        hold = getattr(self.executor, "hold", None)
+        if hold is not None:
+            hold()
+        running = self.executor.running()
+        log.info("draining: new runs are refused; waiting up to %gs (PIER_DRAIN_TIMEOUT_SEC) for %d run(s) "
+                 "in flight", timeout_sec, len(running))  # fmt: skip
+        deadline = time.monotonic() + timeout_sec
+        while running and not self._drained.wait(min(DRAIN_POLL_SEC, max(deadline - time.monotonic(), 0))):
+            running = self.executor.running()
+            if time.monotonic() >= deadline:
+                break
+        if running:
+            self._stop_reason = drain_expired(signal_name, timeout_sec)
+            log.warning("drain: %d run(s) did not end within %gs and end now: %s",
+                        len(running), timeout_sec, ", ".join(running))  # fmt: skip
+        else:
+            log.info("drain: no run in flight; stopping")
+        return running
+
     def stop(self) -> None:
         """Start nothing more. Runs in progress end failed, saying the server
         stopped, and lose their sandboxes; their kept requests stay, so the next
         start sends their webhooks. Pending runs stay pending for that start."""
+        self._drained.set()  # a drain still waiting (a second signal) waits no more
         self.executor.stop(interrupt=self._interrupt)
 
     def _interrupt(self, ctx: RunContext) -> None:
         tid = ctx.record.trajectory_id
         try:
-            self.store.save_run(interrupted(self.store.get_run(tid)))
-            self.store.append_event(tid, SERVER_STOPPED, "save")
+            self.store.save_run(interrupted(self.store.get_run(tid), self._stop_reason))
+            self.store.append_event(tid, self._stop_reason, "save")
         except Exception:
             log.exception("could not record that run %s was interrupted", tid)
+        ctx.stopped_as = self._stop_reason  # its trace and metrics end as its record: failed, saying why
         cancel_run(ctx)
         self.hooks.ports.publish(tid)

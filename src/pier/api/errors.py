@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from pier.db.retry import driver_errors, unreachable
+from pier.db.retry import disk_full, driver_errors, unreachable
 from pier.errors import (
     AssetError,
     InputError,
@@ -30,6 +30,10 @@ from pier.limits import LimitError
 log = logging.getLogger(__name__)
 
 DATABASE_RETRY_AFTER_SEC = 5  # what a client is told to wait while the database does not answer
+DATABASE_DISK_FULL = (
+    "the database's disk is full, so this request was not stored: the operator must free space where "
+    "the database lives (GET /health/ready says when it can take writes again)"
+)
 DATABASE_DOWN = (
     "the database is unreachable, so this request was not completed: send it again in a few "
     "seconds (GET /health/ready says whether the database answers)"
@@ -140,6 +144,8 @@ async def _pier(request: Request, exc: PierError) -> JSONResponse:
         status = 404
     elif isinstance(exc, InputError):
         status = 422
+    elif isinstance(exc, ServiceUnavailable) and exc.retry_after is not None:
+        return JSONResponse(body(str(exc)), status_code=503, headers={"Retry-After": str(exc.retry_after)})
     elif isinstance(exc, SandboxError | ServiceUnavailable):
         status = 503
     elif (down := _database_down(request, exc)) is not None:
@@ -156,10 +162,11 @@ def _database_down(request: Request, exc: BaseException) -> JSONResponse | None:
     if cause is None:
         return None
     first_line = (str(cause).strip().splitlines() or [""])[0][:300]
-    log.warning("database unreachable on %s %s (%s: %s): answered 503",
+    full = disk_full(cause)
+    log.warning("database %s on %s %s (%s: %s): answered 503", "disk full" if full else "unreachable",
                 request.method, request.url.path, type(cause).__name__, first_line)  # fmt: skip
     return JSONResponse(
-        body(DATABASE_DOWN),
+        body(DATABASE_DISK_FULL if full else DATABASE_DOWN),
         status_code=503,
         headers={"Retry-After": str(DATABASE_RETRY_AFTER_SEC)},
     )

@@ -14,6 +14,7 @@ from starlette.datastructures import UploadFile
 
 from pier.api.errors import ApiError, invalid
 from pier.api.limits import json_depth, too_deep
+from pier.api.observe import note
 from pier.api.services import runs
 from pier.api.services.runs import MAX_FILES
 from pier.api.state import ApiState
@@ -85,4 +86,6 @@ async def accept_run(
     """The request's run, accepted by the runs service (in a worker thread: the
     store and file copies block)."""
     fields, files = await read_run_body(request)
-    return await run_in_threadpool(runs.accept, state, collection, task, fields, files, key)
+    record = await run_in_threadpool(runs.accept, state, collection, task, fields, files, key)
+    note(request, object_id=record.trajectory_id)  # the audit entry names the run it made
+    return record

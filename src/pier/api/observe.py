@@ -17,26 +17,33 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 import time
+import uuid
 from datetime import timedelta
 from typing import Any
 
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pier.api.auth import SESSION_COOKIE
 from pier.api.state import ApiState
 from pier.api.tokens import hash_token
-from pier.db.schemas import AuditEntry
+from pier.db.schemas import AuditEntry, outcome_of
 from pier.record import utcnow
-from pier.telemetry import metrics
+from pier.telemetry import logs, metrics
 
 log = logging.getLogger(__name__)
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 UNMATCHED = "unmatched"
+# The route parameter that names what a change is about, most specific first.
+OBJECT_PARAMS = ("trajectory_id", "token_id", "routine_id", "experiment_id", "upload_id", "name", "task",
+                 "collection")  # fmt: skip
 PRUNE_EVERY_SEC = 600.0
+REQUEST_ID = "request_id"  # request.state key: this request's id (X-Request-ID)
 AUDIT_DETAIL = "audit_detail"  # request.state key: what a route adds to its entry (names only)
 
 
@@ -52,21 +59,29 @@ class Observe:
         scope.setdefault("state", {})  # shared with the copies inner layers make of scope
         began = time.monotonic()
         status = 500
+        rid = _request_id(scope)
+        scope["state"][REQUEST_ID] = rid
+        token = logs.request_id.set(rid)  # every log line of this request names it (PIER_LOG_FORMAT=json)
 
         async def sent(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (b"x-request-id", rid.encode())],
+                }
             await send(message)
 
         try:
             await self.app(scope, receive, sent)
         finally:
+            logs.request_id.reset(token)
             method = scope.get("method", "GET")
             route, params = _route(scope)
             metrics.http_requests.labels(method, route, str(status)).inc()
             metrics.http_duration.labels(method, route).observe(time.monotonic() - began)
-            if method not in SAFE_METHODS and route != UNMATCHED:
+            if method not in SAFE_METHODS:  # refused before routing too (a bad token, a body too big)
                 await self._audit(scope, method, route, params, status)
 
     async def _audit(
@@ -86,14 +101,53 @@ class Observe:
             log.error("audit: could not record %s %s (%s): %s", method, route, status, exc)
 
 
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def _request_id(scope: Scope) -> str:
+    """The client's X-Request-ID when it is a sane token, else a new one."""
+    for key, value in scope.get("headers", []):
+        if key.lower() == b"x-request-id":
+            given = value.decode("latin-1").strip()
+            if _REQUEST_ID.fullmatch(given):
+                return given
+    return uuid.uuid4().hex
+
+
 def _route(scope: Scope) -> tuple[str, dict[str, Any]]:
     """The template of the route that answered, and its parameters: the router
     leaves both in the request's scope (this layer sits inside the one that
-    copies the scope to drop a trailing slash)."""
+    copies the scope to drop a trailing slash). A request refused before the
+    router saw it (the gate's 401 on a body with a bad token, a 413) is matched
+    against the routes here, so it is counted and audited under its route."""
     path = getattr(scope.get("route"), "path", None)
-    if not path:
-        return UNMATCHED, {}
-    return path, dict(scope.get("path_params") or {})
+    if path:
+        return path, dict(scope.get("path_params") or {})
+    method, path = scope.get("method", ""), scope.get("path", "")
+    for regex, template, methods in _templates(scope.get("app")):
+        found = regex.match(path)
+        if found and method in methods:
+            return template, found.groupdict()
+    return UNMATCHED, {}
+
+
+def _templates(app: Any) -> list[tuple[re.Pattern[str], str, set[str]]]:
+    """The API's route templates (from its OpenAPI schema, once per app) as
+    patterns: what a request refused before routing is matched against."""
+    if app is None:
+        return []
+    cached = getattr(app.state, "pier_route_templates", None)
+    if cached is None:
+        try:
+            paths = app.openapi().get("paths", {})
+        except Exception:  # no schema: such requests stay unmatched
+            paths = {}
+        cached = [
+            (compile_path(template)[0], template, {m.upper() for m in item})
+            for template, item in paths.items()
+        ]
+        app.state.pier_route_templates = cached
+    return cached
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -129,9 +183,15 @@ def _entry(
                 token_id, token_name, collection = known
                 actor = f"token:{token_id}"
     target = {k: str(v) for k, v in params.items()}
-    detail = scope.get("state", {}).get(AUDIT_DETAIL)
+    detail = dict(scope.get("state", {}).get(AUDIT_DETAIL) or {})
+    object_id = detail.pop("object_id", None)
     if detail:
         target.update(detail)
+    if route == UNMATCHED:
+        target["path"] = str(scope.get("path", ""))[:255]
+    if object_id is None:
+        object_id = next((str(params[k]) for k in OBJECT_PARAMS if params.get(k) not in (None, "")), None)
+    request_id = scope.get("state", {}).get(REQUEST_ID)
     client = scope.get("client")
     return AuditEntry(
         at=utcnow(),
@@ -146,6 +206,10 @@ def _entry(
         status=status,
         client=f"{client[0]}" if client else None,
         user_agent=(headers.get("user-agent") or "")[:255] or None,
+        object_id=object_id[:255] if object_id else None,
+        outcome=outcome_of(status),
+        request_id=request_id,
+        source="api" if route.startswith("/api/") or route.startswith("/metrics") else "web",
     )
 
 

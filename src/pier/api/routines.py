@@ -10,8 +10,8 @@ import uuid
 
 from pier.api.dispatcher import Dispatcher, RunParams
 from pier.db import StoredRoutine
-from pier.errors import NotFoundError, PierError
-from pier.lifecycle.outcomes import failed_to_start
+from pier.errors import InputError, NotFoundError, PierError
+from pier.lifecycle.outcomes import Outcome, failed_to_start
 from pier.record import Trajectory, utcnow
 from pier.routines import Routines
 from pier.vault import Vault
@@ -40,7 +40,11 @@ def fire(dispatcher: Dispatcher, routine: StoredRoutine, vault: Vault) -> Trajec
             uuid.uuid4().hex, routine.collection, routine.task,
             init_params=dict(routine.init_params), triggered_by_routine_id=routine.id,
         )  # fmt: skip
-        record = failed_to_start(record, f"routine {routine.name!r} could not start its run: {exc}")
+        record = failed_to_start(
+            record,
+            f"routine {routine.name!r} could not start its run: {exc}",
+            Outcome.invalid if isinstance(exc, InputError | NotFoundError) else Outcome.infra,
+        )
         dispatcher.store.create_run(record)
         _note(dispatcher, routine, record)
     log.info("routine %s (%s/%s/%s) fired run %s", routine.id, routine.collection, routine.task,

@@ -6,17 +6,31 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from pier.errors import InputError
 
 DEFAULT_TIMEOUT_SEC = 300
 MAX_TIMEOUT_SEC = 3600
+MAX_PLATFORM_TIMEOUT_SEC = 900  # code_checks.timeout_sec (the platform's limit)
 # A check's name becomes a folder, /app/checks/<name>: keep it a plain file name.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 ISOLATIONS = ("same", "fresh")
+
+
+RUNNERS = ("jetty", "agent")  # the platform's names: `jetty` is pier itself, `agent` the run's agent
+# Fields pier sets when it compiles a `## Code Checks` heading; a `checks:` entry may not.
+COMPILED_FIELDS = ("title", "runner", "origin")
 
 
 class _Check(BaseModel):
@@ -24,10 +38,18 @@ class _Check(BaseModel):
 
     name: str = Field(pattern=NAME_PATTERN)
     timeout_sec: int = Field(DEFAULT_TIMEOUT_SEC, gt=0, le=MAX_TIMEOUT_SEC)
+    title: str | None = None  # a `## Code Checks` heading's name
+    runner: Literal["jetty", "agent"] = "jetty"  # who runs it and reports it
+    origin: Literal["checks", "code_checks"] = "checks"  # frontmatter `checks:` or the body
 
     @property
     def builtin(self) -> bool:
-        return self.type != "code"  # type: ignore[attr-defined]
+        return self.type not in ("code", "command", "agent", "invalid")  # type: ignore[attr-defined]
+
+    @property
+    def runs_here(self) -> bool:
+        """Whether pier runs it after the agent (else the agent runs and reports it)."""
+        return self.runner == "jetty"
 
 
 class _PathCheck(_Check):
@@ -39,8 +61,56 @@ class _PathCheck(_Check):
         return results_path(value)
 
 
-class FileExists(_PathCheck):
+class _TargetCheck(_Check):
+    """A built-in of the platform's: one `path`, or a `glob` of paths, relative to
+    the results folder (every file the glob matches must pass; none matching fails)."""
+
+    path: str | None = None
+    glob: str | None = None
+
+    @field_validator("path", "glob")
+    @classmethod
+    def _inside_results(cls, value: str | None) -> str | None:
+        return None if value is None else results_path(value)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> _TargetCheck:
+        if (self.path is None) == (self.glob is None) and not self.default_glob:
+            raise ValueError(
+                "`path` is required (or a `glob` instead, not both), relative to the results folder"
+            )
+        return self
+
+    default_glob: ClassVar[str | None] = None
+
+
+class FileExists(_TargetCheck):
     type: Literal["file_exists"]
+
+
+class MinSize(_TargetCheck):
+    """Every file holds at least `min_bytes` bytes (1: not empty)."""
+
+    type: Literal["min_size"]
+    min_bytes: int = Field(1, ge=0)
+
+
+class RegexPresent(_TargetCheck):
+    type: Literal["regex_present", "regex_absent"]
+    pattern: str = Field(min_length=1)
+    ignore_case: bool = False
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        return _compiled(value)
+
+
+class MarkdownLinks(_TargetCheck):
+    """Every relative link of the Markdown files names a file that exists."""
+
+    type: Literal["markdown_relative_links_resolve"]
+    default_glob: ClassVar[str | None] = "**/*.md"
 
 
 class Nonempty(_PathCheck):
@@ -49,7 +119,7 @@ class Nonempty(_PathCheck):
     type: Literal["nonempty"]
 
 
-class JsonValid(_PathCheck):
+class JsonValid(_TargetCheck):
     type: Literal["json_valid"]
 
 
@@ -77,11 +147,40 @@ class Regex(_PathCheck):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from None
-        return value
+        return _compiled(value)
+
+
+def _compiled(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from None
+    return value
+
+
+class CommandCheck(_Check):
+    """A `## Code Checks` bash fence: `run` under `bash -e -o pipefail` in /app,
+    with RESULTS_DIR, CHECKS_DIR and ASSETS_DIR set."""
+
+    type: Literal["command"]
+    run: str = Field(min_length=1)
+
+
+class AgentCheck(_Check):
+    """A `## Code Checks` agent fence: only the agent can carry it out and report it."""
+
+    type: Literal["agent"]
+    instruction: str = ""
+    runner: Literal["jetty", "agent"] = "agent"
+
+
+class InvalidCheck(_Check):
+    """A `## Code Checks` heading pier could not make a check of: recorded as
+    `error` with `problem`, never run (`pier validate` reports it at its line)."""
+
+    type: Literal["invalid"]
+    name: str = Field(min_length=1)
+    problem: str
 
 
 class CodeCheck(_Check):
@@ -103,12 +202,34 @@ class CodeCheck(_Check):
 
 
 Check = Annotated[
-    FileExists | Nonempty | JsonValid | JsonField | Regex | CodeCheck, Field(discriminator="type")
+    FileExists
+    | Nonempty
+    | JsonValid
+    | JsonField
+    | Regex
+    | CodeCheck
+    | MinSize
+    | RegexPresent
+    | MarkdownLinks
+    | CommandCheck
+    | AgentCheck
+    | InvalidCheck,
+    Field(discriminator="type"),
 ]
 CHECK_TYPES = ("file_exists", "nonempty", "json_valid", "json_field", "regex", "code")
+# The built-ins a `## Code Checks` yaml fence may `use:` (the platform's list).
+PLATFORM_BUILTINS = (
+    "file_exists", "min_size", "json_valid", "regex_present", "regex_absent",
+    "markdown_relative_links_resolve",
+)  # fmt: skip
 
 
 _CHECK = TypeAdapter(Check)
+
+
+def validate_check(item: dict[str, Any]) -> Check:
+    """One check from its fields; raises pydantic's ValidationError."""
+    return _CHECK.validate_python(item)
 
 
 def results_path(value: str) -> str:
@@ -146,6 +267,13 @@ def _parse_one(index: int, item: Any) -> Check:
     if not isinstance(item, dict):
         raise InputError(f"checks[{index}] must be a mapping with name and type, got {type(item).__name__}")
     label = f"checks[{index}]" + (f" '{item['name']}'" if isinstance(item.get("name"), str) else "")
+    own = [key for key in (*COMPILED_FIELDS, "problem") if key in item]
+    if own or item.get("type") in ("command", "agent", "invalid"):
+        what = f"`{own[0]}`" if own else f"type '{item.get('type')}'"
+        raise InputError(
+            f"{label}: {what} belongs to the checks of a `## Code Checks` section, not to `checks:`; "
+            "write such a check as a `### <id> — <name>` heading there"
+        )
     try:
         return _CHECK.validate_python(item)
     except ValidationError as exc:
@@ -168,7 +296,7 @@ def _first_problem(exc: ValidationError, item: dict[str, Any]) -> str:
     if kind == "extra_forbidden":
         return f"`{field}` is not a field of a {error['loc'][0]} check"
     message = str(error["msg"]).removeprefix("Value error, ")
-    return f"`{field}`: {message}"
+    return message if field == "check" else f"`{field}`: {message}"
 
 
 def check_isolation(value: str | None) -> str:
@@ -181,4 +309,10 @@ def check_isolation(value: str | None) -> str:
 def program_spec(check: Check) -> dict[str, Any]:
     """What the in-sandbox program needs of a built-in check: its type, path and
     the conditions the runbook set (an unset `equals` differs from `equals: null`)."""
-    return check.model_dump(by_alias=True, exclude_unset=True, exclude={"name", "timeout_sec"})
+    spec = check.model_dump(
+        by_alias=True, exclude_unset=True, exclude={"name", "timeout_sec", *COMPILED_FIELDS}
+    )
+    glob = getattr(check, "default_glob", None)
+    if glob and spec.get("path") is None and spec.get("glob") is None:
+        spec["glob"] = glob
+    return spec

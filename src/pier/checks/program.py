@@ -7,6 +7,7 @@ exits 0 when the check passed, 1 when it failed, 2 when it could not be
 evaluated (such as a path that leaves the results folder, which is never read).
 """
 
+import glob as globbing
 import json
 import os
 import re
@@ -154,13 +155,78 @@ def check_regex(target, spec):
     return must_match, found if must_match else found + " but must not be"
 
 
+def check_min_size(target, spec):
+    path, least = spec["path"], spec.get("min_bytes", 1)
+    if not os.path.isfile(target):
+        return False, f"{path} does not exist"
+    size = os.path.getsize(target)
+    if size < least:
+        return False, f"{path} has {size} bytes, fewer than {least}"
+    return True, f"{path} has {size} bytes (at least {least})"
+
+
+def check_regex_present(target, spec):
+    absent = spec["type"] == "regex_absent"
+    return check_regex(target, dict(spec, must_match=not absent))
+
+
+# [text](target) and ![alt](target), not inside `code`; a target may be <bracketed>.
+MARKDOWN_LINK = re.compile(r"!?\[[^\]]*\]\(\s*(<[^>]*>|[^)\s]+)(?:\s+[\"'(][^)]*)?\)")
+FENCED = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.MULTILINE | re.DOTALL)
+
+
+def relative_links(text):
+    """The relative targets of a Markdown text's links (no scheme, no #anchor only)."""
+    text = FENCED.sub("", text)
+    for match in MARKDOWN_LINK.finditer(re.sub(r"`[^`\n]*`", "", text)):
+        target = match.group(1).strip("<>")
+        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", target) or target.startswith(("#", "//")):
+            continue
+        target = target.split("#", 1)[0].split("?", 1)[0]
+        if target:
+            yield target
+
+
+def check_markdown_links(target, spec):
+    path = spec["path"]
+    if not os.path.isfile(target):
+        return False, f"{path} does not exist"
+    with open(target, encoding="utf-8", errors="replace") as handle:
+        links = list(relative_links(handle.read()))
+    base = os.path.dirname(target)
+    broken = [link for link in links if not os.path.exists(os.path.join(base, link))]
+    if broken:
+        return (
+            False,
+            f"{path}: {len(broken)} of {len(links)} relative link(s) do not resolve: {shown(broken)}",
+        )
+    return True, f"{path}: {len(links)} relative link(s) resolve"
+
+
 CHECKS = {
     "file_exists": check_file_exists,
     "nonempty": check_nonempty,
     "json_valid": check_json_valid,
     "json_field": check_json_field,
     "regex": check_regex,
+    "min_size": check_min_size,
+    "regex_present": check_regex_present,
+    "regex_absent": check_regex_present,
+    "markdown_relative_links_resolve": check_markdown_links,
 }
+
+
+def targets(root, spec):
+    """The relative paths the check reads: its `path`, or what its `glob` matches
+    (files only, sorted). Raises CheckError for a glob that leaves the folder."""
+    if spec.get("path") is not None:
+        return [spec["path"]]
+    pattern = spec["glob"]
+    if os.path.isabs(pattern) or ".." in pattern.split("/"):
+        raise CheckError(f"glob {pattern!r} must stay inside the results folder")
+    real_root = os.path.realpath(root)
+    found = globbing.glob(os.path.join(real_root, pattern), recursive=True)
+    return sorted(os.path.relpath(f, real_root) for f in found if os.path.isfile(f))
 
 
 def run(root, spec):
@@ -169,12 +235,19 @@ def run(root, spec):
     if check is None:
         return ERROR, f"error: unknown check type {spec.get('type')!r}"
     try:
-        passed, message = check(locate(root, spec["path"]), spec)
+        paths = targets(root, spec)
+        if not paths:
+            return FAILED, f"failed: no file in the results folder matches {spec['glob']!r}"
+        messages, passed = [], True
+        for path in paths:
+            ok, message = check(locate(root, path), dict(spec, path=path))
+            passed = passed and ok
+            messages.append(message)
     except CheckError as exc:
         return ERROR, f"error: {exc}"
     except OSError as exc:
-        return ERROR, f"error: cannot read {spec['path']}: {exc.strerror or exc}"
-    return (PASSED if passed else FAILED), ("passed: " if passed else "failed: ") + message
+        return ERROR, f"error: cannot read {spec.get('path') or spec.get('glob')}: {exc.strerror or exc}"
+    return (PASSED if passed else FAILED), ("passed: " if passed else "failed: ") + "; ".join(messages)
 
 
 def main(argv):

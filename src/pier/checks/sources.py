@@ -12,11 +12,13 @@ http(s), the address itself for git://) and follows no redirect."""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -107,9 +109,16 @@ def check_destination(check: CodeCheck, policy: OutboundPolicy, network: bool) -
         policy.check_name(*where, f"checks.{check.name}.source")
 
 
-def fetch_on_host(check: CodeCheck, dest: Path, timeout: float, policy: OutboundPolicy | None = None) -> Path:
+def fetch_on_host(
+    check: CodeCheck,
+    dest: Path,
+    timeout: float,
+    policy: OutboundPolicy | None = None,
+    secret: str | None = None,
+) -> Path:
     """The source as a folder named after the check under dest. Raises FetchError
-    (saying so when its host is not an allowed destination)."""
+    (saying so when its host is not an allowed destination). `secret` (a token) is
+    sent as HTTP basic auth, in git's environment, never on its command line."""
     target = dest / check.name
     source = Path(check.source)
     if not is_remote(check.source) and not is_repository(source):
@@ -121,7 +130,8 @@ def fetch_on_host(check: CodeCheck, dest: Path, timeout: float, policy: Outbound
     if shutil.which("git") is None:
         raise FetchError("git is not installed on the pier host, which fetches this source: install git")
     source_url, pinned = _pinned(check.source, policy or OutboundPolicy())
-    _git([*pinned, "clone", "--quiet", "--", source_url, str(target)], dest, timeout, "clone")
+    auth = auth_env(secret) if secret else {}
+    _git([*pinned, "clone", "--quiet", "--", source_url, str(target)], dest, timeout, "clone", auth)
     if check.ref:
         _git(
             ["-C", str(target), "checkout", "--quiet", check.ref, "--"],
@@ -153,12 +163,50 @@ def _pinned(source: str, policy: OutboundPolicy) -> tuple[str, list[str]]:
     return source, ["-c", f"http.curloptResolve={host}:{port}:{pinned}", "-c", "http.followRedirects=false"]
 
 
-def _git(args: list[str], home: Path, timeout: float, what: str) -> None:
+_SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")
+
+
+def probe(url: str, ref: str | None, secret: str | None, policy: OutboundPolicy, timeout: float) -> None:
+    """That `url` answers to git with the token given and has `ref` (a branch or
+    tag; a commit id is only checked when cloned). Raises FetchError saying which."""
+    if shutil.which("git") is None:
+        raise FetchError("git is not installed on the pier host, which fetches check sources: install git")
+    source_url, pinned = _pinned(url, policy)
+    refs = [] if ref is None or _SHA.match(ref) else [ref]
+    auth = auth_env(secret) if secret else {}
+    with tempfile.TemporaryDirectory(prefix="pier-probe-") as home:
+        try:
+            _git(
+                [*pinned, "ls-remote", "--exit-code", "--", source_url, *refs],
+                Path(home),
+                timeout,
+                "ls-remote",
+                auth,
+            )
+        except FetchError as exc:
+            if refs and str(exc).rstrip().endswith("failed:"):  # exit 2, nothing said: no such ref
+                raise FetchError(f"{url} has no branch or tag '{ref}'") from None
+            raise
+
+
+def auth_env(secret: str) -> dict[str, str]:
+    """git's configuration, by environment, that sends `secret` as a token
+    (x-access-token, the user name GitHub and most forges take for one)."""
+    token = base64.b64encode(f"x-access-token:{secret}".encode()).decode()
+    return {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "http.extraHeader",
+        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {token}",
+    }
+
+
+def _git(args: list[str], home: Path, timeout: float, what: str, extra: dict[str, str] | None = None) -> None:
     protocols = ["-c", "protocol.allow=never"]
     for name in _HOST_PROTOCOLS:
         protocols += ["-c", f"protocol.{name}.allow=always"]
     env = {key: os.environ[key] for key in _HOST_ENV if key in os.environ}
     env.update(GIT_CLEAN_ENV, HOME=str(home))
+    env.update(extra or {})
     try:
         done = subprocess.run(
             ["git", *protocols, *args], env=env, capture_output=True, text=True, timeout=timeout
@@ -172,9 +220,12 @@ def _git(args: list[str], home: Path, timeout: float, what: str) -> None:
 def required_tools(checks: Sequence[Check], network: bool) -> dict[str, str]:
     """The tools the image must have for these checks, each with what needs it."""
     tools: dict[str, str] = {}
-    builtin = [check.name for check in checks if check.builtin]
+    builtin = [check.name for check in checks if check.builtin and check.runs_here]
     if builtin:
         tools["python3"] = f"the built-in checks ({', '.join(builtin)}) run on"
+    commands = [c.name for c in checks if c.type == "command" and c.runs_here]
+    if commands:
+        tools["bash"] = f"the command checks ({', '.join(commands)}) run in"
     cloned = [c.name for c in checks if isinstance(c, CodeCheck) and clones_in_sandbox(c, network)]
     if cloned:
         tools["git"] = f"the code checks ({', '.join(cloned)}) clone their sources with"

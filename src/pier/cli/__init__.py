@@ -11,6 +11,7 @@ progress, `pier run --remote`, the runbook linter); no command imports another
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ import typer
 from pier.cli import (
     audit,
     collection,
+    db,
     experiment,
     routine,
     run,
@@ -34,6 +36,7 @@ from pier.cli import (
     validate,
     worker,
 )
+from pier.errors import ConfigurationError, DatabaseTooNew
 
 # Start-up: this package is imported by every `pier` call, `pier --help` included,
 # so it and its command modules import only typer, pier.errors and the CLI's light
@@ -70,8 +73,19 @@ class CommandTree(typer.Typer):
     def __call__(self, args: Sequence[str] | None = None, **kwargs: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
         completing = any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ)
+        if "--install-completion" in argv or "--show-completion" in argv:
+            _completion_for_uv_run()
         tree = self if completing else _only_path(self, argv)
-        return typer.Typer.__call__(tree, argv if args is not None else None, **kwargs)
+        try:
+            return typer.Typer.__call__(tree, argv if args is not None else None, **kwargs)
+        except ConfigurationError as exc:  # a bad PIER_* setting: one line each, no traceback
+            for line in exc.lines:
+                print(f"error: {line}", file=sys.stderr)
+            print("error: fix the settings above (docs/settings.md lists each)", file=sys.stderr)
+            raise SystemExit(2) from None
+        except DatabaseTooNew as exc:  # an older pier on a newer database: say so, not a traceback
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
 
 
 def _only_path(typer_app: typer.Typer, argv: list[str]) -> typer.Typer:
@@ -98,11 +112,65 @@ app = CommandTree(
 )
 
 
+# What `--install-completion` adds for bash and zsh beside typer's completion
+# of `pier`: the same completion after `uv run pier` (the docs' way to call it,
+# with no `pier` on PATH), and uv's own completion, if it has one, elsewhere.
+_UV_RUN_BASH = r"""
+
+# `uv run %(prog_name)s ...`: %(prog_name)s's completion; any other uv command: uv's own, if any.
+%(complete_func)s_uv_before="$(complete -p uv 2>/dev/null | sed -n 's/.* -F \([^ ]*\) .*/\1/p')"
+%(complete_func)s_uv() {
+    local i
+    for ((i = 2; i < COMP_CWORD; i++)); do
+        if [[ ${COMP_WORDS[i]} == %(prog_name)s && ${COMP_WORDS[i-1]} == run ]]; then
+            local IFS=$'\n'
+            COMPREPLY=( $( env COMP_WORDS="${COMP_WORDS[*]:i}" COMP_CWORD=$((COMP_CWORD - i)) \
+                           %(autocomplete_var)s=complete_bash uv run %(prog_name)s 2>/dev/null ) )
+            return 0
+        fi
+    done
+    if [[ -n $%(complete_func)s_uv_before && $%(complete_func)s_uv_before != %(complete_func)s_uv ]]; then
+        "$%(complete_func)s_uv_before" "$@"
+    fi
+}
+complete -o default -F %(complete_func)s_uv uv
+"""
+_UV_RUN_ZSH = r"""
+
+# `uv run %(prog_name)s ...`: %(prog_name)s's completion; any other uv command: uv's own, if any.
+%(complete_func)s_uv() {
+  local i
+  for ((i = 3; i < CURRENT; i++)); do
+    if [[ ${words[i]} == %(prog_name)s && ${words[i-1]} == run ]]; then
+      eval $(env _TYPER_COMPLETE_ARGS="${words[i,$CURRENT]}" %(autocomplete_var)s=complete_zsh uv run %(prog_name)s 2>/dev/null)
+      return
+    fi
+  done
+  (( $+functions[_uv] )) && _uv "$@"
+}
+
+compdef %(complete_func)s_uv uv
+"""
+
+
+def _completion_for_uv_run() -> None:
+    from typer import _completion_shared as shared
+
+    for shell, extra in (("bash", _UV_RUN_BASH), ("zsh", _UV_RUN_ZSH)):
+        script = shared._completion_scripts[shell]
+        if extra not in script:
+            shared._completion_scripts[shell] = script.rstrip("\n") + extra
+
+
 @app.callback()
 def _private_files() -> None:
     """Everything pier creates (under PIER_HOME: the database, storage, scratch,
     keys) is its owner's alone: 0600 files, 0700 folders (pier.settings.PRIVATE_UMASK)."""
     os.umask(0o077)
+    if os.environ.get("PIER_LOG_FORMAT", "").strip().lower() == "json":  # the CLI's own logging, as JSON
+        from pier.telemetry import logs
+
+        logs.configure(logging.WARNING, "json")
 
 
 app.command("run")(run.run_command)
@@ -112,7 +180,6 @@ app.command("sweep")(sweep.sweep_command)
 app.command("validate")(validate.validate_command)
 app.command("serve")(serve.serve)
 app.command("worker")(worker.worker)
-app.command("audit")(audit.audit_command)
 app.add_typer(snapshot.snapshot_app, name="snapshot")
 app.add_typer(collection.collection_app, name="collection")
 app.add_typer(task.task_app, name="task")
@@ -120,6 +187,8 @@ app.add_typer(routine.routine_app, name="routine")
 app.add_typer(experiment.experiment_app, name="experiment")
 app.add_typer(sandbox.sandbox_app, name="sandbox")
 app.add_typer(storage.storage_app, name="storage")
+app.add_typer(db.db_app, name="db")
+app.add_typer(audit.audit_app, name="audit")
 
 
 def main() -> None:  # pragma: no cover

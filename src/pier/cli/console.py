@@ -206,7 +206,8 @@ def _json(item: Any) -> str:
 
 def run_id(store: Any, given: str) -> str:
     """The trajectory id `given` names: the id itself, or the one run whose id
-    starts with it. An ambiguous prefix exits 2 listing the runs it matches."""
+    starts with it. An id no run has, and a prefix of several (listed), exit 1:
+    each names no one run (docs/cli.md, exit codes)."""
     from pier.errors import NotFoundError
 
     try:
@@ -219,4 +220,56 @@ def run_id(store: Any, given: str) -> str:
     if not matches:
         raise fail(f"run {given!r} not found: check the trajectory id (`pier runs` lists them)", code=1)
     shown = ", ".join(matches[:10]) + (", ..." if len(matches) > 10 else "")
-    raise fail(f"{given!r} is the start of more than one run's id ({shown}): give more of it")
+    raise fail(f"{given!r} is the start of more than one run's id ({shown}): give more of it", code=1)
+
+
+@contextmanager
+def audited(
+    store: Any, action: str, collection: str | None = None, object_id: str | None = None
+) -> Iterator[None]:
+    """A change a command makes on this machine's store goes in its audit log
+    as the API's do (actor `cli:<user>@<host>`, source cli), however it ends:
+    done (200), refused (422 bad input, 404 not found, 409 other), failed (500)."""
+    from pier.errors import NotFoundError
+
+    status = 200
+    try:
+        yield
+    except InputError:
+        status = 422
+        raise
+    except NotFoundError:
+        status = 404
+        raise
+    except PierError:
+        status = 409
+        raise
+    except BaseException:
+        status = 500
+        raise
+    finally:
+        _record_cli_change(store, action, status, collection, object_id)
+
+
+def _record_cli_change(
+    store: Any, action: str, status: int, collection: str | None, object_id: str | None
+) -> None:
+    import getpass
+    import socket
+
+    from pier.db.schemas import AuditEntry, outcome_of
+    from pier.record import utcnow
+
+    try:
+        user = getpass.getuser()
+    except Exception:  # no name for this uid
+        user = str(os.getuid())
+    entry = AuditEntry(
+        at=utcnow(), collection=collection, actor=f"cli:{user}@{socket.gethostname()}", action=f"cli {action}",
+        target={"collection": collection} if collection else {}, status=status, client="local",
+        object_id=object_id, outcome=outcome_of(status), source="cli",
+    )  # fmt: skip
+    try:
+        store.add_audit(entry)
+    except Exception as exc:  # the change is made; an audit write that fails must be seen, not raised
+        say(f"warning: the audit log did not record `{action}` ({type(exc).__name__}: {exc})")

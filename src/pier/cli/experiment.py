@@ -30,11 +30,30 @@ Detach = Annotated[bool, typer.Option(help="do not work it here: a `pier serve` 
 REFRESH_SEC = 1.0
 
 
-def _state() -> ApiState:
+def _state(caller_keys: bool = False) -> ApiState:
+    """The server's state on this machine's store; with caller_keys, its
+    experiments' runs get the keys and secrets they name from this shell's
+    environment, as `pier run` gives them (over the collection's own)."""
     from pier.api.app import build_state
     from pier.settings import get_settings
 
-    return build_state(get_settings())
+    state = build_state(get_settings())
+    if caller_keys:
+        from pier.api.experiments import DispatcherStarter
+
+        starter = state.experiments.starter
+        assert isinstance(starter, DispatcherStarter)
+        starter.secrets = _caller_secrets
+    return state
+
+
+def _caller_secrets(task: Any, init_params: Any) -> dict[str, str]:
+    import os
+
+    from pier.lifecycle.sandbox_env import caller_env
+    from pier.tasks import resolve
+
+    return caller_env(resolve(task, dict(init_params)), os.environ)
 
 
 def _percent(value: float | None) -> str:
@@ -104,16 +123,23 @@ def _watch(state: ApiState, experiment_id: str, detach: bool) -> None:
 @experiment_app.command("run")
 def experiment_run(
     file: Annotated[Path, typer.Argument(help="experiment.yaml (or .json)")],
-    collection: Annotated[str, typer.Option(help="the collection its runs belong to")],
+    collection: Annotated[
+        str, typer.Option(help="the collection its runs belong to (created when it is the local one)")
+    ] = "local",
     detach: Detach = False,
 ) -> None:
-    """Check the whole matrix, then run it, showing a live table."""
+    """Check the whole matrix, then run it, showing a live table. Its runs get
+    the API keys (and the secrets their runbook names) from your environment, as
+    `pier run` does; with --detach, a `pier serve` runs them with the
+    collection's environment only (`pier collection env set`)."""
     from pier.experiments.service import task_of
     from pier.experiments.spec import load_file
 
     with refusals():
         spec = load_file(file)
-        state = _state()
+        state = _state(caller_keys=not detach)
+        if collection == "local":
+            state.store.create_collection(collection)
         state.store.get_collection(collection)
         task, name = task_of(state.store, collection, spec, state.settings.default_snapshot)
         experiment = state.experiments.create(collection, spec, task, name)
@@ -185,7 +211,7 @@ def experiment_cancel(experiment_id: ExperimentId) -> None:
 def experiment_resume(experiment_id: ExperimentId, detach: Detach = False) -> None:
     """Go on where it stopped; no attempt that ended runs again."""
     with refusals():
-        state = _state()
+        state = _state(caller_keys=not detach)
         experiments = state.experiments
         experiment = experiments.get(experiment_id)
         if experiment.stored.status != "running":

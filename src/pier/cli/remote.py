@@ -140,12 +140,12 @@ class RemoteRun:
         self.bus.close()
 
 
-def run_remote(build: Callable[[], RunRequest], files: list[Path], as_json: bool) -> int:
+def run_remote(build: Callable[[], RunRequest], files: list[Path], as_json: str | None) -> int:
     """Submit, follow, print the summary (or the record with --json); the exit code."""
     from pydantic import ValidationError
 
     from pier.cli.progress import Progress
-    from pier.cli.summary import show_summary, validation_message
+    from pier.cli.summary import record_json, show_summary, validation_message
     from pier.lifecycle.interrupts import Interrupted, deferred_signals, stop_signals_interrupt
     from pier.lifecycle.services import Services
     from pier.settings import get_settings
@@ -190,7 +190,7 @@ def run_remote(build: Callable[[], RunRequest], files: list[Path], as_json: bool
         remote.close()
     with contextlib.suppress(OSError):  # the terminal went away: the run's record is kept all the same
         if as_json:
-            print(record.model_dump_json(indent=2))
+            print(record_json(record, raw=as_json == "raw", indent=2))
         else:
             show_summary(record, services.storage.where(record.storage_path))
     return code if code is not None else 0 if record.success else 1

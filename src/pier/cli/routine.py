@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pier.cli.console import out, refusals, show_list
+from pier.cli.console import audited, out, refusals, show_list
 from pier.cli.options import parse_vars
 from pier.errors import InputError
 
@@ -76,9 +76,11 @@ def routine_create(
     """Create a routine of a stored task."""
     with refusals():
         params = _init_params(init_params, var)
-        routine = _routines().create(
-            collection, task, name, cron, timezone, params, enabled=not paused, description=description
-        )
+        routines = _routines()
+        with audited(routines.store, "routine create", collection, f"{task}/{name}"):
+            routine = routines.create(
+                collection, task, name, cron, timezone, params, enabled=not paused, description=description
+            )
     out.print(f"routine {_label(routine)} created (id {routine.id}); next run {_when(routine.next_run_at)}",
               highlight=False)  # fmt: skip
 
@@ -108,7 +110,8 @@ def routine_pause(collection: Collection, task: TaskName, name: Name) -> None:
     """Stop firing it until it is resumed."""
     with refusals():
         routines = _routines()
-        routines.pause(routines.get(collection, task, name))
+        with audited(routines.store, "routine pause", collection, f"{task}/{name}"):
+            routines.pause(routines.get(collection, task, name))
     out.print(f"routine {collection}/{task}/{name} paused", highlight=False)
 
 
@@ -117,7 +120,8 @@ def routine_resume(collection: Collection, task: TaskName, name: Name) -> None:
     """Fire it again from its next tick (missed ticks are not made up)."""
     with refusals():
         routines = _routines()
-        routine = routines.resume(routines.get(collection, task, name))
+        with audited(routines.store, "routine resume", collection, f"{task}/{name}"):
+            routine = routines.resume(routines.get(collection, task, name))
     out.print(f"routine {_label(routine)} resumed; next run {_when(routine.next_run_at)}", highlight=False)
 
 
@@ -130,7 +134,8 @@ def routine_run_now(collection: Collection, task: TaskName, name: Name) -> None:
 
         services = Services()
         routines = Routines(services.store)
-        routines.request_run_now(routines.get(collection, task, name))
+        with audited(services.store, "routine run-now", collection, f"{task}/{name}"):
+            routines.request_run_now(routines.get(collection, task, name))
     poll = services.settings.routine_poll_sec
     out.print(
         f"routine {collection}/{task}/{name}: a `pier serve` on this store starts its run within {poll:g}s "
@@ -144,5 +149,6 @@ def routine_delete(collection: Collection, task: TaskName, name: Name) -> None:
     """Delete it; the runs it started are kept."""
     with refusals():
         routines = _routines()
-        routines.delete(routines.get(collection, task, name))
+        with audited(routines.store, "routine delete", collection, f"{task}/{name}"):
+            routines.delete(routines.get(collection, task, name))
     out.print(f"routine {collection}/{task}/{name} deleted", highlight=False)

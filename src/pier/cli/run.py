@@ -13,7 +13,7 @@ import typer
 
 from pier.cli.console import err, fail, refusals
 from pier.cli.orphans import end_orphans
-from pier.cli.summary import show_summary, validation_message
+from pier.cli.summary import record_json, show_summary, validation_message
 from pier.errors import InputError, NotFoundError, PierError
 
 if TYPE_CHECKING:
@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 def secret_env(step: ResolvedStep, environ: Mapping[str, str]) -> dict[str, str]:
     """Only the host variables the runbook's secrets and the agent's providers name
     (keys, endpoints), never the whole environment: the same choice the API makes."""
-    from pier.lifecycle.sandbox_env import wanted_names
+    from pier.lifecycle.sandbox_env import caller_env
 
-    return {key: environ[key] for key in wanted_names(step) if key in environ}
+    return caller_env(step, environ)
 
 
 def run_command(
@@ -47,7 +47,20 @@ def run_command(
     memory: Annotated[str | None, typer.Option(help="memory for the sandbox, e.g. 8G")] = None,
     no_network: Annotated[bool, typer.Option("--no-network", help="no outbound network")] = False,
     collection: Annotated[str, typer.Option(help="collection the run belongs to")] = "local",
-    as_json: Annotated[bool, typer.Option("--json", help="print only the run record as JSON")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="print only the run record as JSON: id, status, success, collection, "
+            "task, created, duration_seconds, then the whole trajectory",
+        ),
+    ] = False,
+    raw: Annotated[
+        bool,
+        typer.Option(
+            "--raw", help="with --json: the platform's trajectory record only, as the API serves it"
+        ),
+    ] = False,
     allow_extra_vars: Annotated[
         bool, typer.Option("--allow-extra-vars", help="accept --var names the runbook has no variable for")
     ] = False,
@@ -76,6 +89,7 @@ def run_command(
     """Run a runbook end to end in a fresh sandbox."""
     from pydantic import ValidationError
 
+    shape = "raw" if raw else "head" if as_json else None  # what --json prints (pier.cli.summary.record_json)
     if remote:  # the files go to the fleet's storage, not as host paths
         _run_remote(
             lambda: build_request(
@@ -94,7 +108,7 @@ def run_command(
                 session=(keep, continue_from),
             ),
             file,
-            as_json,
+            shape,
         )
 
     import atexit
@@ -119,22 +133,30 @@ def run_command(
     except ValidationError as exc:
         raise fail(validation_message(exc)) from None
     try:
-        _run_here(services, request, as_json)
+        _run_here(services, request, shape)
     finally:  # every way out, an exit code or an error
         if "store" in services.__dict__:
             with contextlib.suppress(Exception):
                 services.store.close()
 
 
-def _run_here(services: Services, request: RunRequest, as_json: bool) -> NoReturn:
+def _run_here(services: Services, request: RunRequest, as_json: str | None) -> NoReturn:
     """The run, its live view and its summary; raises typer.Exit with its code."""
     import logging
 
     from pier.cli.progress import Progress
     from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt
     from pier.lifecycle.service import run
+    from pier.sandbox.base import say_runtime
 
     end_orphans(services)
+    say_runtime(lambda: services.backend, lambda line: err.print(line, highlight=False, markup=False))
+    from pier.telemetry import tracing
+
+    if tracing.configure("pier-run"):  # OTEL_EXPORTER_OTLP_*: a local run's trace goes out as a server's does
+        import atexit
+
+        atexit.register(tracing.shutdown)  # sends what is buffered before the process exits
     # The run's own log says what happens; library warnings (a retried create)
     # would print again as raw log lines between the progress lines.
     library = logging.getLogger("pier")
@@ -159,13 +181,13 @@ def _run_here(services: Services, request: RunRequest, as_json: bool) -> NoRetur
                 progress.stop()
     with contextlib.suppress(OSError):  # the terminal went away: the record is saved all the same
         if record is not None and as_json:
-            print(record.model_dump_json(indent=2))
+            print(record_json(record, raw=as_json == "raw", indent=2))
         elif record is not None:
             show_summary(record, services.storage.where(record.storage_path))
     raise typer.Exit(code if code is not None else 0 if record and record.success else 1)
 
 
-def _run_remote(build: Callable[[], RunRequest], files: list[Path], as_json: bool) -> NoReturn:
+def _run_remote(build: Callable[[], RunRequest], files: list[Path], as_json: str | None) -> NoReturn:
     """`pier run --remote` (see pier.cli.remote): the same input errors, exit codes and output."""
     from pier.cli.remote import run_remote
 

@@ -10,6 +10,7 @@ import typer
 
 from pier.cli.console import emit, out, run_id, show_list, terminal_safe
 from pier.cli.orphans import end_orphans
+from pier.cli.summary import record_json
 
 if TYPE_CHECKING:
     from pier.record import Trajectory
@@ -18,7 +19,20 @@ if TYPE_CHECKING:
 def runs_command(
     limit: Annotated[int, typer.Option(help="how many")] = 20,
     collection: Annotated[str | None, typer.Option(help="only this collection")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="one JSON run record per line")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="one JSON record per line: id, status, success, collection, task, "
+            "created, duration_seconds, then the whole trajectory",
+        ),
+    ] = False,
+    raw: Annotated[
+        bool,
+        typer.Option(
+            "--raw", help="with --json: the platform's trajectory record only, as the API serves it"
+        ),
+    ] = False,
 ) -> None:
     """Recent runs, newest first."""
     from pier.lifecycle.services import Services
@@ -26,6 +40,11 @@ def runs_command(
     services = Services()
     end_orphans(services)
     records, total = services.store.list_runs(collection=collection, limit=limit)
+    if as_json or raw:
+        for record in records:
+            if not emit(record_json(record, raw=raw)):
+                return  # the reader is gone (`| head`)
+        return
     show_list(RUNS_COLUMNS, [_run_row(r) for r in records], as_json, records)
     if not as_json and out.is_terminal:
         out.print(f"{len(records)} of {total} run(s)")

@@ -11,6 +11,8 @@ from pier.cli.console import fail
 if TYPE_CHECKING:
     import socket
 
+    from pier.settings import Settings
+
 
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
@@ -18,23 +20,33 @@ def serve(
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
 ) -> None:
     """Serve the run API (FastAPI under uvicorn); docs at /docs."""
-    import logging
-
     from pier import web
     from pier.api.app import create_app
     from pier.api.http_server import serve as serve_http
     from pier.settings import get_settings
+    from pier.telemetry import logs
 
     # The address first: a port in use is refused before any start-up work
     # (sweep, re-queue) is done, and the socket is handed to uvicorn, so nothing
     # can take the port in between.
     listener = listen(host, port)
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(log_level)
     settings = get_settings()
+    logs.configure(log_level, settings.log_format)  # as .env may say too
+    from pier.db.engine import refuse_newer_url
+
+    refuse_newer_url(settings.db_url)  # a newer pier's database: one line, before uvicorn starts
+    _one_server_per_sqlite_home(settings)
+    app = create_app(settings, pages=web.install)
+
+    def drain(signal_name: str) -> None:  # SIGTERM: new runs refused, those in flight end first
+        state = getattr(app.state, "pier", None)
+        if state is not None:
+            state.dispatcher.drain(settings.drain_timeout_sec, signal_name)
+
     # One process: the executor's run slots and the live-log wake-ups are in memory.
     serve_http(
-        create_app(settings, pages=web.install), settings, host=host, port=port, log_level=log_level,
-        sockets=[listener],
+        app, settings, host=host, port=port, log_level=log_level, sockets=[listener], drain=drain,
     )  # fmt: skip
 
 
@@ -62,3 +74,45 @@ def listen(host: str, port: int) -> socket.socket:
         ) from None
     sock.set_inheritable(True)
     return sock
+
+
+_held_lock = None  # this server's claim on its SQLite store, kept open for its life
+
+
+def _one_server_per_sqlite_home(settings: Settings) -> None:
+    """Warn when another `pier serve` already serves this SQLite store: each
+    would run its own in-process runs and take the other's for orphans when it
+    restarts (replicas need PostgreSQL: docs/fleet.md)."""
+    global _held_lock
+    import fcntl
+    import logging
+    import os
+
+    from pier.db.engine import is_postgres
+
+    if is_postgres(settings.db_url):
+        return
+    database = settings.db_url.removeprefix("sqlite:///")
+    path = f"{database}.serve.lock"
+    try:
+        handle = open(path, "a+")  # noqa: SIM115 - held open while the server lives
+    except OSError:
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        other = handle.read().strip() or "?"
+        handle.close()
+        logging.getLogger("pier.serve").warning(
+            "another pier serve (pid %s) already serves the SQLite store %s: two servers on one SQLite home "
+            "each run their own runs and end the other's as orphans when they restart; stop one, or give "
+            "each its own PIER_HOME (replicas of one server need PostgreSQL: docs/fleet.md)",
+            other, database,
+        )  # fmt: skip
+        return
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    _held_lock = handle

@@ -3,12 +3,18 @@ built on them (pier.cli.layers)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from pier.cli.console import err, fail, out, refusals, show_list
 from pier.errors import NotFoundError, PierError
+
+if TYPE_CHECKING:
+    from pier.lifecycle.services import Services
+    from pier.sandbox.snapshots import SnapshotCatalog
 
 snapshot_app = typer.Typer(
     help="Named, prebuilt sandbox images.", no_args_is_help=True, rich_markup_mode=None
@@ -19,21 +25,37 @@ snapshot_app = typer.Typer(
 def snapshot_list(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
 ) -> None:
-    """Snapshots pier knows: built-in and from snapshots.yaml."""
+    """Snapshots pier knows: built-in and from snapshots.yaml; for a built one,
+    what its image has (versions read from it) and what it lacks of its promise."""
 
     from pier.lifecycle.services import Services
-    from pier.sandbox.snapshots import SnapshotCatalog
+    from pier.sandbox.snapshots import SnapshotCatalog, facts_summary
 
     services = Services()
     try:
         entries = SnapshotCatalog(services.settings).list(services.backend)
     except PierError as exc:
         raise fail(str(exc), code=1) from None
-    rows = [[e.name, e.kind, "yes" if e.built else "no", e.description or ""] for e in entries]
-    items = [
-        {"name": e.name, "kind": e.kind, "built": e.built, "description": e.description} for e in entries
+    rows = [
+        [
+            e.name,
+            e.kind,
+            "yes" if e.built else "no",
+            _has(e.facts, e.shortfalls, facts_summary) or e.description,
+        ]
+        for e in entries
     ]
-    show_list(("name", "kind", "built", "description"), rows, as_json, items)
+    items = [
+        {"name": e.name, "kind": e.kind, "built": e.built, "description": e.description,
+         "has": {k: v for k, v in e.facts.items() if k != "built"}, "lacks": list(e.shortfalls)}
+        for e in entries
+    ]  # fmt: skip
+    show_list(("name", "kind", "built", "has (read from the image) or description"), rows, as_json, items)
+
+
+def _has(facts: dict[str, str], shortfalls: tuple[str, ...], summary: Callable[[dict[str, str]], str]) -> str:
+    text = summary(facts)
+    return f"{text}; LACKS: {'; '.join(shortfalls)}" if shortfalls else text
 
 
 @snapshot_app.command("layers")
@@ -48,25 +70,53 @@ def snapshot_layers() -> None:
 
 
 @snapshot_app.command("build")
-def snapshot_build(name: Annotated[str, typer.Argument(help="snapshot name")]) -> None:
-    """Build (or find cached) the snapshot's image."""
+def snapshot_build(
+    name: Annotated[str | None, typer.Argument(help="snapshot name")] = None,
+    build_all: Annotated[
+        bool, typer.Option("--all", help="every snapshot pier knows (ahead of runs)")
+    ] = False,
+) -> None:
+    """Build (or find cached) the snapshot's image, layer by layer, then say what
+    it has (versions read from the image) and what it lacks of its promise."""
     from pier.lifecycle.services import Services
     from pier.sandbox.snapshots import SnapshotCatalog
 
+    if bool(name) == build_all:
+        raise fail("give a snapshot's name, or --all for every one (see `pier snapshot list`)")
     services = Services()
+    lacking = False
     try:
-        snapshot = SnapshotCatalog(services.settings).get(name)
-        if snapshot is None:
-            raise NotFoundError(f"no snapshot named '{name}': see `pier snapshot list`")
-        source = snapshot.source()
-        ref = services.backend.ensure_image(
-            source,
-            lambda line: err.print(line, highlight=False, markup=False),
-            services.settings.create_timeout_sec,
-        )
+        catalog = SnapshotCatalog(services.settings)
+        names = catalog.names() if build_all else [name or ""]
+        for each in names:
+            lacking |= _build_one(services, catalog, each)
     except PierError as exc:
         raise fail(str(exc), code=1) from None
-    out.print(f"{name}: {ref}")
+    if lacking:
+        err.print("warning: a snapshot lacks what it promises (above); runs on it say so too", markup=False)
+
+
+def _build_one(services: Services, catalog: SnapshotCatalog, name: str) -> bool:
+    """Build one snapshot; True when it lacks something it promises."""
+    from pier.sandbox.snapshots import facts_summary, promise_shortfalls
+
+    snapshot = catalog.get(name)
+    if snapshot is None:
+        raise NotFoundError(f"no snapshot named '{name}': see `pier snapshot list`")
+    started = time.monotonic()
+    ref = services.backend.ensure_image(
+        snapshot.source(),
+        lambda line: err.print(line, highlight=False, markup=False),
+        services.settings.create_timeout_sec,
+    )
+    out.print(f"{name}: {ref} ({time.monotonic() - started:.0f} s)", highlight=False)
+    facts = catalog.facts(services.backend, ref)
+    if facts:
+        out.print(f"{name} has: {facts_summary(facts)}", highlight=False, markup=False)
+    shortfalls = promise_shortfalls(name, facts) if snapshot.origin == "built-in" else []
+    for note in shortfalls:
+        err.print(f"warning: {note}", highlight=False, markup=False)
+    return bool(shortfalls)
 
 
 @snapshot_app.command("save")

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
     from pier.record import Trajectory
 
-__all__ = ["SUMMARY_FILES", "show_results", "show_summary", "validation_message"]
+__all__ = ["SUMMARY_FILES", "record_json", "show_results", "show_summary", "validation_message"]
 
 
 # The option of `pier run` that sets each field a run's limits are validated on.
@@ -39,19 +39,46 @@ def validation_message(exc: ValidationError) -> str:
     return "; ".join(problems)
 
 
+def record_json(record: Trajectory, *, raw: bool = False, indent: int | None = None) -> str:
+    """A run record as `pier run --json` and `pier runs --json` print it: the
+    fields people reach for first (`jq -r .id`), then the platform's whole
+    trajectory record; with `raw`, only the trajectory, exactly as the API serves it."""
+    import json
+
+    if raw:
+        return record.model_dump_json(indent=indent)
+    head = {
+        "id": record.trajectory_id,
+        "status": record.status.value,
+        "success": record.success,
+        "collection": record.collection,
+        "task": record.task,
+        "created": record.created.isoformat().replace("+00:00", "Z"),
+        "duration_seconds": record.duration_seconds,
+    }
+    # head's keys first; the values the trajectory has for the same keys are its own
+    return json.dumps({**head, **record.model_dump(mode="json")}, indent=indent, ensure_ascii=False)
+
+
 def show_summary(record: Trajectory, folder: str) -> None:
     from pier.cli.checks import show_checks
+    from pier.lifecycle.outcomes import DESCRIPTIONS, Outcome, outcome_of
 
     colour = "green" if record.success else "red"
+    found = outcome_of(record)
+    how = f" ({DESCRIPTIONS[found]})" if found not in (None, Outcome.success, Outcome.cancelled) else ""
     out.print(
         f"[{colour}]{record.status.value}[/{colour}] run {record.trajectory_id} "
-        f"in {record.duration_seconds or 0:.1f}s",
+        f"in {record.duration_seconds or 0:.1f}s{how}",
         highlight=False,
     )
+    state = record.state  # the words the web UI and the API use too (pier.record.run_state)
     if record.error:
-        out.print(f"  [red]{record.failed_stage}:[/red] {terminal_safe(record.error)}", highlight=False)
+        out.print(f"  [red]{terminal_safe(state.summary)}[/red]", highlight=False)
     show_results(record)
     show_checks(record, out)
+    if not record.outputs.checks:
+        out.print(f"  {state.checks}", highlight=False)
     out.print(f"  outputs: {folder}", highlight=False)
 
 

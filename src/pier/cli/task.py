@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pier.cli.console import out, refusals, show_list
+from pier.cli.console import audited, out, refusals, show_list
 
 task_app = typer.Typer(
     help="Tasks: named, stored workflows of a collection.", no_args_is_help=True, rich_markup_mode=None
@@ -54,5 +54,6 @@ def task_push(
         task = checked_task(task_from_runbook(loaded, services.settings.default_snapshot), services.settings)
         label = check_task_name(name or Path(loaded.path or runbook).resolve().parent.name)
         services.store.get_collection(collection)
-        services.store.put_task(collection, label, task.model_dump(mode="json"))
+        with audited(services.store, "task push", collection, label):
+            services.store.put_task(collection, label, task.model_dump(mode="json"))
     out.print(f"task {collection}/{label} stored", highlight=False)

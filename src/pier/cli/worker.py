@@ -15,14 +15,14 @@ def worker(
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
 ) -> None:
     """Run runs from Temporal on this host's Docker engine (PIER_EXECUTOR=temporal fleets)."""
-    import logging
-
     from pier.executors.temporal import TemporalUnavailable
     from pier.executors.temporal_worker import run_worker
     from pier.settings import get_settings
+    from pier.telemetry import logs
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(log_level)
     settings = get_settings()
+    logs.configure(log_level, settings.log_format)  # as .env may say too
     if identity:
         settings = settings.model_copy(update={"worker_identity": identity})
     from pier.api.pgbus import PgNotifier, is_postgres

@@ -39,6 +39,20 @@ class StoreBase:
         with self._read() as connection:
             connection.execute(text("SELECT 1"))
 
+    def free_bytes(self) -> int | None:
+        """Free space on the SQLite database's filesystem (None on PostgreSQL,
+        whose disk is its server's): a full disk leaves reads working and
+        fails every write."""
+        if self.dialect != "sqlite":
+            return None
+        import shutil
+        from pathlib import Path
+
+        database = self.engine.url.database or ""
+        if not database or database.startswith("file:"):
+            return None
+        return shutil.disk_usage(Path(database).expanduser().parent).free
+
     def close(self) -> None:
         self.engine.dispose()
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
 
-from pier.errors import InputError
+from pier.errors import DatabaseTooNew, InputError
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -163,28 +163,70 @@ _REVISION = re.compile(r"^(down_)?revision(?:: [^=]+)? = (?:\"([^\"]*)\"|None)",
 
 
 @cache
-def head_revision() -> str:
-    """The newest migration, read from the version files. Alembic (and Mako, which
-    it imports) costs a good part of a second to load, and every CLI call opens
-    the store: loading it only when there is something to apply keeps `pier`
-    quick to start."""
+def known_revisions() -> frozenset[str]:
+    """Every migration this pier has, read from the version files."""
+    return frozenset(_revision_graph()[0])
+
+
+def _revision_graph() -> tuple[set[str], set[str]]:
     revisions: set[str] = set()
     parents: set[str] = set()
     for file in (MIGRATIONS_DIR / "versions").glob("*.py"):
         for is_down, value in _REVISION.findall(file.read_text()):
             if value:
                 (parents if is_down else revisions).add(value)
+    return revisions, parents
+
+
+@cache
+def head_revision() -> str:
+    """The newest migration, read from the version files. Alembic (and Mako, which
+    it imports) costs a good part of a second to load, and every CLI call opens
+    the store: loading it only when there is something to apply keeps `pier`
+    quick to start."""
+    revisions, parents = _revision_graph()
     heads = revisions - parents
     if len(heads) != 1:
         raise RuntimeError(f"pier's migrations must have one head, found {sorted(heads)}")
     return heads.pop()
 
 
-def _at_head(engine: Engine) -> bool:
+def current_revisions(engine: Engine) -> list[str]:
+    """The migrations the database is at ([] when it has none yet)."""
     with engine.connect() as connection:
         if not inspect(connection).has_table(VERSION_TABLE):
-            return False
-        current = connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
+            return []
+        return list(connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all())
+
+
+def refuse_newer(engine: Engine, current: list[str]) -> None:
+    """DatabaseTooNew when the database is at a migration this pier lacks."""
+    unknown = [revision for revision in current if revision not in known_revisions()]
+    if unknown:
+        from importlib.metadata import version
+
+        where = engine.url.render_as_string(hide_password=True)
+        raise DatabaseTooNew(
+            f"the database {where} is at migration {', '.join(unknown)}, which this pier ({version('pier')}, "
+            f"latest migration {head_revision()}) does not have: a newer pier upgraded it. Run that pier "
+            "(or a newer one) against it, or restore the backup taken before the upgrade "
+            "(`pier db restore`, docs/operations.md)"
+        )
+
+
+def refuse_newer_url(url: str) -> None:
+    """DatabaseTooNew when the database at `url` is newer than this pier (a
+    start-up checks it before anything else opens the store)."""
+    engine = create_store_engine(url)
+    try:
+        refuse_newer(engine, current_revisions(engine))
+    finally:
+        engine.dispose()
+
+
+def _at_head(engine: Engine) -> bool:
+    current = current_revisions(engine)
+    refuse_newer(engine, current)
     return current == [head_revision()]
 
 

@@ -139,3 +139,28 @@ class RetryingStore:
             return retried(lambda: attr(*args, **kwargs), self._budget, name)
 
         return call
+
+
+DISK_FULL = ("database or disk is full", "no space left on device", "disk full")
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether the database's error says its disk is full."""
+    return any(words in str(exc).lower() for words in DISK_FULL)
+
+
+def outage_message(exc: BaseException, budget_sec: float | None = None) -> str | None:
+    """`exc` in an operator's words when it says the database did not answer
+    (or its disk is full): what happened and what to do, with the driver's
+    first line but no SQLAlchemy link; None for any other error."""
+    cause = unreachable(exc)
+    if cause is None:
+        return None
+    said = f"{type(cause).__name__}: {_first_line(cause)}"
+    if disk_full(cause):
+        return f"the database's disk is full ({said}): free space where the database lives, then run it again"
+    waited = f" for {budget_sec:g}s (PIER_DB_RETRY_SEC)" if budget_sec else ""
+    return (
+        f"the database did not answer{waited}: it is down or unreachable ({said}); "
+        "run it again once it answers (GET /health/ready says when)"
+    )

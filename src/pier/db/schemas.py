@@ -91,6 +91,16 @@ class AuditEntry(BaseModel):
     status: int
     client: str | None = None
     user_agent: str | None = None
+    object_id: str | None = None  # the run, token, collection, task, routine it is about
+    outcome: str | None = None  # ok (2xx, 3xx; a CLI change done), refused (4xx), failed (5xx)
+    source: str | None = None  # api, web (the web UI's pages), cli (a command on the server's store)
+    request_id: str | None = None  # the API request's id (X-Request-ID), as its log lines carry it
+    prev_hash: str | None = None
+    entry_hash: str | None = None
+
+
+def outcome_of(status: int) -> str:
+    return "ok" if status < 400 else ("refused" if status < 500 else "failed")
 
 
 class StoredExperiment(BaseModel):

@@ -228,6 +228,12 @@ audit_events = Table(
     Column("status", Integer, nullable=False),
     _name("client", nullable=True),
     _name("user_agent", nullable=True),
+    _name("object_id", nullable=True),  # the run, token, collection, task... it is about
+    Column("outcome", String(16), nullable=True),  # ok, refused, failed
+    Column("source", String(16), nullable=True),  # api, web, cli
+    Column("request_id", String(128), nullable=True),  # the request's id, as its log lines carry it
+    Column("prev_hash", String(64), nullable=True),  # the entry before's entry_hash ("" for the first)
+    Column("entry_hash", String(64), nullable=True),  # sha256 over this entry's fields and prev_hash
     Index("ix_audit_events_collection_at", "collection", "at"),
     Index("ix_audit_events_at", "at"),
 )

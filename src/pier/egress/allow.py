@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pier.errors import InputError
-from pier.outbound import OutboundPolicy, OutboundRefused
+from pier.outbound import OutboundPolicy, OutboundRefused, parse_address
 
 DEFAULT_PORTS: tuple[int, ...] = (443, 80)
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-.*")
@@ -37,7 +37,8 @@ class AllowList:
         return [r.pattern + ("" if r.ports == DEFAULT_PORTS else f":{r.ports[0]}") for r in self.rules]
 
     def rule_for(self, host: str, port: int) -> Rule | None:
-        host = host.lower().rstrip(".")
+        literal = parse_address(host)  # an address in any spelling matches its rule
+        host = str(literal) if literal else host.lower().rstrip(".")
         return next((rule for rule in self.rules if rule.matches(host, port)), None)
 
 
@@ -74,8 +75,9 @@ def _rule(entry: str, field: str) -> Rule:
     elif text.count(":") == 1:
         host, port = text.split(":")
         ports = (_port(port, entry, field),)
-    if is_ip(host) or _is_name(host):
-        return Rule(str(ipaddress.ip_address(host)) if is_ip(host) else host, ports)
+    literal = parse_address(host)  # 0177.0.0.1, 2130706433, [::127.0.0.1]: the address they spell
+    if literal is not None or _is_name(host):
+        return Rule(str(literal) if literal else host, ports)
     raise InputError(
         f"{field}: '{entry}' is not a host: give a name (pypi.org), a wildcard for subdomains "
         "(*.npmjs.org), or an IP address, optionally with :port (443 and 80 otherwise)"

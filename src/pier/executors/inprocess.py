@@ -162,6 +162,7 @@ class InProcessExecutor:
         self._cancelled: set[str] = set()
         self._threads: list[threading.Thread] = []
         self._stopped = False
+        self._holding = False  # draining: runs in flight go on, queued ones wait for the next start
 
     @property
     def max_workers(self) -> int:
@@ -194,7 +195,13 @@ class InProcessExecutor:
         return Holding(open=True) if held else None
 
     def ready(self) -> str | None:
-        return "the server is stopping" if self._stopped else None
+        return "the server is stopping" if self._stopped or self._holding else None
+
+    def hold(self) -> None:
+        """Start no more runs; those running go on (a shutdown's drain)."""
+        with self._lock:
+            self._holding = True
+            self._lock.notify_all()
 
     def cancel(self, trajectory_id: str) -> CancelOutcome | None:
         """Cancel a run this executor holds; None when it holds no such run."""
@@ -236,7 +243,7 @@ class InProcessExecutor:
             with self._lock:
                 job = None
                 while not self._stopped:
-                    job = self._pending.next(self._may_start)
+                    job = None if self._holding else self._pending.next(self._may_start)
                     if job is not None:
                         break
                     # nothing startable: a run ending, a submit or a quota's change wakes us

@@ -18,7 +18,7 @@ from pier.executors.base import Job
 from pier.executors.spec import Payload
 from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.files import resolve_api_path
-from pier.lifecycle.outcomes import cancelled_waiting, failed_to_start
+from pier.lifecycle.outcomes import Outcome, cancelled_waiting, failed_to_start
 from pier.lifecycle.quotas import CollectionQuotas
 from pier.lifecycle.sandbox_env import sandbox_env
 from pier.lifecycle.service import Observer, RunRequest, Services, new_context
@@ -137,7 +137,8 @@ class LifecycleHooks:
                 if isinstance(error, PierError)
                 else f"internal error starting the run ({error!r}): see the server log"
             )
-            record = failed_to_start(self.store.get_run(job.trajectory_id), message)
+            outcome = Outcome.invalid if isinstance(error, InputError) else Outcome.infra
+            record = failed_to_start(self.store.get_run(job.trajectory_id), message, outcome)
             self.store.save_run(record)
         self.finished(job.trajectory_id, job.payload, record)
 

@@ -28,7 +28,7 @@ import socket
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio import activity
@@ -101,6 +101,7 @@ def default_identity() -> str:
 def _fresh(record: Trajectory) -> Trajectory:
     """A run that starts again: its stages as if it had never started."""
     record.status, record.error, record.failed_stage, record.started = RunStatus.pending, None, None, None
+    record.outcome = None
     record.outputs.stages = [StageRecord(name=name) for name in STAGES]
     return record
 
@@ -113,6 +114,7 @@ class FleetActivities:
         self.queue = queue
         self.settings = settings
         self.stopping = False
+        self.draining = False  # SIGTERM: runs in flight finish, runs not started go back to the fleet
         self._slots = settings.worker_slots
         self._held: dict[str, asyncio.TimerHandle | None] = {}  # claimed, up to slots + PREFETCH
         self._active: set[str] = set()  # begun: at most slots
@@ -132,8 +134,10 @@ class FleetActivities:
         lifecycle in one activity (`run`). The claim is kept for `run` (or
         `begin`: either waits for a run slot), and freed if it never comes."""
         await self._wait_until(
-            lambda: trajectory_id in self._held or len(self._held) < self._slots + PREFETCH
+            lambda: self.draining or trajectory_id in self._held or len(self._held) < self._slots + PREFETCH
         )
+        if self.draining:  # retried by the workflow: another worker claims it
+            raise ApplicationError(f"worker {self.identity} is shutting down: it claims no run")
         expiry = 2 * self.settings.schedule_to_start_sec + 5
         self._held[trajectory_id] = asyncio.get_running_loop().call_later(expiry, self._free, trajectory_id)
         return {"queue": self.queue, "worker": self.identity, "stage": WHOLE_RUN}
@@ -163,7 +167,13 @@ class FleetActivities:
         self._keep(tid)
         try:
             # a prefetched claim's run waits here, already on this worker, for a run slot
-            await self._wait_until(lambda: tid in self._active or len(self._active) < self._slots)
+            await self._wait_until(
+                lambda: self.draining or tid in self._active or len(self._active) < self._slots
+            )
+            if self.draining and tid not in self._active:  # handed back, not failed: another worker runs it
+                self._free(tid)
+                log.info("run %s goes back to the fleet: this worker is shutting down", tid)
+                raise ApplicationError(f"worker {self.identity} is shutting down", type=WORKER_LOST)
         except asyncio.CancelledError:
             # the run never started here: cancelled (the workflow records it),
             # this worker declared lost (the workflow starts it again), or stopping
@@ -225,6 +235,28 @@ class FleetActivities:
                 future.result()
         finally:
             self._free(trajectory_id)
+
+    # the end of the worker
+
+    async def drain(self, timeout_sec: float, force: asyncio.Event) -> list[str]:
+        """Wait, up to `timeout_sec` or until `force` is set (a second
+        signal), for the runs begun here to end; runs claimed but not begun go
+        back to the fleet. The ids still running then."""
+        self.draining = True
+        self._wake()
+        log.info("pier worker %s: draining: no new claims; waiting up to %gs (PIER_DRAIN_TIMEOUT_SEC) for %d "
+                 "run(s) in flight", self.identity, timeout_sec, len(self._active))  # fmt: skip
+        deadline = asyncio.get_running_loop().time() + timeout_sec
+        while self._active and not force.is_set():
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(force.wait(), min(left, 0.5))
+        if self._active:
+            log.warning("pier worker %s: %d run(s) did not end within the drain and stop now: %s",
+                        self.identity, len(self._active), ", ".join(sorted(self._active)))  # fmt: skip
+        return sorted(self._active)
 
     # helpers
 
@@ -306,6 +338,9 @@ class FleetActivities:
         timer = self._held.pop(trajectory_id, None)
         if timer is not None:
             timer.cancel()
+        self._wake()
+
+    def _wake(self) -> None:
         for woken in self._waiters:
             if not woken.done():
                 woken.set_result(None)
@@ -409,8 +444,13 @@ def workflow_worker(client: Client, settings: Settings, identity: str) -> Worker
                   workflow_runner=RUNNER, identity=identity)  # fmt: skip
 
 
-async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Event) -> None:
-    """Poll Temporal until `stop` is set."""
+async def serve_worker(
+    settings: Settings, publish: EventSink, stop: asyncio.Event, force: asyncio.Event | None = None
+) -> None:
+    """Poll Temporal until `stop` is set, then drain: stop claiming, let the
+    runs in flight end (PIER_DRAIN_TIMEOUT_SEC, or until `force` is set),
+    hand back those not started, and stop."""
+    force = force or asyncio.Event()
     services = Services(settings)
     services.store  # noqa: B018 - fail now when the database does not answer
     services.backend  # noqa: B018 - and when the sandbox backend does not
@@ -421,6 +461,7 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
     client = await _connect_until(settings, stop)
     if client is None:
         return
+    await _warn_same_identity(client, settings, identity)
     acts = FleetActivities(hooks, identity, queue, settings)
     beat = timedelta(seconds=HEARTBEAT_EVERY_SEC)  # heartbeats (and so cancels) go out this often
     workers = [
@@ -436,11 +477,53 @@ async def serve_worker(settings: Settings, publish: EventSink, stop: asyncio.Eve
     metrics.watch_queue(lambda: 0, lambda: len(acts.held()))  # a worker queues nothing: Temporal does
     log.info("pier worker %s: %d slot(s), queue %s", identity, settings.worker_slots, queue)
     try:
-        async with workers[0], workers[1]:
-            await stop.wait()
+        async with workers[1]:  # this worker's own queue: its runs' stages, served to the end
+            async with workers[0]:  # the shared queue: claims and workflow tasks
+                await stop.wait()
+                acts.draining = True
+                acts._wake()  # claims waiting here for a slot go back to the fleet now
+            await acts.drain(settings.drain_timeout_sec, force)
             acts.stopping = True
     finally:
         sweeper.stop()
+
+
+SAME_IDENTITY_WINDOW_SEC = 70  # a live worker polls the shared queue at least once a minute
+
+
+async def _warn_same_identity(client: Client, settings: Settings, identity: str) -> None:
+    """Warn when a worker with this identity polls the fleet's queue already:
+    two workers with one `--identity` are told apart by nothing in the runs'
+    logs, the metrics or Temporal's history."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    try:
+        found = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=settings.temporal_namespace,
+                task_queue=TaskQueue(name=settings.temporal_task_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            ),
+            timeout=timedelta(seconds=10),
+        )
+    except Exception as exc:  # a courtesy: never a reason not to start
+        log.debug("could not list the queue's pollers: %s", exc)
+        return
+    now = datetime.now(UTC)
+    for poller in found.pollers:
+        if poller.identity != identity:
+            continue
+        seen = poller.last_access_time.ToDatetime(tzinfo=UTC)
+        if (now - seen).total_seconds() < SAME_IDENTITY_WINDOW_SEC:
+            log.warning(
+                "another worker with identity %s polled the fleet's queue %s %.0fs ago: unless that was this "
+                "worker before a restart, two workers share one --identity and nothing tells their runs "
+                "apart; give each its own (the default is host-pid)",
+                identity, settings.temporal_task_queue, (now - seen).total_seconds(),
+            )  # fmt: skip
+            return
 
 
 async def _connect_until(settings: Settings, stop: asyncio.Event) -> Client | None:
@@ -470,11 +553,15 @@ def run_worker(settings: Settings, publish: EventSink) -> None:
         log.info("pier worker: metrics on http://%s/metrics", settings.metrics_address)
 
     async def main() -> None:
-        stop = asyncio.Event()
+        stop, force = asyncio.Event(), asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def signalled() -> None:  # the first drains, a second stops at once
+            (force if stop.is_set() else stop).set()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await serve_worker(settings, publish, stop)
+            loop.add_signal_handler(sig, signalled)
+        await serve_worker(settings, publish, stop, force)
 
     try:
         asyncio.run(main())

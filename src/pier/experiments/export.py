@@ -12,11 +12,12 @@ from typing import Any
 from pier.db import StoredAttempt
 from pier.experiments.results import cost, outcome, score, tokens, verdict
 from pier.experiments.spec import Cell
+from pier.lifecycle.outcomes import outcome_of
 from pier.record import Trajectory
 
 COLUMNS = (
     "experiment", "cell", "cell_key", "agent", "model", "provider", "row", "attempt", "retry",
-    "trajectory_id", "status", "outcome", "success", "score", "verdict", "cost_usd", "tokens",
+    "trajectory_id", "status", "outcome", "run_outcome", "success", "score", "verdict", "cost_usd", "tokens",
     "duration_seconds", "failed_stage", "error",
 )  # fmt: skip
 
@@ -31,6 +32,7 @@ def rows(experiment_id: str, cells: Sequence[Cell],
             "attempt": attempt.attempt, "retry": attempt.retry, "trajectory_id": attempt.trajectory_id,
             "status": record.status.value if record else "claimed",
             "outcome": outcome(record) if record else None,
+            "run_outcome": run_outcome.value if record and (run_outcome := outcome_of(record)) else None,
             "success": record.success if record else None,
             "score": score(record) if record else None,
             "verdict": verdict(record) if record else None,

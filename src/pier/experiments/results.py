@@ -2,11 +2,13 @@
 checks, eval verdict, usage and cost, durations, failed stage): the runs are
 the one truth, these are views of them, live while the experiment runs.
 
-An attempt counts once: by its last try. A try that failed for an
-infrastructure reason (the sandbox could not be made or set up, outputs could
-not be saved, the server or worker running it stopped) is retried and counted
-apart (`infra_failures`), never as the agent's failure; an attempt whose tries
-all failed so is left out of the pass rates.
+An attempt counts once: by its last try. Each run's outcome is the record's
+(pier.lifecycle.outcomes): the agent's outcomes (it failed, timed out, wrote
+nothing, its checks failed, its provider refused it, its budget ran out) are
+attempts that count; a try that failed for pier's own reason (the engine,
+storage, the database, a lost worker or server) is retried and counted apart
+(`infra_failures`), never as the agent's failure; an attempt whose tries all
+failed so is left out of the pass rates.
 """
 
 from __future__ import annotations
@@ -19,27 +21,21 @@ from typing import Any
 from pier.db import StoredAttempt
 from pier.experiments import stats
 from pier.experiments.spec import Cell
-from pier.lifecycle.outcomes import SERVER_STOPPED
-from pier.record import RunStatus, Trajectory
+from pier.lifecycle.outcomes import Outcome, outcome_of
+from pier.record import Trajectory
 
-# Stages whose failure is the platform's, not the agent's.
-INFRA_STAGES = frozenset({"create", "setup", "collect", "save"})
-STOPPED_MARKERS = (SERVER_STOPPED, "stopped before the run ended", "worker")
 SUCCESS, FAILURE, INFRA, CANCELLED = "success", "failure", "infra", "cancelled"
 MAX_COMPARED = 8  # values of one axis compared pairwise, at most
 
 
 def outcome(record: Trajectory) -> str | None:
     """success, failure, infra or cancelled for an ended run; None while it runs."""
-    if not record.status.terminal:
+    found = outcome_of(record)
+    if found is None:
         return None
-    if record.status == RunStatus.cancelled:
-        return CANCELLED
-    if record.success:
-        return SUCCESS
-    if record.failed_stage in INFRA_STAGES or any(m in (record.error or "") for m in STOPPED_MARKERS):
-        return INFRA
-    return FAILURE
+    if found in (Outcome.infra, Outcome.cancelled):
+        return found.value
+    return SUCCESS if record.success else FAILURE
 
 
 def is_infra(record: Trajectory) -> bool:
@@ -60,17 +56,33 @@ def tokens(record: Trajectory) -> int:
                if isinstance(v := usage.get(k), int))  # fmt: skip
 
 
+def failed_checks(record: Trajectory) -> str:
+    """What a run whose checks failed says: the first failing check's name and message."""
+    failing = [c for c in record.outputs.checks if not c.passed] if _has_run(record) else []
+    if not failing:
+        entries = (record.outputs.eval or {}).get("failed") if _has_run(record) else None
+        return f"the evaluation failed: {', '.join(map(str, entries))}" if entries else "checks failed"
+    first = failing[0]
+    text = getattr(first, "message", None) or next(
+        (line.strip() for line in reversed(first.output.splitlines()) if line.strip()), ""
+    )
+    said = f": {text[:200]}" if text else ""
+    more = f" (and {len(failing) - 1} more)" if len(failing) > 1 else ""
+    return f"check {first.name} failed{said}{more}"
+
+
 def _has_run(record: Trajectory) -> bool:
     return "run" in record.steps
 
 
 def score(record: Trajectory) -> float | None:
-    """The share of checks that passed; without checks, 1 for a success and 0 otherwise."""
+    """The share of checks that passed (a skipped one, which the agent did not
+    report, is not counted); without checks, 1 for a success and 0 otherwise."""
     if not record.status.terminal:
         return None
-    checks = record.outputs.checks if _has_run(record) else []
+    checks = [c for c in record.outputs.checks if c.outcome != "skipped"] if _has_run(record) else []
     if checks:
-        return sum(c.passed for c in checks) / len(checks)
+        return sum(c.outcome == "pass" for c in checks) / len(checks)
     return 1.0 if record.success else 0.0
 
 
@@ -96,7 +108,8 @@ class Tally:
     scores: list[float] = field(default_factory=list)
     durations: list[float] = field(default_factory=list)
     verdicts: Counter[str] = field(default_factory=Counter)
-    failures: Counter[tuple[str, str]] = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)  # each ended attempt's outcome label
+    failures: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (outcome, stage, message)
     per_cell: list[tuple[int, int]] = field(default_factory=list)  # (n, c) of each cell in it
 
     def add_try(self, record: Trajectory | None, last: bool) -> None:
@@ -132,9 +145,11 @@ class Tally:
             self.durations.append(record.duration_seconds)
         if (said := verdict(record)) is not None:
             self.verdicts[said] += 1
+        label = outcome_of(record) or Outcome.agent_failed
+        self.outcomes[label.value] += 1
         if found == FAILURE:
-            message = (record.error or "checks failed").splitlines()[0][:200]
-            self.failures[(record.failed_stage or "check", message)] += 1
+            message = (record.error or failed_checks(record)).splitlines()[0][:300]
+            self.failures[(label.value, record.failed_stage or "check", message)] += 1
 
     def merge(self, other: Tally) -> None:
         for name in ("attempts", "successes", "running", "infra_failures", "infra_lost", "cancelled",
@@ -143,6 +158,7 @@ class Tally:
         self.scores += other.scores
         self.durations += other.durations
         self.verdicts.update(other.verdicts)
+        self.outcomes.update(other.outcomes)
         self.failures.update(other.failures)
         self.per_cell += other.per_cell or [(other.attempts, other.successes)]
 
@@ -170,9 +186,10 @@ class Tally:
             "infra_failures": self.infra_failures,
             "infra_lost": self.infra_lost,
             "cancelled": self.cancelled,
+            "outcomes": dict(self.outcomes.most_common()),
             "failures": [
-                {"stage": stage, "message": message, "count": count}
-                for (stage, message), count in self.failures.most_common(10)
+                {"outcome": label, "stage": stage, "message": message, "count": count}
+                for (label, stage, message), count in self.failures.most_common(10)
             ],
         }
 
@@ -229,7 +246,10 @@ def results(
 
 
 def cell_view(cell: Cell) -> dict[str, Any]:
-    return {"cell": cell.index, "key": cell.key, "axes": cell.axes()}
+    view: dict[str, Any] = {"cell": cell.index, "key": cell.key, "axes": cell.axes()}
+    if (label := cell.row_label()) is not None:
+        view["row_label"] = label
+    return view
 
 
 def comparisons(axes: Mapping[str, Mapping[str, Tally]]) -> list[dict[str, Any]]:

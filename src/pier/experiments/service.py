@@ -23,7 +23,7 @@ from pier.experiments.check import check
 from pier.experiments.results import INFRA, outcome, results, tokens
 from pier.experiments.results import cost as run_cost
 from pier.experiments.spec import Cell, ExperimentError, ExperimentSpec, run_count
-from pier.lifecycle.outcomes import failed_to_start
+from pier.lifecycle.outcomes import Outcome, failed_to_start
 from pier.names import check_name
 from pier.record import Label, Trajectory, utcnow
 from pier.runbook.parse import parse
@@ -274,7 +274,9 @@ class Experiments:
         record = Trajectory.new(attempt.trajectory_id, stored.collection, stored.task,
                                 init_params=dict(experiment.cells[attempt.cell].init_params))  # fmt: skip
         try:
-            self.store.create_run(failed_to_start(record, f"the experiment's run could not start: {message}"))
+            self.store.create_run(
+                failed_to_start(record, f"the experiment's run could not start: {message}", Outcome.invalid)
+            )
             self.store.add_labels(attempt.trajectory_id, labels)
         except InputError:  # it exists: it was accepted after all
             pass

@@ -116,6 +116,16 @@ class Cell(BaseModel):
     row: int | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     init_params: dict[str, Any] = Field(default_factory=dict)
+    inputs: dict[str, Any] = Field(default_factory=dict)  # the vars row's own values
+
+    def row_label(self) -> str | None:
+        """The vars row by its values ("city=Paris, days=3"), for people to read;
+        None without a row. Cells stored before `inputs` use their vars."""
+        if self.row is None:
+            return None
+        values = self.inputs or self.init_params.get("vars") or {}
+        text = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in values.items())
+        return (text[:77] + "...") if len(text) > 80 else (text or f"row {self.row}")
 
     def axes(self) -> dict[str, str]:
         """The cell's value on each axis, as text (for per-axis summaries)."""
@@ -157,7 +167,8 @@ def cells(spec: ExperimentSpec) -> list[Cell]:
         parts += [f"{k}={v}" for k, v in params.items()]
         found.append(
             Cell(index=len(found), key="/".join(parts) or "all", agent=agent, model=model,
-                 provider=provider, row=row, params=params, init_params=init)
+                 provider=provider, row=row, params=params, init_params=init,
+                 inputs=dict(spec.matrix.vars[row]) if row is not None else {})
         )  # fmt: skip
     return found
 

@@ -7,15 +7,19 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pier.outbound import Allowed
+
 if TYPE_CHECKING:  # a plan holds a Budget without loading the HTTP and price libraries
     from pier.gateway.usage import CallUsage
 
 TOKEN_PREFIX = "pier-run-"
+MAX_CALLS = 1000  # model calls listed one by one on a run's usage; the totals count them all
 
 
 class Budget(BaseModel):
@@ -44,8 +48,14 @@ class Spent:
     model_calls: int = 0  # requests whose answer reported usage
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
     cost_usd: float = 0.0
     unpriced_calls: int = 0  # model calls whose model has no known price
+    cost_sources: Counter[str] = field(default_factory=Counter)  # provider / price table -> calls
+    calls: list[dict[str, Any]] = field(default_factory=list)  # the first MAX_CALLS, in order
+    statuses: Counter[int] = field(default_factory=Counter)  # the provider's answers by HTTP status
+    last_status: int | None = None
+    last_error: tuple[int, str] | None = None  # the last error answer: status, message
 
     @property
     def total_tokens(self) -> int:
@@ -55,10 +65,24 @@ class Spent:
         self.model_calls += 1
         self.prompt_tokens += call.prompt_tokens
         self.completion_tokens += call.completion_tokens
+        self.cached_tokens += call.cache_read_tokens
         if call.cost_usd is None:
             self.unpriced_calls += 1
         else:
             self.cost_usd += call.cost_usd
+            self.cost_sources[call.cost_source or "price table"] += 1
+        if len(self.calls) < MAX_CALLS:
+            self.calls.append({
+                "id": call.response_id, "model": call.model, "prompt_tokens": call.prompt_tokens,
+                "completion_tokens": call.completion_tokens, "cached_tokens": call.cache_read_tokens,
+                "cost_usd": call.cost_usd,
+            })  # fmt: skip
+
+    def answered(self, status: int, message: str | None) -> None:
+        self.statuses[status] += 1
+        self.last_status = status
+        if status >= 400:
+            self.last_error = (status, message or "")
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -67,10 +91,19 @@ class Spent:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.total_tokens,
+            "cached_tokens": self.cached_tokens,
             "cost_usd": round(self.cost_usd, 6),
         }
+        if self.cost_sources:
+            data["cost_source"] = " and ".join(sorted(self.cost_sources))
         if self.unpriced_calls:
             data["unpriced_calls"] = self.unpriced_calls
+        if self.statuses:
+            data["answers"] = {str(status): n for status, n in sorted(self.statuses.items())}
+        if self.last_error is not None:
+            data["last_error"] = {"status": self.last_error[0], "message": self.last_error[1]}
+        if self.calls:
+            data["calls"] = [dict(call) for call in self.calls]
         return data
 
 
@@ -87,6 +120,9 @@ class Grant:
     token: str = field(default_factory=lambda: TOKEN_PREFIX + secrets.token_urlsafe(32))
     spent: Spent = field(default_factory=Spent)
     refused: str | None = None  # why the budget stopped a request, once it did
+    # Destinations the operator named for upstream, beyond the outbound policy.
+    allowed: tuple[Allowed, ...] = ()
+    upstream_refused: str | None = None  # why the outbound policy refused upstream, once it did
     closed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -108,9 +144,50 @@ class Grant:
         with self._lock:
             self.spent.add(call)
 
+    def answered(self, status: int, message: str | None = None) -> None:
+        """The provider's answer to one forwarded request (502: it could not be reached)."""
+        with self._lock:
+            self.spent.answered(status, message)
+
+    def trouble(self) -> ProviderTrouble | None:
+        """The provider's refusal or failure, when its last answer was one."""
+        with self._lock:
+            spent = self.spent
+            if spent.last_status is None or spent.last_status < 400 or spent.last_error is None:
+                return None
+            status, message = spent.last_error
+            alike = sum(n for s, n in spent.statuses.items() if _kind(s) == _kind(status))
+            return ProviderTrouble(self.provider, status, message, alike, sum(spent.statuses.values()))
+
     def usage(self) -> dict[str, Any]:
         with self._lock:
             return self.spent.as_dict()
+
+
+def _kind(status: int) -> str:
+    if status in (401, 403):
+        return "refused"
+    if status == 429:
+        return "rate_limited"
+    return "failed" if status >= 500 else "other"
+
+
+@dataclass(frozen=True)
+class ProviderTrouble:
+    """How the provider answered a run's requests when they went wrong: the last
+    error answer (status and message), how many answers were of its kind (401 and
+    403 alike, 5xx alike) out of all it gave."""
+
+    provider: str
+    status: int
+    message: str
+    count: int
+    requests: int
+
+    @property
+    def kind(self) -> str:
+        """refused (401/403), rate_limited (429), failed (5xx) or other (another 4xx)."""
+        return _kind(self.status)
 
 
 class Grants:

@@ -22,8 +22,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from pier.gateway.connect import attempt
 from pier.gateway.grants import Grant, Grants
-from pier.gateway.usage import CallUsage, call_usage, is_generation, model_of
+from pier.gateway.usage import CallUsage, call_usage, error_message, is_generation, model_of
+from pier.outbound import OutboundPolicy
 from pier.telemetry import metrics, tracing
 
 log = logging.getLogger(__name__)
@@ -37,9 +39,14 @@ DROP_REQUEST = {"host", "content-length", "connection", "keep-alive", "proxy-aut
 DROP_RESPONSE = {"content-length", "content-encoding", "connection", "keep-alive", "transfer-encoding",
                  "trailer", "upgrade"}  # fmt: skip
 MAX_USAGE_BODY = 32 << 20  # answers larger than this are forwarded but not read for usage
+MAX_ERROR_BODY = 64 << 10  # of an error answer, what is read for its message
 
 
-def create_app(grants: Grants, client: httpx.AsyncClient) -> Starlette:
+def create_app(grants: Grants, client: httpx.AsyncClient, policy: OutboundPolicy | None = None) -> Starlette:
+    """The gateway's app; every connection its client makes for a grant is held
+    to policy plus what the operator named for the grant's upstream."""
+    policy = policy or OutboundPolicy()
+
     async def forward(request: Request) -> Response:
         token = sent_token(request)
         grant = grants.find(token)
@@ -55,7 +62,7 @@ def create_app(grants: Grants, client: httpx.AsyncClient) -> Starlette:
                 f"pier: this run's model budget is used up ({refused}); the run fails. "
                 "Raise model_budget on the task, or do less per run",
             )
-        return await _proxy(request, grant, client)
+        return await _proxy(request, grant, client, policy)
 
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
     return Starlette(routes=[Route("/{path:path}", forward, methods=methods)])
@@ -98,14 +105,25 @@ def upstream_request(request: Request, grant: Grant, body: bytes, client: httpx.
     return client.build_request(request.method, url, params=params, headers=headers, content=body)
 
 
-async def _proxy(request: Request, grant: Grant, client: httpx.AsyncClient) -> Response:
+async def _proxy(
+    request: Request, grant: Grant, client: httpx.AsyncClient, policy: OutboundPolicy
+) -> Response:
     body = await request.body()
     call = _Call(grant, request.url.path, body)
+    tried = attempt(policy, grant.allowed)
     try:
         upstream = await client.send(upstream_request(request, grant, body, client), stream=True)
     except httpx.HTTPError as exc:
+        if tried.refused is not None:
+            grant.upstream_refused = grant.upstream_refused or tried.refused
+            log.warning("gateway: refused %s's upstream for run %s: %s", grant.provider, grant.trajectory_id,
+                        tried.refused)  # fmt: skip
+            call.ended(403, None)
+            # 403: the CLIs retry a 5xx for minutes, and this answer will not change.
+            return error(403, "upstream_refused", f"pier: {tried.refused}; the run fails")
         log.warning("gateway: %s unreachable for run %s: %s", grant.provider, grant.trajectory_id, exc)
         call.ended(502, None)
+        grant.answered(502, f"pier's gateway could not reach {grant.provider}: {exc}")
         return error(502, "upstream_unreachable", f"pier gateway could not reach {grant.provider}: {exc}")
     call.first_byte()
     headers = {k: v for k, v in upstream.headers.items() if k not in DROP_RESPONSE}
@@ -127,9 +145,10 @@ async def _relay(
     kept: list[bytes] = []
     size = 0
     used = None
+    failed = upstream.status_code >= 400  # its message is kept: the run's verdict may name it
     try:
         async for chunk in upstream.aiter_bytes():
-            if counting and size <= MAX_USAGE_BODY:
+            if (counting and size <= MAX_USAGE_BODY) or (failed and size <= MAX_ERROR_BODY):
                 kept.append(chunk)
                 size += len(chunk)
             yield chunk
@@ -139,6 +158,9 @@ async def _relay(
             used = call_usage(content_type, b"".join(kept), grant.provider, model)
             if used is not None:
                 grant.record(used)
+        grant.answered(
+            upstream.status_code, error_message(b"".join(kept)[:MAX_ERROR_BODY]) if failed else None
+        )
         call.ended(upstream.status_code, used, model)
 
 
@@ -179,7 +201,14 @@ class _Call:
                 input_tokens=None if used is None else used.prompt_tokens,
                 output_tokens=None if used is None else used.completion_tokens,
                 address=urlsplit(self.grant.upstream).hostname,
+                port=_port(self.grant.upstream),
             )
+
+
+def _port(url: str) -> int | None:
+    """The upstream's port, as the GenAI conventions' server.port wants it."""
+    parts = urlsplit(url)
+    return parts.port or {"https": 443, "http": 80}.get(parts.scheme)
 
 
 def _json(body: bytes) -> Any:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pier.agents.providers import BEDROCK_DEFAULT_REGION, PROVIDERS, ProviderChoice
+from pier.agents.upstreams import check_region
 from pier.gateway.grants import Budget, Grant
 
 if TYPE_CHECKING:  # the server (and its HTTP stack) loads when a run needs a model
@@ -31,8 +32,9 @@ class ModelRoute:
         if self.grant is not None:
             self.gateway.close(self.grant)
         self.grant = self.gateway.open(
-            self.trajectory_id, choice.name, choice.key, upstream, self.budget, self.ttl_s
-        )
+            self.trajectory_id, choice.name, choice.key, upstream, self.budget, self.ttl_s,
+            allowed=choice.upstream_allowed,
+        )  # fmt: skip
         return replace(choice, key=self.grant.token, base_url=self.gateway.base_url(self.grant))
 
     def close(self) -> None:
@@ -43,7 +45,7 @@ class ModelRoute:
 def upstream_default(choice: ProviderChoice) -> str:
     """The provider's endpoint when the choice names none (Bedrock's is regional)."""
     if choice.name == "bedrock":
-        region = choice.env.get("AWS_REGION") or BEDROCK_DEFAULT_REGION
+        region = check_region(choice.env.get("AWS_REGION") or BEDROCK_DEFAULT_REGION)
         return f"https://bedrock-runtime.{region}.amazonaws.com"
     return PROVIDERS[choice.name].base_url
 

@@ -17,8 +17,10 @@ import httpx
 import uvicorn
 
 from pier.errors import SandboxError
+from pier.gateway.connect import policy_client
 from pier.gateway.grants import Budget, Grant, Grants
 from pier.gateway.proxy import create_app
+from pier.outbound import Allowed, OutboundPolicy
 from pier.serving import bounded_protocol
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,7 @@ class Gateway:
         port: int = 0,
         transport: httpx.AsyncBaseTransport | None = None,
         ca_bundle: Path | None = None,
+        policy: OutboundPolicy | None = None,
     ):
         if _unspecified(host):
             raise SandboxError(
@@ -51,6 +54,8 @@ class Gateway:
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._transport = transport  # tests: a stand-in provider
+        # Where it may connect: the outbound policy (PIER_OUTBOUND_ALLOW), plus each grant's own.
+        self.policy = policy or OutboundPolicy()
         # Behind a TLS-intercepting proxy the provider's certificate chains to its CA.
         self._verify: ssl.SSLContext | bool = (
             ssl.create_default_context(cafile=ca_bundle) if ca_bundle else True
@@ -72,12 +77,15 @@ class Gateway:
         asyncio.run(self._serve())
 
     async def _serve(self) -> None:
-        client = httpx.AsyncClient(
-            timeout=UPSTREAM_TIMEOUT, follow_redirects=False, transport=self._transport, verify=self._verify
+        options = {"timeout": UPSTREAM_TIMEOUT, "follow_redirects": False}
+        client = (
+            httpx.AsyncClient(transport=self._transport, **options)
+            if self._transport is not None
+            else policy_client(self.policy, self._verify, **options)
         )
         async with client:
             config = uvicorn.Config(
-                create_app(self.grants, client),
+                create_app(self.grants, client, self.policy),
                 log_level="warning",
                 access_log=False,
                 lifespan="off",
@@ -99,10 +107,19 @@ class Gateway:
         self._sock.close()
 
     def open(
-        self, trajectory_id: str, provider: str, key: str, upstream: str, budget: Budget, ttl_s: float
+        self,
+        trajectory_id: str,
+        provider: str,
+        key: str,
+        upstream: str,
+        budget: Budget,
+        ttl_s: float,
+        allowed: tuple[Allowed, ...] = (),
     ) -> Grant:
-        """A grant for one run: its token and where the CLI should send it."""
-        grant = Grant(trajectory_id, provider, key, upstream.rstrip("/"), budget, time.monotonic() + ttl_s)
+        """A grant for one run: its token and where the CLI should send it
+        (allowed: what the operator named for upstream, beyond the policy)."""
+        expires = time.monotonic() + ttl_s
+        grant = Grant(trajectory_id, provider, key, upstream.rstrip("/"), budget, expires, allowed=allowed)
         return self.grants.open(grant)
 
     def base_url(self, grant: Grant) -> str:
@@ -142,12 +159,15 @@ _shared: dict[tuple[str, int], Gateway] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_gateway(host: str, port: int, ca_bundle: Path | None = None) -> Gateway:
+def shared_gateway(
+    host: str, port: int, ca_bundle: Path | None = None, policy: OutboundPolicy | None = None
+) -> Gateway:
     """The process's gateway on host:port, started on first use and kept for the
-    process's life (pier serve runs many runs through one)."""
+    process's life (pier serve runs many runs through one), connecting where
+    policy (the server's outbound policy) allows."""
     with _shared_lock:
         gateway = _shared.get((host, port))
         if gateway is None:
-            gateway = Gateway(host, port, ca_bundle=ca_bundle).start()
+            gateway = Gateway(host, port, ca_bundle=ca_bundle, policy=policy).start()
             _shared[(host, port)] = gateway
         return gateway

@@ -34,14 +34,23 @@ _GENERATION_ENDS = (
 _PRICE_PROVIDER = {"bedrock": "aws"}
 
 
+PROVIDER_COST, PRICE_TABLE = "provider", "price table"
+
+
 @dataclass(frozen=True)
 class CallUsage:
-    """One model call's tokens and cost (None: no price known for the model)."""
+    """One model call's tokens and cost (None: no price known for the model);
+    `cost_source` says where the cost came from (PROVIDER_COST: the provider
+    reported it; PRICE_TABLE: genai-prices), `response_id` the id the provider
+    gave its answer (a transcript's message id names the same call)."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache_read_tokens: int = 0
     cost_usd: float | None = None
+    cost_source: str | None = None
+    response_id: str | None = None
+    model: str | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -71,7 +80,34 @@ def call_usage(content_type: str, body: bytes, provider: str, model: str | None)
     cached = max(u[2] for u in found)
     reported = [u[3] for u in found if u[3] is not None]
     cost = max(reported) if reported else price(provider, model, prompt, completion, cached)
-    return CallUsage(prompt, completion, cached, cost)
+    source = PROVIDER_COST if reported else (PRICE_TABLE if cost is not None else None)
+    return CallUsage(prompt, completion, cached, cost, source, _response_id(content_type, body), model)
+
+
+def _response_id(content_type: str, body: bytes) -> str | None:
+    """The id of the provider's answer: Anthropic's message id, OpenAI's
+    completion or response id, Gemini's responseId."""
+    for obj in _objects(content_type, body):
+        for holder in (obj, obj.get("message"), obj.get("response")):
+            if isinstance(holder, dict):
+                found = holder.get("id") or holder.get("responseId")
+                if isinstance(found, str) and found:
+                    return found
+    return None
+
+
+def error_message(body: bytes) -> str:
+    """The message of a provider's error answer (every provider's JSON puts it
+    in `error.message`, or `error` / `message`), else the start of its text."""
+    data = _json(body)
+    if isinstance(data, list) and data and isinstance(data[0], dict):  # Gemini may answer a list
+        data = data[0]
+    if isinstance(data, dict):
+        inner = data.get("error")
+        for found in (inner.get("message") if isinstance(inner, dict) else inner, data.get("message")):
+            if isinstance(found, str) and found.strip():
+                return found.strip()[:300]
+    return body.decode("utf-8", "replace").strip()[:300]
 
 
 def price(provider: str, model: str | None, prompt: int, completion: int, cached: int) -> float | None:

@@ -86,14 +86,15 @@ class _Tally:
         self.files += 1
         where = attachment if name == attachment else f"{attachment}: entry '{name}'"
         if size > limits.file_bytes:
-            raise _too_big(f"{where} is {_size(size)}", f"a file may be at most {_size(limits.file_bytes)}",
+            raise _too_big(f"{where} is {_size(size)}", f"one attached file may be (at most {_size(limits.file_bytes)}",
                            "PIER_MAX_ASSET_FILE_BYTES")  # fmt: skip
         if self.files > limits.files:
-            raise _too_big(f"{where} makes more than {limits.files} files", f"at most {limits.files}",
-                           "PIER_MAX_ASSETS_FILES")  # fmt: skip
+            raise _too_big(f"{where} makes more than {limits.files} files in {ASSETS_DIR}",
+                           f"a run's attached files may make (at most {limits.files} files", "PIER_MAX_ASSETS_FILES")  # fmt: skip
         if self.bytes > limits.total_bytes:
             raise _too_big(f"{where} brings the attached files to more than {_size(limits.total_bytes)}",
-                           f"at most {_size(limits.total_bytes)} in all", "PIER_MAX_ASSETS_BYTES")  # fmt: skip
+                           f"a run's attached files may make (at most {_size(limits.total_bytes)} in all",
+                           "PIER_MAX_ASSETS_BYTES")  # fmt: skip
 
     def _place(self, where: str, source: str) -> None:
         earlier = self.placed.setdefault(where, source)
@@ -108,15 +109,18 @@ class _Tally:
         if expanded > RATIO_FLOOR_BYTES and expanded / packed > self.limits.zip_ratio:
             raise _too_big(
                 f"{path.name} would expand {expanded / packed:.0f} times ({_size(packed)} to {_size(expanded)})",
-                f"at most {self.limits.zip_ratio:g} times, as a zip bomb would",
+                f"a zip may expand (at most {self.limits.zip_ratio:g} times its size; a zip bomb expands more",
                 "PIER_MAX_ZIP_RATIO",
             )
 
 
 def _too_big(what: str, limit: str, setting: str) -> AssetError:
+    """`what` (the file and its size), `limit` (what may be, and "(at most N"),
+    and the setting that says so, as one sentence that ends with what to do."""
     return AssetError(
-        f"{what}: attached files may make {limit} ({setting}); the attachment was refused and "
-        "nothing was extracted: send less, or ask the operator to raise the limit"
+        f"{what}, more than {limit}, {setting}): it was refused before anything was copied or "
+        f"extracted. Attach less (split the file, or have the runbook fetch it), or ask the operator "
+        f"to raise {setting}"
     )
 
 

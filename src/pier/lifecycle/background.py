@@ -23,6 +23,7 @@ from pier.sandbox.base import LABEL_RUN, SandboxBackend, SandboxInfo
 from pier.sandbox.sweeper import sweep
 from pier.settings import Settings
 from pier.storage.base import RunStorage
+from pier.telemetry import metrics
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ def sweep_once(backend: Callable[[], SandboxBackend], store: Store, settings: Se
     except PierError as exc:  # no engine now: try again next time
         log.warning("sweep skipped: %s", exc)
         return 0
+    metrics.sandboxes_swept.inc(len(swept))
     for item in swept:
         log.info("swept sandbox %s of run %s: %s", item.id[:12], item.trajectory_id, item.reason)
     return len(swept)
@@ -111,8 +113,9 @@ class PeriodicSweeper:
     ):
         def sweep_round() -> None:
             sweep_once(backend, store, settings)
-            if storage is not None:  # uploads nobody used go too
+            if storage is not None:  # uploads nobody used go too, and multipart uploads left open
                 expire_uploads(storage, store, settings.upload_ttl_sec)
+                storage.abort_abandoned_uploads(settings.storage_abandoned_upload_sec)
             clear_scratch(store, settings)
 
         self._sweep = sweep_round

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +23,7 @@ from pier.tasks.model import Task
 if TYPE_CHECKING:  # loaded by the stages that need them: a run without a model or allow-list never does
     from pier.db import Store
     from pier.egress.run import EgressRun
+    from pier.gateway.grants import ProviderTrouble
     from pier.gateway.routing import ModelRoute
 
 # (stage, line): a human line for the run's log.
@@ -53,10 +54,13 @@ class RunContext:
     save_record: Callable[[Trajectory], object]
     redactor: Redactor = field(default_factory=Redactor)
     cancel: threading.Event = field(default_factory=threading.Event)
+    # a shutdown ended it (cancel is set too): it ends failed with this reason, as its stored record says
+    stopped_as: str | None = None
     plan: RunPlan | None = None
     source: SandboxSource | None = None
     image: str | None = None
     agent_layer: str | None = None  # the image is this agent layer: the CLI is in it already
+    image_labels: Mapping[str, str] = field(default_factory=dict)  # the run's image's own (pier.agents, ...)
     # No layer yet: the sandbox installs, then the layer of (image, recipe) is built in the background.
     layer_pending: tuple[str, LayerRecipe] | None = None
     sandbox: Sandbox | None = None
@@ -66,6 +70,7 @@ class RunContext:
     stage: str = "prepare"
     on_step: Callable[[StageRecord], None] | None = None  # a stage started or ended
     model_route: ModelRoute | None = None  # the run's way to its model through pier's gateway
+    provider_trouble: ProviderTrouble | None = None  # the provider's refusal or failure the gateway saw
     egress: EgressRun | None = None  # the run's allow-listed way out, when it has one
     storage: RunStorage | None = None  # where output_dir is published; None keeps it where it is
     pool: WarmPool | None = None  # ready sandboxes create may claim (pier serve)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pier.errors import PierError, SandboxError, StageError
 from pier.lifecycle.context import RunContext
+from pier.lifecycle.outcomes import Outcome
 from pier.redact import Redactor
 from pier.sandbox.base import Sandbox, StdoutStream
 from pier.sandbox.tarutil import Budget, OverBudget, extract_routed, extract_stream
@@ -217,6 +218,7 @@ def _read(ctx: RunContext, found: Look) -> None:
             f"{'/' + exc.top} holds {exc}: a run's outputs may be at most {settings.max_output_bytes} bytes in "
             f"{settings.max_output_files} files (PIER_MAX_OUTPUT_BYTES, PIER_MAX_OUTPUT_FILES); what fit "
             "was kept. Have the runbook write less, or ask the operator to raise the limits",
+            Outcome.limit_reached,
         ) from None
     finally:  # the logs are stored even when a later folder fails to come out
         _cut_logs(ctx, ctx.output_dir / "logs")
@@ -230,6 +232,7 @@ def _read(ctx: RunContext, found: Look) -> None:
             "collect",
             "the agent finished with nothing in /app/results: results are the run's contract, "
             "so have the runbook write its deliverables to {{results_dir}}",
+            Outcome.no_results,
         )
     ctx.log(f"collected {len(files)} result file(s)")
 

@@ -14,16 +14,19 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pier.agents import Agent, agent_env_names, get_agent
-from pier.agents.providers import PROVIDERS
-from pier.checks import Check, check_isolation, load_checks
+from pier.agents import Agent, agent_env_names, get_agent, known_agents
+from pier.agents.providers import PROVIDERS, setting_names
+from pier.agents.upstreams import Upstreams
+from pier.checks import Check, check_isolation
 from pier.checks.model import CodeCheck
+from pier.checks.platform import CodeChecksConfig, code_checks_config, lenient_config
 from pier.checks.sources import check_destination
 from pier.egress.allow import allow_list, refuse_disallowed
 from pier.egress.inject import Injection, declared_injections
 from pier.errors import InputError, Problems
 from pier.gateway.grants import Budget
 from pier.lifecycle.assets import AssetLimits, check_assets
+from pier.lifecycle.evaluation import Exposure, agent_note, consumed_by_servers, exposure, plan_checks
 from pier.limits import run_limits
 from pier.names import trajectory_id_of
 from pier.outbound import OutboundPolicy
@@ -76,6 +79,21 @@ class RunPlan:
     operator_keys: frozenset[str] = frozenset()
     keep_sandbox: bool = False  # the sandbox outlives the run, for PIER_KEEP_TTL_SEC
     continue_from: str | None = None  # the run whose kept sandbox this run runs in
+    # The platform's evaluation (docs/runbook-format.md): `code_checks:`, strict_evaluation,
+    # `evaluation:` (programmatic | rubric), and the secrets withheld from the agent
+    # and given to the checks pier runs.
+    # Where model calls may go: the operator's upstreams, and the collection's own if allowed.
+    upstreams: Upstreams = field(default_factory=Upstreams)
+    code_checks: CodeChecksConfig = field(default_factory=CodeChecksConfig)
+    strict_evaluation: bool = False
+    evaluation: str | None = None
+    exposure: Exposure = field(default_factory=lambda: Exposure(frozenset(), frozenset(), {}))
+    check_lines: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def check_env(self) -> dict[str, str]:
+        """The secrets the checks pier runs receive: the agent's, and those exposed to checks."""
+        return {name: self.env[name] for name in sorted(self.exposure.to_checks) if name in self.env}
 
     @property
     def secret_values(self) -> tuple[str, ...]:
@@ -84,7 +102,8 @@ class RunPlan:
     def sandbox_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """env as the sandbox gets it: an injected secret's variable holds its
         placeholder, never the value; an operator's key is not there at all."""
-        kept = {name: value for name, value in env.items() if name not in self.operator_keys}
+        hidden = self.operator_keys | self.exposure.withheld
+        kept = {name: value for name, value in env.items() if name not in hidden}
         return {**kept, **{i.variable: i.placeholder for i in self.injections if i.variable in kept}}
 
 
@@ -116,7 +135,8 @@ def plan_run(
         agent: Agent | None = get_agent(agent_name)
     except InputError as exc:
         agent = None
-        problems.append(exc.at("agent" if agent_name else None))
+        problems.append(_not_a_runbook(step) if not agent_name and not _has_frontmatter(step) else
+                        exc.at("agent" if agent_name else None))  # fmt: skip
     try:
         plan: RunPlan | None = build_plan(step, inputs, settings)
     except Problems as exc:
@@ -163,6 +183,22 @@ def refuse_exposed_keys(plan: RunPlan, agent: Agent, gateway: bool) -> None:
         )
 
 
+def _has_frontmatter(step: ResolvedStep) -> bool:
+    """Whether the runbook's frontmatter sets anything (none at all, or an empty one: no)."""
+    return bool(step.frontmatter.model_fields_set)
+
+
+def _not_a_runbook(step: ResolvedStep) -> InputError:
+    """A file with no frontmatter at all, and no agent given: most likely not a
+    runbook (a README, notes), which "names no agent" would not tell."""
+    return InputError(
+        "this file has no frontmatter (the `---` block at the top of a RUNBOOK.md that names its agent), "
+        "so it is probably not a runbook: check the path; if it is one, start it with `---`, "
+        f"`agent: NAME` (one of {', '.join(known_agents())}) and `---` (docs/runbook-format.md), "
+        "or give the agent (pier run --agent NAME, init_params.agent)"
+    )
+
+
 def checked_task(task: Task, settings: Settings) -> Task:
     """task, if a run of it could start: the same plan a run makes, as a server
     would make it (no local check sources, no host files), with the variables,
@@ -172,6 +208,7 @@ def checked_task(task: Task, settings: Settings) -> Task:
     step = resolve(task, {})
     agent = step.agent or infer_agent(step.model)
     keys = {secret_variable(name, decl) for name, decl in step.secrets.items()} | set(agent_env_names(agent))
+    keys -= setting_names()  # endpoints and the region: a placeholder is none
     inputs = RunInputs("stored-task-check", "check", "task", env=dict.fromkeys(keys, "placeholder"))
     plan_run(task, {"allow_unfilled_vars": True, "file_paths": []}, inputs, settings)
     return task
@@ -217,7 +254,19 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     injections = checked(lambda: declared_injections(step.secrets, secret_variable), (), "secrets")
     secret_env = _secret_values(step.secrets, env)
     secret_env.update({i.name: i.placeholder for i in injections if i.name in secret_env})
-    rendered = render(step.body, variables(vars_, secret_env))
+    config = checked(lambda: code_checks_config(step.code_checks), lenient_config(step.code_checks), None)
+    mcp_servers = {**config.mcp_servers, **step.mcp_servers}
+    exposed = checked(
+        lambda: exposure(step.secrets, config, mcp_servers, secret_variable),
+        Exposure(frozenset(), frozenset(), {}),
+    )
+    to_agent = {
+        k: v for k, v in secret_env.items() if secret_variable(k, step.secrets.get(k)) not in exposed.withheld
+    }
+    to_checks = {
+        k: v for k, v in secret_env.items() if secret_variable(k, step.secrets.get(k)) in exposed.to_checks
+    }
+    rendered = render(step.body, variables(vars_, to_agent))
     warnings = list(step.warnings)
     warnings += checked(lambda: vars_rules(step, rendered, settings), [])
     model, provider = step.model, step.model_provider
@@ -231,8 +280,14 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     )
     assets = checked(lambda: check_assets(_files(step.file_paths, inputs.resolve_file),
                                           AssetLimits.of(settings)), ())  # fmt: skip
-    checks = checked(lambda: load_checks(step.checks, inputs.source_dir), (), "checks")
+    planned = checked(
+        lambda: plan_checks(step.checks, config, step.body, variables(vars_, to_checks), inputs.source_dir),
+        None,
+    )
+    checks = planned.checks if planned else ()
+    warnings += planned.warnings if planned else ()
     checked(lambda: check_destinations(step.image, step.base_image, checks, network, settings.outbound), None)
+    checked(lambda: check_sources(config, settings.outbound), None, "code_checks.sources")
     # A secret's `inject.hosts` join the allow-list: judged like its entries.
     checked(
         lambda: refuse_disallowed(
@@ -243,6 +298,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     isolation = checked(lambda: check_isolation(step.checks_isolation), "same", "checks_isolation")
     primary = checked(lambda: tuple(_primary(step.primary_outputs)), (), "primary_outputs")
     budget = checked(lambda: model_budget(step.model_budget, settings), Budget(), "model_budget")
+    upstreams = checked(lambda: Upstreams.of(settings, inputs.collection), Upstreams())
     allow = checked(
         lambda: _with_secret_hosts(network_allow(step.network, settings), injections, network),
         None,
@@ -258,7 +314,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         agent=step.agent or infer_agent(step.model) or "",
         model=model,
         model_provider=provider,
-        instruction=rendered.text,
+        instruction=rendered.text + agent_note(checks, config.references),
         snapshot=step.snapshot or None,
         image=step.image,
         base_image=step.base_image,
@@ -272,7 +328,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         checks=checks,
         checks_isolation=isolation,
         primary_outputs=primary,
-        mcp_servers=step.mcp_servers,
+        mcp_servers=consumed_by_servers(mcp_servers, step.secrets, env, secret_variable),
         secret_decls=step.secrets,
         env=env,
         vars=vars_,
@@ -283,6 +339,12 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         operator_keys=inputs.operator_keys,
         keep_sandbox=keep,
         continue_from=parent,
+        upstreams=upstreams,
+        code_checks=config,
+        strict_evaluation=step.strict_evaluation,
+        evaluation=step.frontmatter.evaluation,
+        exposure=exposed,
+        check_lines=planned.lines if planned else {},
     )
 
 
@@ -330,6 +392,13 @@ def check_destinations(
     for check in checks:
         if isinstance(check, CodeCheck):
             check_destination(check, policy, network)
+
+
+def check_sources(config: CodeChecksConfig, policy: OutboundPolicy) -> None:
+    """A `code_checks.sources` URL pier would clone from a refused address: OutboundRefused now."""
+    for source in config.sources:
+        stand_in = CodeCheck(name=source.name, type="code", source=source.url, run="true")
+        check_destination(stand_in, policy, network=False)
 
 
 def _foreign_provider(step: ResolvedStep) -> str:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import time
 import traceback
 from collections.abc import Callable
 
+from pier.db.retry import outage_message
 from pier.errors import PierError, StageError
 from pier.lifecycle import stages
 from pier.lifecycle.context import RunContext, scratch_dir
@@ -16,10 +18,12 @@ from pier.lifecycle.keeping import publish_retried
 from pier.lifecycle.orphans import remove_sandboxes
 from pier.lifecycle.outcomes import end_record
 from pier.lifecycle.sessions import keep
+from pier.lifecycle.outcomes import BEFORE_AGENT as NOT_STARTED
+from pier.lifecycle.outcomes import Outcome, classify, end_record, finished_outcome
 from pier.record import RunStatus, StageRecord, StageStatus, Trajectory, utcnow
 from pier.sandbox.runlog import to_run_log
 from pier.sandbox.sweeper import owner_label
-from pier.telemetry import metrics, tracing
+from pier.telemetry import logs, metrics, tracing
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +43,24 @@ STAGES: tuple[tuple[str, Stage], ...] = (
 AFTER_FAILURE = frozenset({"cleanup_credentials", "collect", "save"})
 
 
+def _logged(ctx: RunContext) -> contextlib.AbstractContextManager[None]:
+    """Log lines while a run's stages run carry its ids (PIER_LOG_FORMAT=json)."""
+    record = ctx.record
+    return logs.run_context(record.trajectory_id, record.collection, record.trace_id)
+
+
 def execute(ctx: RunContext) -> Trajectory:
     """Run every stage; whatever happens, delete the sandbox and the scratch files
     and save how the run ended. An interruption (Interrupted, KeyboardInterrupt)
     cancels the run, saying why, and is raised again once that is done."""
+    with _logged(ctx):
+        log.info("run %s of %s/%s started", ctx.record.trajectory_id, ctx.record.collection, ctx.record.name)
+        record = _execute(ctx)
+        log.info("run %s %s", record.trajectory_id, record.status.value)
+        return record
+
+
+def _execute(ctx: RunContext) -> Trajectory:
     record = ctx.record
     record.status = RunStatus.running
     record.started = utcnow()  # saved with the first stage's start, a moment later
@@ -55,6 +73,7 @@ def execute(ctx: RunContext) -> Trajectory:
     except BaseException as exc:  # a signal, not a stage's failure (those are recorded by _step)
         _interrupted(ctx, exc)
         with deferred_signals():
+            _keep_what_was_made(ctx)
             # Interrupted inside a create call, a sandbox may exist that the
             # context never got (the run's own, or a fresh one for checks).
             remove_sandboxes(lambda: ctx.backend, {record.trajectory_id})
@@ -78,6 +97,12 @@ FROM_AGENT = STAGES[3:]
 def begin(ctx: RunContext) -> None:
     """The first half of execute: the run is running, its sandbox is set up.
     On an unexpected exit the sandbox goes and the run is finished."""
+    with _logged(ctx):
+        log.info("run %s of %s/%s started", ctx.record.trajectory_id, ctx.record.collection, ctx.record.name)
+        _begin(ctx)
+
+
+def _begin(ctx: RunContext) -> None:
     record = ctx.record
     record.status = RunStatus.running
     record.started = utcnow()
@@ -97,6 +122,13 @@ def begin(ctx: RunContext) -> None:
 
 def conclude(ctx: RunContext) -> Trajectory:
     """The second half of execute, after begin on the same context."""
+    with _logged(ctx):
+        record = _conclude(ctx)
+        log.info("run %s %s", record.trajectory_id, record.status.value)
+        return record
+
+
+def _conclude(ctx: RunContext) -> Trajectory:
     try:
         for name, stage in FROM_AGENT:
             _step(ctx, name, stage)
@@ -137,14 +169,43 @@ def _interrupted(ctx: RunContext, exc: BaseException) -> None:
     ctx.log(message)
 
 
+def _keep_what_was_made(ctx: RunContext) -> None:
+    """An interrupted run keeps what its agent had made, as a timed-out one
+    does: collect runs once more on the sandbox before it goes (save's
+    publishing is the run's end's, in _finish). Nothing to keep when the agent
+    never started or the sandbox is gone."""
+    record = ctx.record
+    agent = record.stage("run_agent")
+    if ctx.sandbox is None or agent.started is None:
+        return
+    step = record.stage("collect")
+    step.status, step.started = StageStatus.running, utcnow()
+    began = time.monotonic()
+    try:
+        with to_run_log(lambda line: ctx.log(line, "collect")):
+            stages.collect(ctx)
+        step.status = StageStatus.completed
+        step.detail = "kept what the agent had made when the run was interrupted"
+        ctx.log(step.detail, "collect")
+    except Exception as exc:  # what could be kept is kept; say why the rest is not
+        why = ctx.redactor.text(exc.message if isinstance(exc, StageError) else str(exc))
+        kept = bool(record.outputs.results_files)
+        step.status = StageStatus.failed if kept else StageStatus.skipped
+        step.detail = f"{'not all was kept' if kept else 'nothing was kept'} after the interruption: {why}"
+        ctx.log(step.detail, "collect")
+    finally:
+        step.ended = utcnow()
+        step.duration_seconds = round(time.monotonic() - began, 3)
+
+
 def _step(ctx: RunContext, name: str, stage: Stage) -> None:
     record = ctx.record
     step = record.stage(name)
     if ctx.cancel.is_set():  # its sandbox is gone (cancel deletes it): nothing left to do
-        record.fail(name, "the run was cancelled")
+        record.fail(name, "the run was cancelled", Outcome.cancelled)
         step.status = StageStatus.skipped
         return
-    if record.error is not None and (name not in AFTER_FAILURE or ctx.sandbox is None):
+    if record.error is not None and not _after_failure(record, name, ctx):
         step.status = StageStatus.skipped
         return
     ctx.stage = name
@@ -159,7 +220,7 @@ def _step(ctx: RunContext, name: str, stage: Stage) -> None:
         step.status = StageStatus.failed
         message = _message(ctx, name, exc)
         step.detail = message
-        record.fail(name, message)
+        record.fail(name, message, Outcome.cancelled if ctx.cancel.is_set() else classify(name, exc))
         ctx.log(f"{name} failed: {message}", name)
     finally:
         step.ended = utcnow()
@@ -167,6 +228,15 @@ def _step(ctx: RunContext, name: str, stage: Stage) -> None:
         metrics.stage_duration.labels(name, step.status.value).observe(step.duration_seconds)
         tracing.stage_span(record, step)
         _saved(ctx, step, store=False)
+
+
+def _after_failure(record: Trajectory, name: str, ctx: RunContext) -> bool:
+    """Whether stage `name` still runs after the run failed: credentials go and
+    what the agent wrote is kept; a run that failed before its agent started
+    has nothing to collect, so it ends there (saving only its record)."""
+    if name not in AFTER_FAILURE or ctx.sandbox is None:
+        return False
+    return not (record.failed_stage in NOT_STARTED and name == "collect")
 
 
 def _saved(ctx: RunContext, step: StageRecord, store: bool = True) -> None:
@@ -187,6 +257,10 @@ def _message(ctx: RunContext, stage: str, exc: Exception) -> str:
         return ctx.redactor.text(exc.message)
     if isinstance(exc, PierError):
         return ctx.redactor.text(str(exc))
+    outage = outage_message(exc, ctx.settings.db_retry_sec)
+    if outage is not None:  # the database's budget ran out: an outage, said as one (no driver's link)
+        log.error("stage %s: %s", stage, outage)
+        return ctx.redactor.text(outage)
     log.error("unexpected error in stage %s:\n%s", stage, traceback.format_exc())
     return ctx.redactor.text(f"internal error in {stage}: {type(exc).__name__}: {exc}")
 
@@ -197,7 +271,7 @@ def _delete_sandbox(ctx: RunContext) -> None:
     if keep(ctx):  # kept after the run (keep_sandbox): the sweep deletes it when it expires
         metrics.sandboxes_live.dec()
         return
-    with metrics.sandbox_operation.labels("delete").time():
+    with metrics.sandbox_operation.labels("delete", ctx.backend.runtime or "unknown").time():
         ctx.sandbox.delete()
     metrics.sandboxes_live.dec()
     ctx.log(f"sandbox {ctx.sandbox.id[:12]} deleted", "save")
@@ -207,13 +281,17 @@ def _delete_sandbox(ctx: RunContext) -> None:
 
 def _finish(ctx: RunContext, elapsed: float) -> None:
     record = ctx.record
-    if ctx.cancel.is_set():
+    if ctx.cancel.is_set() and ctx.stopped_as:  # the server stopped it: failed, in trace and metrics too
+        status = RunStatus.failed
+        record.error = ctx.stopped_as
+    elif ctx.cancel.is_set():
         status = RunStatus.cancelled
     elif record.error is not None:
         status = RunStatus.failed
     else:
         status = RunStatus.completed
     record.finish(status, utcnow(), round(elapsed, 3))
+    record.outcome = finished_outcome(record)
     _observe_end(record, elapsed)
     ctx.log(f"run {record.status.value} in {elapsed:.1f}s", "save")
     try:
@@ -245,6 +323,6 @@ def _observe_start(record: Trajectory) -> None:
 def _observe_end(record: Trajectory, elapsed: float) -> None:
     status = record.status.value
     label = metrics.collection_label(record.collection)
-    metrics.runs_ended.labels(label, status, record.failed_stage or "").inc()
+    metrics.runs_ended.labels(label, status, record.failed_stage or "", record.outcome or "").inc()
     metrics.run_duration.labels(status).observe(elapsed)
     tracing.run_span(record)

@@ -37,6 +37,13 @@ def wanted_names(step: ResolvedStep) -> set[str]:
     return set(declared_names(step)) | set(agent_names(step))
 
 
+def caller_env(step: ResolvedStep, environ: Mapping[str, str]) -> dict[str, str]:
+    """What a local caller's environment gives a run (`pier run`, `pier
+    experiment run`): only the variables its secrets and its agent name, never
+    the whole environment."""
+    return {name: environ[name] for name in wanted_names(step) if name in environ}
+
+
 def sandbox_env(
     step: ResolvedStep,
     collection_env: Mapping[str, str],

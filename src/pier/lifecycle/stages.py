@@ -14,22 +14,31 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from pier.agents import Agent
 from pier.agents.base import AgentLaunch
 from pier.errors import SandboxError, StageError
 from pier.gateway.routing import ModelRoute, without_provider_keys
 from pier.lifecycle.assets import setup_tar
-from pier.lifecycle.checking import check_stage, check_tools, record_eval, refuse_missing_check_tools
+from pier.lifecycle.checking import (
+    check_stage,
+    check_tools,
+    probe_sources,
+    record_eval,
+    refuse_missing_check_tools,
+    sources_before_agent,
+)
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.keeping import check_room, full_scratch, no_space, save_outputs
 from pier.lifecycle.notices import report_limit_notes
+from pier.lifecycle.outcomes import Outcome
 from pier.lifecycle.outputs import collect_outputs
 from pier.lifecycle.plan import plan_run
 from pier.lifecycle.sessions import claim_kept, collection_snapshot, continued, wants_keep
+from pier.lifecycle.verdict import provider_message, run_usage, trouble_outcome
 from pier.record import RUN_STEP, SandboxRecord
 from pier.sandbox import create_with_retry, resolve_source
 from pier.sandbox.base import (
@@ -38,6 +47,8 @@ from pier.sandbox.base import (
     LABEL_DEADLINE,
     LABEL_OWNER,
     LABEL_RUN,
+    ExecResult,
+    LayerRecipe,
     Limits,
     Sandbox,
     SandboxBackend,
@@ -45,7 +56,7 @@ from pier.sandbox.base import (
 )
 from pier.sandbox.dockerfile import read_ca_bundle
 from pier.sandbox.processes import STOP_PROCESSES_SCRIPT
-from pier.sandbox.snapshots import SnapshotCatalog
+from pier.sandbox.snapshots import LABEL_AGENTS, SnapshotCatalog, image_mcp_servers, promise_shortfalls
 from pier.sandbox.source import check_registries
 from pier.sandbox.sweeper import owner_label
 from pier.sandbox.tarutil import FileTar
@@ -70,6 +81,7 @@ def prepare(ctx: RunContext) -> None:
     for warning in plan.warnings:
         ctx.log(f"warning: {warning}")
     ctx.log(f"agent {plan.agent}, {len(plan.assets)} attached file(s), time limit {plan.timeout_sec}s")
+    probe_sources(ctx)
 
 
 def create(ctx: RunContext) -> None:
@@ -79,6 +91,7 @@ def create(ctx: RunContext) -> None:
         ctx.sandbox = claim_kept(ctx)
         metrics.sandboxes_live.inc()
         return
+    catalog = SnapshotCatalog(settings)
     # a snapshot the collection saved from a run (`pier snapshot save`) comes first
     source = collection_snapshot(ctx.backend, plan.collection, plan.snapshot) or resolve_source(
         snapshot=plan.snapshot,
@@ -86,7 +99,7 @@ def create(ctx: RunContext) -> None:
         base_image=plan.base_image,
         apt_packages=plan.apt_packages,
         pip_packages=plan.pip_packages,
-        catalog=SnapshotCatalog(settings),
+        catalog=catalog,
         settings=settings,
     )
     ctx.source = source
@@ -98,6 +111,12 @@ def create(ctx: RunContext) -> None:
     # Again just before the engine connects: a name may point elsewhere since accept.
     check_registries(settings.outbound, {"image": plan.image, "base_image": plan.base_image})
     ctx.image = ctx.backend.ensure_image(source, ctx.log, timeout=settings.create_timeout_sec)
+    ctx.image_labels = ctx.backend.image_labels(ctx.image)
+    snapshot = catalog.get(source.name) if source.kind == "snapshot" and source.name else None
+    if snapshot is not None and snapshot.origin == "built-in":
+        for note in promise_shortfalls(source.name or "", catalog.facts(ctx.backend, ctx.image)):
+            ctx.log(f"warning: {note}")
+            ctx.record.outputs.warnings.append(note)
     ctx.image = agent_layer(ctx, ctx.image)
     open_run_egress(ctx)
     spec = sandbox_spec(ctx)
@@ -110,6 +129,7 @@ def create(ctx: RunContext) -> None:
     metrics.sandboxes_live.inc()
     report_limit_notes(ctx, tuple(ctx.sandbox.notes))
     cpus = ctx.sandbox.applied.cpus if ctx.sandbox.applied else plan.cpus
+    runtime = ctx.backend.runtime
     ctx.record.outputs.sandbox = SandboxRecord(
         source=source.kind,
         name=source.name,
@@ -119,14 +139,16 @@ def create(ctx: RunContext) -> None:
         network=plan.network,
         id=ctx.sandbox.id,
         pool=None if ctx.pool is None else ("hit" if pooled else "miss"),
+        runtime=runtime,
     )
+    shown = f"runtime {runtime}, " if runtime else ""
     ctx.log(
-        f"sandbox {ctx.sandbox.id[:12]} up ({cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
+        f"sandbox {ctx.sandbox.id[:12]} up ({shown}{cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
     )
 
 
 def _create(ctx: RunContext, spec: SandboxSpec, deadline: float) -> Sandbox:
-    with metrics.sandbox_operation.labels("create").time():
+    with metrics.sandbox_operation.labels("create", ctx.backend.runtime or "unknown").time():
         return create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
 
 
@@ -138,8 +160,12 @@ def agent_layer(ctx: RunContext, image: str) -> str:
     install (no open network); otherwise the sandbox installs, as fast as a build
     would without its commit, and setup starts the build in the background."""
     plan = ctx.require_plan()
-    recipe = ctx.agent.layer() if ctx.agent is not None and ctx.settings.agent_layers else None
-    if recipe is None:
+    recipe = ctx.agent.layer() if ctx.agent is not None else None
+    if recipe is not None and _in_image(ctx.image_labels, recipe):
+        ctx.agent_layer = image  # the snapshot carries the CLI at its pin: nothing to install
+        ctx.log(f"agent: {recipe.name} {recipe.version} is in the image; nothing to install")
+        return image
+    if recipe is None or not ctx.settings.agent_layers:
         return image
     background = ctx.settings.agent_layer_background and plan.network and plan.network_allow is None
     timeout = ctx.settings.agent_install_timeout_sec
@@ -155,6 +181,13 @@ def agent_layer(ctx: RunContext, image: str) -> str:
     how = "cached" if layer.built_s is None else f"built in {layer.built_s:.1f} s"
     ctx.log(f"agent layer: {how} ({recipe.name} {recipe.version}, {layer.image})")
     return layer.image
+
+
+def _in_image(labels: Mapping[str, str], recipe: LayerRecipe) -> bool:
+    """Whether the image says (its pier.agents label, written by a build whose
+    install step verified the version) that it has recipe's CLI at its pin."""
+    pins = dict(entry.partition("=")[::2] for entry in labels.get(LABEL_AGENTS, "").split(",") if entry)
+    return pins.get(recipe.name) == recipe.version
 
 
 def _build_layer_after_install(ctx: RunContext, installed_s: float) -> None:
@@ -330,6 +363,7 @@ def setup(ctx: RunContext) -> None:
             _build_layer_after_install(ctx, time.monotonic() - began)
         launch = _launch(ctx)
         _place(ctx, (), (), _launch_files(launch))
+    sources_before_agent(ctx)
     if launch.summary:
         ctx.log(launch.summary)
     ctx.launch = launch
@@ -344,6 +378,9 @@ def _launch(ctx: RunContext) -> AgentLaunch:
         plan = replace(
             plan, instruction=plan.instruction + deadline_line(plan.timeout_sec, ctx.settings.kill_grace_sec)
         )
+    offered = image_mcp_servers(ctx.image_labels)
+    if offered:  # what the snapshot offers every agent; the runbook's own servers win by name
+        plan = replace(plan, mcp_servers={**offered, **plan.mcp_servers})
     launch = agent.launch(plan, ctx.model_route)
     grant = ctx.model_route.grant if ctx.model_route else None
     if grant is not None:
@@ -411,6 +448,7 @@ def _verify_tools(ctx: RunContext) -> None:
             "setup",
             f"the image {ctx.image} lacks what every sandbox needs ({what}): "
             "use an image with bash and the core utilities (Debian or Ubuntu based)",
+            Outcome.invalid,
         )
     refuse_missing_check_tools(ctx, missing)
     # added to what was known of the image: another run's checks may have needed others
@@ -495,43 +533,57 @@ def run_agent(ctx: RunContext) -> None:
     finally:
         close_model_route(ctx)  # the token dies with the agent
         ctx.say_log_cut()
-    reached = sandbox.limit_reached()  # the agent may have ended before the sandbox was stopped
-    if reached:
-        raise StageError("run_agent", reached)
     ctx.agent_output = result.output
-    usage = ctx.redactor.data(agent.usage(result.output))
-    if grant is not None:
-        usage = merged_usage(usage, grant.usage())
+    # the provider's error messages (in the gateway's count) may quote a key: masked like the rest
+    usage = ctx.redactor.data(run_usage(agent.usage(result.output), grant.usage() if grant else None))
     if usage:
         usage.setdefault("duration_seconds", round(result.duration_s, 3))
     ctx.record.outputs.usage = usage
+    reached = sandbox.limit_reached()  # the agent may have ended before the sandbox was stopped
+    if reached:
+        raise StageError("run_agent", reached, Outcome.limit_reached)
+    if grant is not None and grant.upstream_refused:
+        raise StageError(
+            "run_agent",
+            f"pier's model gateway refused the run's upstream: {grant.upstream_refused}. The operator "
+            "names model upstreams in PIER_UPSTREAMS and a collection's own in PIER_COLLECTION_UPSTREAMS",
+            Outcome.invalid,
+        )
     if grant is not None and grant.refused:
         raise StageError(
             "run_agent",
             f"the run's model budget was used up ({grant.refused}) and the gateway refused the agent's "
             "next request: raise model_budget (or PIER_GATEWAY_MAX_*) or make the runbook do less",
+            Outcome.budget_exhausted,
         )
-    if result.timed_out:
-        raise StageError(
-            "run_agent",
-            f"the agent timed out after {plan.timeout_sec} seconds and was stopped"
-            + (f" (SIGTERM, then SIGKILL {grace} s later; what it wrote until then is kept)" if grace else "")
-            + f": raise timeout_sec "
-            f"(at most {ctx.settings.max_timeout_sec}) or have the runbook write its outputs as it goes",
-        )
-    if result.exit_code != 0:
-        if sandbox.oom_killed():
-            raise StageError(
-                "run_agent",
-                f"the agent ran out of memory (limit {plan.memory}) and was killed (OOM): "
-                "raise `memory` on the task's step or make the work use less",
-            )
-        raise StageError(
-            "run_agent",
-            f"the agent exited with code {result.exit_code}: see the agent log (`pier logs "
-            f"{plan.trajectory_id}`) for the failing step",
-        )
+    ctx.provider_trouble = grant.trouble() if grant is not None else None
+    failed = _agent_failure(ctx, result)
+    if failed is not None:
+        message, outcome = failed
+        found = trouble_outcome(ctx.provider_trouble)
+        if found is not None and outcome in (Outcome.agent_failed, Outcome.timed_out):
+            assert ctx.provider_trouble is not None
+            raise StageError("run_agent", provider_message(ctx.provider_trouble, message), found)
+        raise StageError("run_agent", message, outcome)
     ctx.log(f"agent finished in {result.duration_s:.1f}s")
+
+
+def _agent_failure(ctx: RunContext, result: ExecResult) -> tuple[str, Outcome] | None:
+    """How the agent's command failed (what to say, and the outcome), or None."""
+    plan, sandbox = ctx.require_plan(), ctx.require_sandbox()
+    if result.timed_out:
+        grace = ctx.settings.kill_grace_sec
+        kept = f" (SIGTERM, then SIGKILL {grace} s later; what it wrote until then is kept)" if grace else ""
+        return (f"the agent timed out after {plan.timeout_sec} seconds and was stopped{kept}: raise timeout_sec "
+                f"(at most {ctx.settings.max_timeout_sec}) or have the runbook write its outputs as it goes",
+                Outcome.timed_out)  # fmt: skip
+    if result.exit_code == 0:
+        return None
+    if sandbox.oom_killed():
+        return (f"the agent ran out of memory (limit {plan.memory}) and was killed (OOM): "
+                "raise `memory` on the task's step or make the work use less", Outcome.limit_reached)  # fmt: skip
+    return (f"the agent exited with code {result.exit_code}: see the agent log (`pier logs "
+            f"{plan.trajectory_id}`) for the failing step", Outcome.agent_failed)  # fmt: skip
 
 
 def model_route(ctx: RunContext) -> ModelRoute | None:
@@ -549,7 +601,7 @@ def model_route(ctx: RunContext) -> ModelRoute | None:
         )
     from pier.gateway.server import shared_gateway  # the HTTP server loads only for runs that use it
 
-    gateway = shared_gateway(host, settings.gateway_port, settings.ca_bundle)
+    gateway = shared_gateway(host, settings.gateway_port, settings.ca_bundle, settings.outbound)
     if ctx.egress is not None:
         ctx.egress.admit_port(gateway.port)
         _egress_warning(ctx)
@@ -563,17 +615,6 @@ def close_model_route(ctx: RunContext) -> None:
     """End the run's gateway token (idempotent): nothing can use it afterwards."""
     if ctx.model_route is not None:
         ctx.model_route.close()
-
-
-def merged_usage(reported: dict[str, Any], seen: dict[str, Any]) -> dict[str, Any]:
-    """What the CLI reported, completed by what the gateway counted (codex and
-    gemini-cli report no cost or calls), and the gateway's own count kept whole."""
-    merged = dict(reported)
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_usd", "api_calls"):
-        if merged.get(key) is None and key in seen:
-            merged[key] = seen[key]
-    merged["gateway"] = seen
-    return merged
 
 
 def cleanup_credentials(ctx: RunContext) -> None:
@@ -613,6 +654,12 @@ def _count(output: str) -> str:
 def collect(ctx: RunContext) -> None:
     try:
         collect_outputs(ctx, before_reading=lambda found: check_room(ctx, found.bytes))
+    except StageError as exc:
+        found = trouble_outcome(ctx.provider_trouble)
+        if exc.outcome != Outcome.no_results or found is None or ctx.provider_trouble is None:
+            raise
+        # the agent gave up quietly after its provider refused it: that is the verdict
+        raise StageError("collect", provider_message(ctx.provider_trouble, exc.message), found) from None
     except OSError as exc:
         if no_space(exc):
             shutil.rmtree(ctx.output_dir, ignore_errors=True)  # what was half copied: the disk needs the room

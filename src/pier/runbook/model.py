@@ -22,6 +22,11 @@ class SecretDecl(BaseModel):
     # value in request headers to `hosts` (checked when a run is planned).
     inject: Any = None
     hosts: Any = None
+    # The platform's secret exposure (docs/runbook-format.md): whether the agent's
+    # environment gets it (default: yes, unless a check source or MCP server names
+    # it with `secret:`), and whether the checks pier runs get a withheld one.
+    expose_to_agent: bool | None = None
+    expose_to_checks: bool | None = None
 
 
 def _as_list(value: Any) -> Any:
@@ -47,6 +52,9 @@ class Frontmatter(BaseModel):
     primary_outputs: list[str] = Field(default_factory=list)
     secrets: dict[str, SecretDecl] = Field(default_factory=dict)
     origin: Any = None
+    # The platform's checks settings: how `## Code Checks` run (pier.checks.platform).
+    code_checks: dict[str, Any] | None = None
+    strict_evaluation: bool | None = None
     # pier's own keys
     checks: list[dict[str, Any]] = Field(default_factory=list)
     checks_isolation: str | None = None

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
-from pier.errors import SandboxError
+from pier.errors import PierError, SandboxError
 
 SourceKind = Literal["snapshot", "image", "dockerfile"]
 LineSink = Callable[[str], None]
@@ -306,10 +306,36 @@ class SandboxBackend(ABC):
     @abstractmethod
     def image_exists(self, ref: str) -> bool: ...
 
+    def registry_has(self, ref: str) -> bool | None:
+        """Whether ref's registry has that image (True, False), or None when this
+        backend cannot ask one. Raises ImageError saying why the registry could
+        not tell (unreachable, refused without credentials)."""
+        return None
+
     def image_id(self, ref: str) -> str | None:
         """The content id of the image ref names now (a digest: the same id is the
         same files), or None when this backend has none or the image is missing.
         What is learnt of one id holds for every sandbox of it, across processes."""
+        return None
+
+    @property
+    def runtime(self) -> str | None:
+        """The OCI runtime (or the like) this backend's sandboxes run under, by name
+        (runsc, runc), for the run's log, record and metrics; None: not told."""
+        return None
+
+    def runtime_reason(self) -> str | None:
+        """One sentence naming that runtime and why it was chosen, or None."""
+        return None
+
+    def image_labels(self, ref: str) -> Mapping[str, str]:
+        """The image's labels (what a snapshot says it carries: pier.agents,
+        pier.mcp_servers), or {} when this backend has none or the image is missing."""
+        return {}
+
+    def image_file(self, ref: str, path: str) -> bytes | None:
+        """One small file of the image, read without starting it (a snapshot's
+        /etc/pier/snapshot.json), or None when absent or this backend cannot."""
         return None
 
     @abstractmethod
@@ -406,3 +432,15 @@ class SandboxBackend(ABC):
         """Why this backend's sandboxes could reach services of this machine or of
         one another, when it can tell before any run (said once at start), or None."""
         return None
+
+
+def say_runtime(backend: Callable[[], SandboxBackend], say: Callable[[str], None]) -> None:
+    """Say once, at a CLI's or a server's start, which runtime its sandboxes run
+    under and why; an engine that does not answer yet says nothing here (the run
+    that needs it says why it cannot)."""
+    try:
+        reason = backend().runtime_reason()
+    except PierError:
+        return
+    if reason:
+        say(reason)

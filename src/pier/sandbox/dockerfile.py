@@ -56,6 +56,31 @@ PIP_LIST = "pier-requirements.txt"
 LISTS_DIR = "/tmp/pier-build"
 
 
+STEP_MARK = "# pier-step:"
+
+
+def step_titles(dockerfile: str) -> dict[int, str]:
+    """The builder's step number (1 is FROM) -> what the `# pier-step: ...` comment
+    above that instruction says it installs, for a build's progress lines."""
+    titles: dict[int, str] = {}
+    step, pending, continued = 0, "", False
+    for raw in dockerfile.splitlines():
+        line = raw.strip()
+        if continued:
+            continued = line.endswith("\\")
+            continue
+        if line.startswith(STEP_MARK):
+            pending = line[len(STEP_MARK) :].strip()
+            continue
+        if not line or line.startswith("#"):
+            continue
+        step += 1
+        continued = line.endswith("\\")
+        if pending:
+            titles[step], pending = pending, ""
+    return titles
+
+
 def ca_env() -> dict[str, str]:
     """The environment that points every TLS client at pier's CA bundle."""
     return dict.fromkeys(CA_ENV_VARS, CA_PATH)

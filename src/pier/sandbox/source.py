@@ -64,8 +64,36 @@ def _ignored_note(source: str, base_image: str | None, apt: Sequence[str], pip: 
     )
 
 
-def _with_notes(source: SandboxSource, notes: list[str | None]) -> SandboxSource:
-    return replace(source, notes=source.notes + tuple(note for note in notes if note))
+def _with_notes(source: SandboxSource, notes: list[str]) -> SandboxSource:
+    return replace(source, notes=source.notes + tuple(notes))
+
+
+def source_notes(
+    *,
+    snapshot: str | None,
+    image: str | None,
+    base_image: str | None,
+    apt_packages: Sequence[str],
+    pip_packages: Sequence[str],
+    catalog: SnapshotCatalog,
+) -> list[str]:
+    """What a run's sandbox source would warn about (an unknown snapshot, packages
+    a snapshot or an image ignores): resolve_source's notes, known before anything
+    runs (pier validate says them too)."""
+    snapshot, image, base = _given(snapshot), _given(image), _given(base_image)
+    if snapshot and catalog.get(snapshot) is not None:
+        ignored = _ignored_note(f"snapshot {snapshot!r}", base, apt_packages, pip_packages)
+        return [ignored] if ignored else []
+    notes: list[str | None] = []
+    if snapshot:
+        fallback = f"image {image}" if image else "a generated Dockerfile"
+        notes.append(
+            f"snapshot {snapshot!r} not found, falling through to {fallback} "
+            f"(the snapshots pier knows: {', '.join(catalog.names())}; see `pier snapshot list`)"
+        )
+    if image:
+        notes.append(_ignored_note(f"image {image}", base, apt_packages, pip_packages))
+    return [note for note in notes if note]
 
 
 def resolve_source(
@@ -81,17 +109,15 @@ def resolve_source(
     """The sandbox source for a run, the first that applies: snapshot, image, a
     generated Dockerfile. Raises InputError when the generated Dockerfile would get
     an invalid base image or package name."""
+    notes = source_notes(
+        snapshot=snapshot, image=image, base_image=base_image, apt_packages=apt_packages,
+        pip_packages=pip_packages, catalog=catalog,
+    )  # fmt: skip
     snapshot, image, base = _given(snapshot), _given(image), _given(base_image)
-    notes: list[str | None] = []
     found = catalog.get(snapshot) if snapshot else None
     if found is not None:
-        ignored = _ignored_note(f"snapshot {snapshot!r}", base, apt_packages, pip_packages)
-        return _with_notes(found.source(), [ignored])
-    if snapshot:
-        fallback = f"image {image}" if image else "a generated Dockerfile"
-        notes.append(f"snapshot {snapshot!r} not found, falling through to {fallback}")
+        return _with_notes(found.source(), notes)
     if image:
-        notes.append(_ignored_note(f"image {image}", base, apt_packages, pip_packages))
         source = SandboxSource(
             kind="image",
             name=image,

@@ -44,6 +44,11 @@ class FleetSettings(BaseModel):
         ge=0,
         description="free space collect leaves on the scratch and database disks, or fails early",
     )
+    storage_abandoned_upload_sec: float = Field(
+        86400,
+        gt=0,
+        description="the sweep aborts incomplete multipart uploads (S3) begun longer ago than this",
+    )
     storage_retry_sec: float = Field(
         120, ge=0, description="how long save tries again to store a run's outputs while storage fails"
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
 
@@ -21,6 +23,9 @@ class ObservabilitySettings(BaseModel):
         False, description="label run metrics with their collection (one series per collection)"
     )
     audit_retention_days: float = Field(90, gt=0, description="audit entries older than this are deleted")
+    log_format: Literal["text", "json"] = Field(
+        "text", description="json: every log line of pier serve, pier worker and the CLI is one JSON object"
+    )
     trace_url: str | None = Field(
         None, description="a trace viewer's URL with {trace_id}, linked from the web UI's run page"
     )

@@ -58,6 +58,17 @@ class SandboxSettings(BaseModel):
     snapshot_base_image: str = Field(
         "python:3.12-slim-bookworm", description="base of the built-in snapshot recipes"
     )
+    python_install_mirror: str = Field(
+        "",
+        description="base URL of a python-build-standalone mirror the built-in snapshots take Python 3.12 "
+        "from (uv's UV_PYTHON_INSTALL_MIRROR) when the base has no python3.12 and its package manager none; "
+        "empty: the build warns and python3 stays the base's",
+    )
+    image_lookup_registry: bool = Field(
+        True,
+        description="pier validate asks an image's registry (through the engine, as a pull would) whether "
+        "an image this machine lacks exists; false: it looks on this machine only (air-gapped hosts)",
+    )
     ca_bundle: Path | None = Field(
         default_factory=detect_host_ca_bundle,
         description="extra CA certificates for image builds and sandboxes",
@@ -75,8 +86,9 @@ class SandboxSettings(BaseModel):
         description="sandbox backend: docker, fake (tests), a registered name, or module:factory",
     )
     sandbox_runtime: str | None = Field(
-        None,
-        description="OCI runtime for sandboxes (runsc, kata, sysbox-runc, or auto); default the engine's",
+        "auto",
+        description="OCI runtime for sandboxes: auto (gVisor's runsc where the engine has it registered, "
+        "else the strongest of kata, sysbox-runc, else the engine's default), or a name: runsc, runc, ...",
     )
     sandbox_cap_add: str = Field(
         "", description="capabilities sandboxes keep beyond pier's set, comma-separated (e.g. NET_RAW)"

@@ -38,6 +38,11 @@ class ServerSettings(BaseModel):
         30.0, gt=0, description="the most time between two pieces of a request body"
     )
     http_keepalive_sec: int = Field(5, ge=1, description="an idle connection is closed after this")
+    drain_timeout_sec: float = Field(
+        1800.0,
+        ge=0,
+        description="on SIGTERM, how long pier serve and pier worker wait for runs in flight before ending them",
+    )
     http_max_head_bytes: int = Field(
         32 << 10, ge=1024, description="a request's line and headers together, else 431 and closed"
     )

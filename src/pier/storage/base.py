@@ -90,6 +90,13 @@ class RunStorage(ABC):
     def touch_upload(self, collection: str, upload_id: str) -> None:
         """Mark the upload used now: its time to expire starts again."""
 
+    def abort_abandoned_uploads(self, older_than_sec: float, now: float | None = None) -> int:
+        """Abort the incomplete multipart uploads begun more than
+        `older_than_sec` ago (a worker that died mid-save, an abort that failed
+        in an outage): their parts are stored, and billed, until then. How
+        many went; a storage with no such uploads has none."""
+        return 0
+
     def check(self) -> None:
         """Raise PierError, saying what to fix, when the storage cannot be used:
         `pier serve` calls it at start rather than failing the first run."""

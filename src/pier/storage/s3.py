@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, cast
@@ -113,6 +114,24 @@ class S3Storage(RunStorage):
             if not quiet:
                 raise
             log.warning("could not abort the incomplete uploads under %s (storage down?)", base)
+
+    def abort_abandoned_uploads(self, older_than_sec: float, now: float | None = None) -> int:
+        now = time.time() if now is None else now
+        aborted = 0
+        pages = self.client.get_paginator("list_multipart_uploads").paginate(
+            Bucket=self.bucket, Prefix=self._root()
+        )
+        for page in pages:
+            for upload in page.get("Uploads") or []:
+                begun = upload.get("Initiated")
+                if begun is None or now - begun.timestamp() < older_than_sec:
+                    continue
+                self.client.abort_multipart_upload(
+                    Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+                )
+                aborted += 1
+                log.info("aborted the incomplete upload of %s, begun %s", upload["Key"], begun.isoformat())
+        return aborted
 
     def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> None:
         self._call("put_object", Bucket=self.bucket, Key=self._name(key), Body=data, ContentType=content_type)

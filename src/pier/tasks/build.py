@@ -22,7 +22,7 @@ def infer_agent(model: str | None) -> str | None:
         "o1", "o3", "o4-mini",
     ):  # fmt: skip
         return "codex"
-    if bare.startswith("gemini-"):
+    if name.startswith("gemini/") or bare.startswith("gemini-"):
         return "gemini-cli"
     return None
 
@@ -41,7 +41,7 @@ def task_from_runbook(runbook: Runbook, default_snapshot: str | None = DEFAULT_S
         "vars": dict(front.vars),
         "file_paths": [],
     }
-    for key in ("image", "base_image", "checks_isolation"):
+    for key in ("image", "base_image", "checks_isolation", "code_checks", "strict_evaluation"):
         if getattr(front, key):
             params[key] = getattr(front, key)
     for key in ("apt_packages", "pip_packages", "checks", "primary_outputs", "mcp_servers"):

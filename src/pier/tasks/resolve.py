@@ -15,7 +15,7 @@ from pier.tasks.model import KNOWN_INIT_PARAMS, StepConfig, Task
 _FROM_FRONTMATTER = (
     "agent", "model", "model_provider", "snapshot", "image", "base_image", "apt_packages",
     "pip_packages", "checks", "checks_isolation", "primary_outputs", "mcp_servers",
-    "model_budget", "network",
+    "model_budget", "network", "code_checks", "strict_evaluation",
 )  # fmt: skip
 
 
@@ -73,6 +73,8 @@ class ResolvedStep:
     # sandbox of an earlier run (init_params.continue_from): docs/sessions.md.
     keep_sandbox: Any = None
     continue_from: Any = None
+    code_checks: Any = None  # the platform's `code_checks:` (checked by the plan)
+    strict_evaluation: bool = False
 
 
 def resolve(task: Task, run_params: Mapping[str, Any] | None = None) -> ResolvedStep:
@@ -118,6 +120,8 @@ def resolve(task: Task, run_params: Mapping[str, Any] | None = None) -> Resolved
         asked_limits={key: params[key] for key in LIMIT_KEYS if params.get(key) is not None},
         keep_sandbox=params.get("keep_sandbox"),
         continue_from=params.get("continue_from"),
+        code_checks=params.get("code_checks"),
+        strict_evaluation=bool(params.get("strict_evaluation")),
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
 from prometheus_client import (
@@ -26,6 +26,7 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 disable_created_metrics()  # no *_created series: they double what a scrape sends
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -57,8 +58,10 @@ runs_started = Counter(
 )
 runs_ended = Counter(
     "pier_runs_ended_total",
-    "Runs that reached an end, by status and the stage that failed ('' when none)",
-    ["collection", "status", "failed_stage"],
+    "Runs that reached an end, by status, the stage that failed ('' when none) and outcome "
+    "(success, checks_failed, no_results, agent_failed, timed_out, limit_reached, provider_refused, "
+    "rate_limited, provider_error, budget_exhausted, invalid, infra, cancelled)",
+    ["collection", "status", "failed_stage", "outcome"],
     registry=REGISTRY,
 )
 run_duration = Histogram(
@@ -81,8 +84,8 @@ stage_duration = Histogram(
 )
 sandbox_operation = Histogram(
     "pier_sandbox_operation_duration_seconds",
-    "Sandbox operations on the engine: create, setup, delete",
-    ["operation"],
+    "Sandbox operations on the engine: create, setup, delete, by the runtime sandboxes run under",
+    ["operation", "runtime"],
     buckets=FAST_BUCKETS,
     registry=REGISTRY,
 )
@@ -145,6 +148,11 @@ webhook_deliveries = Counter(
 routine_ticks = Counter(
     "pier_routine_ticks_total", "Routine ticks by outcome (fired, missed)", ["outcome"], registry=REGISTRY
 )
+sandboxes_swept = Counter(
+    "pier_sandboxes_swept_total",
+    "Sandboxes the sweep removed because no live run needed them (a leak that was cleaned)",
+    registry=REGISTRY,
+)
 http_requests = Counter(
     "pier_http_requests_total",
     "API requests by method, templated route and status",
@@ -199,6 +207,46 @@ def _or_nan(read: Callable[[], int]) -> Callable[[], float]:
             return math.nan
 
     return safe
+
+
+class _Readiness:
+    """`pier_ready{service}`: 1 when a service the server needs answers, 0 when
+    not, probed when scraped (the same probes as /health/ready). Nothing is
+    exported until a server says how to probe (watch_readiness)."""
+
+    def __init__(self) -> None:
+        self.probe: Callable[[], dict[str, bool]] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+
+        probe = self.probe
+        if probe is None:
+            return
+        family = GaugeMetricFamily(
+            "pier_ready",
+            "1 when a service the server needs answers (as /health/ready), else 0",
+            labels=["service"],
+        )
+        try:
+            answers = probe()
+        except Exception:
+            answers = {}
+        for service, ok in sorted(answers.items()):
+            family.add_metric([service], 1.0 if ok else 0.0)
+        yield family
+
+    def describe(self) -> list[Metric]:  # registered before a probe exists: nothing to call at registration
+        return []
+
+
+_readiness = _Readiness()
+REGISTRY.register(_readiness)
+
+
+def watch_readiness(probe: Callable[[], dict[str, bool]] | None) -> None:
+    """Set (or, with None, clear) what `pier_ready` probes when scraped:
+    service name -> whether it answers."""
+    _readiness.probe = probe
 
 
 def exposition() -> tuple[bytes, str]:

@@ -103,21 +103,51 @@ def _trace_of(trajectory_id: str) -> int | None:
     return value or None
 
 
+def _span_of(kind: str, trajectory_id: str) -> int:
+    return int(hashlib.sha256(f"{kind}:{trajectory_id}".encode()).hexdigest()[:16], 16) or 1
+
+
 def _root_span_of(trajectory_id: str) -> int:
-    return int(hashlib.sha256(f"pier-run:{trajectory_id}".encode()).hexdigest()[:16], 16) or 1
+    return _span_of("pier-run", trajectory_id)
 
 
-def _run_context(trajectory_id: str) -> Any:
+# The tree of a run's trace: run -> stage -> (in run_agent) the agent ->
+# its model calls. Every span's id is derived from the trajectory id (and
+# what it is), so each process writes its spans into the tree without
+# handing a context around: the gateway's model calls name the agent span
+# as their parent before it is written (spans are written when they end).
+AGENT_STAGE = "run_agent"
+
+
+def _stage_span_of(trajectory_id: str, stage: str) -> int:
+    return _span_of(f"pier-stage-{stage}", trajectory_id)
+
+
+def _agent_span_of(trajectory_id: str) -> int:
+    return _span_of("pier-agent", trajectory_id)
+
+
+def _run_context(trajectory_id: str, span_id: int | None = None) -> Any:
     from opentelemetry import trace
 
     trace_value = _trace_of(trajectory_id) or 1
     parent = trace.SpanContext(
         trace_value,
-        _root_span_of(trajectory_id),
+        span_id or _root_span_of(trajectory_id),
         is_remote=True,
         trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
     )
     return trace.set_span_in_context(trace.NonRecordingSpan(parent))
+
+
+def _start_with_id(span_id: int, name: str, **kwargs: Any) -> Any:
+    """A span whose id is `span_id` (the tree's derived ids)."""
+    assert _tracer is not None
+    _ids.span = span_id
+    try:
+        return _tracer.start_span(name, **kwargs)
+    finally:
+        _ids.span = None
 
 
 @contextmanager
@@ -158,6 +188,7 @@ def run_span(record: Any) -> None:
                 "pier.task": record.name,
                 "pier.status": record.status.value,
                 "pier.failed_stage": record.failed_stage or "",
+                "pier.outcome": record.outcome or "",
             },
         )
     finally:
@@ -168,19 +199,48 @@ def run_span(record: Any) -> None:
 
 
 def stage_span(record: Any, step: Any) -> None:
-    """One stage of a run, a child of its run's root span."""
+    """One stage of a run, a child of its run's root span; the run_agent
+    stage's child is the agent's span (`invoke_agent <agent>`), the parent of
+    the agent's model calls."""
     if _tracer is None or step.started is None:
         return
     from opentelemetry import trace
 
-    span = _tracer.start_span(
+    tid = record.trajectory_id
+    failed = step.status.value == "failed"
+    span = _start_with_id(
+        _stage_span_of(tid, step.name),
         f"stage {step.name}",
-        context=_run_context(record.trajectory_id),
+        context=_run_context(tid),
         start_time=_ns(step.started),
-        attributes={"pier.stage": step.name, "pier.status": step.status.value},
+        attributes={"pier.stage": step.name, "pier.status": step.status.value, "pier.trajectory_id": tid},
     )
-    if step.status.value == "failed":
+    if failed:
         span.set_status(trace.Status(trace.StatusCode.ERROR, (step.detail or "")[:500]))
+        span.set_attribute("error.type", "pier.stage_failed")
+    if step.name == AGENT_STAGE:
+        outputs = getattr(record, "outputs", None)
+        agent = getattr(outputs, "agent", None) or "agent"
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": agent,
+            "pier.trajectory_id": tid,
+        }
+        model = getattr(outputs, "model", None)
+        if model:
+            attributes["gen_ai.request.model"] = model
+        child = _start_with_id(
+            _agent_span_of(tid),
+            f"invoke_agent {agent}",
+            context=_run_context(tid, _stage_span_of(tid, step.name)),
+            kind=trace.SpanKind.INTERNAL,
+            start_time=_ns(step.started),
+            attributes=attributes,
+        )
+        if failed:
+            child.set_status(trace.Status(trace.StatusCode.ERROR, (step.detail or "")[:500]))
+            child.set_attribute("error.type", "pier.agent_failed")
+        child.end(end_time=_ns(step.ended))
     span.end(end_time=_ns(step.ended))
 
 
@@ -194,8 +254,13 @@ def model_call_span(
     input_tokens: int | None,
     output_tokens: int | None,
     address: str | None = None,
+    port: int | None = None,
+    response_model: str | None = None,
+    response_id: str | None = None,
+    finish_reasons: list[str] | None = None,
 ) -> None:
-    """A model request through the gateway, as an OpenTelemetry GenAI client span."""
+    """A model request through the gateway, as an OpenTelemetry GenAI client
+    span, a child of the run's agent span."""
     if _tracer is None:
         return
     from opentelemetry import trace
@@ -214,9 +279,19 @@ def model_call_span(
         attributes["gen_ai.usage.output_tokens"] = output_tokens
     if address:
         attributes["server.address"] = address
+    if port:
+        attributes["server.port"] = port
+    if response_model:
+        attributes["gen_ai.response.model"] = response_model
+    if response_id:
+        attributes["gen_ai.response.id"] = response_id
+    if finish_reasons:
+        attributes["gen_ai.response.finish_reasons"] = list(finish_reasons)
+    if status >= 400:
+        attributes["error.type"] = str(status)  # the semantic conventions: the HTTP status code
     span = _tracer.start_span(
         f"chat {model}" if model else "chat",
-        context=_run_context(trajectory_id),
+        context=_run_context(trajectory_id, _agent_span_of(trajectory_id)),
         kind=trace.SpanKind.CLIENT,
         start_time=started_ns,
         attributes=attributes,

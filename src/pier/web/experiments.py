@@ -13,6 +13,8 @@ from fastapi.responses import HTMLResponse
 
 from pier.api.services import experiments
 from pier.api.state import StateDep
+from pier.experiments.results import failed_checks
+from pier.record import Trajectory
 from pier.web.render import page
 from pier.web.session import PageCaller
 
@@ -32,13 +34,32 @@ def matrix(cells: list[dict[str, Any]]) -> dict[str, Any]:
     rows: dict[str, dict[str, dict[str, Any]]] = {}
     columns: list[str] = []
     for cell in cells:
-        axes = cell["axes"]
+        axes = {**cell["axes"]}
         row = " / ".join(axes[a] for a in AGENT_AXES if a in axes) or "all"
-        column = ", ".join(f"{k} {v}" for k, v in axes.items() if k not in AGENT_AXES) or "all"
+        if "row" in axes and cell.get("row_label"):  # the input's values, not its index
+            axes["row"] = cell["row_label"]
+        column = ", ".join(v if k == "row" else f"{k} {v}" for k, v in axes.items() if k not in AGENT_AXES)
+        column = column or "all"
         if column not in columns:
             columns.append(column)
         rows.setdefault(row, {})[column] = cell
     return {"rows": rows, "columns": columns}
+
+
+def live_context(experiment: Any, results: dict[str, Any]) -> dict[str, Any]:
+    """What the matrix, the axes, the comparisons and the failures show; vars
+    rows by their values ("city=Paris"), never their index."""
+    labels = {c["axes"]["row"]: c["row_label"] for c in results["cells"] if "row_label" in c}
+    return {
+        "experiment": experiment,
+        "results": results,
+        "grid": matrix(results["cells"]),
+        "shade": shade,
+        "k": experiment.spec.attempts,
+        "ks": [str(k) for k in range(1, experiment.spec.attempts + 1)],
+        "value_label": lambda axis, value: labels.get(value, value) if axis == "row" else value,
+        "api": f"/api/v1/experiments/{experiment.stored.collection}/{experiment.id}",
+    }
 
 
 @router.get("/experiments")
@@ -52,14 +73,7 @@ def experiment_page(
 ) -> HTMLResponse:
     experiment = experiments.visible(state, caller, experiment_id)
     results = experiments.results(state, experiment)
-    context = {
-        "experiment": experiment,
-        "results": results,
-        "grid": matrix(results["cells"]),
-        "shade": shade,
-        "k": experiment.spec.attempts,
-        "api": f"/api/v1/experiments/{experiment.stored.collection}/{experiment.id}",
-    }
+    context = live_context(experiment, results)
     if request.headers.get(PART_HEADER) == "matrix":
         return page(request, "_experiment_live.html", context)
     return page(request, "experiment.html", context)
@@ -72,5 +86,12 @@ def cell_page(
     experiment = experiments.visible(state, caller, experiment_id)
     found = experiments.cell(state, experiment, cell)
     context = {"experiment": experiment, "cell": found.cell, "tries": found.tries, "summary": found.summary,
-               "shade": shade}  # fmt: skip
+               "shade": shade, "failure": failure}  # fmt: skip
     return page(request, "experiment_cell.html", context)
+
+
+def failure(run: Trajectory | None) -> str:
+    """What a failed run says: its error, or its failing check's message."""
+    if run is None or not run.status.terminal or run.success:
+        return ""
+    return run.error or failed_checks(run)

@@ -11,6 +11,7 @@ from urllib.parse import urlencode, urlsplit
 
 from fastapi import APIRouter, Query, Request
 from fastapi import Path as FastPath
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
@@ -18,11 +19,11 @@ from starlette.datastructures import UploadFile
 from pier.api.auth import Caller, caller_for_token, collection_access, require_admin
 from pier.api.errors import invalid
 from pier.api.observe import note
-from pier.api.services import audit, collections, runs, tasks
+from pier.api.services import again, audit, collections, runs, tasks
 from pier.api.services.runs import MAX_FILES
 from pier.api.services.stats import run_cost
 from pier.api.state import ApiState, StateDep
-from pier.errors import NotFoundError
+from pier.errors import InputError, NotFoundError
 from pier.record import RunStatus, Trajectory
 from pier.web import charts, views
 from pier.web.render import page
@@ -191,6 +192,8 @@ def run_page(request: Request, state: StateDep, caller: PageCaller, trajectory_i
     part = request.headers.get(PART_HEADER)
     if part == "live":
         return page(request, "_run_live.html", context)
+    if part == "stages":
+        return page(request, "_run_stages.html", context)
     events = runs.lines(state, trajectory_id, 0, LOG_LINES)
     context |= {"log": events, "last_seq": events[-1].seq if events else 0}
     return page(request, "run.html", context)
@@ -245,37 +248,146 @@ async def task_page(
     collection: str,
     task: str,
     rerun: str | None = None,
-) -> HTMLResponse:
+) -> Response:
+    if rerun:  # the old "run again" link: the run's own form, which works for any run
+        return _see_other(f"/runs/{rerun}/again")
     await collection_access(collection, state, caller)
     stored = tasks.get(state, collection, task)
     definition = tasks.definition(stored)
-    variables = dict(definition.init_params.get("vars") or {})
-    if rerun:
-        source = runs.visible(state, caller, rerun)
-        variables |= source.run.inputs.get("vars") or {}
-    context = {
+    return page(request, "task.html", _form_context(stored, definition, None, {}, {}))
+
+
+def _form_context(
+    stored: Any,
+    definition: Any,
+    source: again.Again | None,
+    values: dict[str, str],
+    settings: dict[str, str],
+    error: str | None = None,
+) -> dict[str, Any]:
+    """The run form: each variable the runbook declares (a required one empty
+    and marked, a default shown as the default, never as a value typed in),
+    the image, snapshot and model (the task's own shown as such), the files."""
+    init = definition.init_params
+    declared = dict(init.get("vars") or {})
+    names = list(dict.fromkeys([*declared, *values]))
+    variables = [
+        {
+            "name": name,
+            "value": values.get(name, ""),
+            "required": name in declared and declared[name] is None,
+            "default": None if declared.get(name) is None else _shown(declared[name]),
+        }
+        for name in names
+    ]
+    fields = [
+        {
+            "name": name,
+            "value": settings.get(name, ""),
+            "default": _shown(init.get(name)) if init.get(name) else None,
+        }
+        for name in again.FORM_FIELDS
+    ]
+    return {
         "task": stored,
-        "instruction": definition.init_params.get("instruction") or "",
-        "params": {k: v for k, v in definition.init_params.items() if k not in ("instruction", "vars")},
-        "variables": {k: v if isinstance(v, str) else views.pretty(v) for k, v in variables.items()},
-        "rerun": rerun,
+        "collection": source.source.collection if source else stored.collection,
+        "task_name": source.source.task if source else stored.name,
+        "instruction": init.get("instruction") or "",
+        "params": {k: v for k, v in init.items() if k not in ("instruction", "vars")},
+        "variables": variables,
+        "fields": fields,
+        "source": source,
+        "action": f"/runs/{source.source.trajectory_id}/again"
+        if source
+        else f"/tasks/{stored.collection}/{stored.name}/run",
+        "error": error,
     }
-    return page(request, "task.html", context)
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else views.pretty(value)
+
+
+def _form_values(form: Any) -> tuple[dict[str, str], dict[str, str], list[UploadFile]]:
+    items = form.multi_items()
+    variables = {k[4:]: v for k, v in items if k.startswith("var.") and isinstance(v, str)}
+    settings = {k: v for k, v in items if k in again.FORM_FIELDS and isinstance(v, str)}
+    files = [v for k, v in items if k == "files" and isinstance(v, UploadFile) and v.filename]
+    return variables, settings, files
+
+
+def _refusal(exc: Exception) -> str:
+    if isinstance(exc, RequestValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()
+        )
+    return str(exc)
 
 
 @router.post("/tasks/{collection}/{task}/run")
 async def start_run(
     request: Request, state: StateDep, caller: FormCaller, collection: str, task: str
-) -> RedirectResponse:
-    """The form's `var.NAME` fields become init_params.vars; its files are
-    attached as the API's multipart `files` would be."""
+) -> Response:
+    """The form's `var.NAME` fields become init_params.vars (only those filled
+    in), its image, snapshot and model fields the run's own (when filled in),
+    and its files are attached as the API's multipart `files` would be. A
+    refusal (the rules of the plan, the CLI's and the API's) shows the form
+    again, with what was typed and what to fix."""
     await collection_access(collection, state, caller)
     form = await request.form(max_files=MAX_FILES)
-    variables = {k[4:]: v for k, v in form.multi_items() if k.startswith("var.") and isinstance(v, str)}
-    files = [v for k, v in form.multi_items() if k == "files" and isinstance(v, UploadFile) and v.filename]
-    fields: dict[str, Any] = {"init_params": {"vars": variables}} if variables else {}
-    record = await run_in_threadpool(runs.accept, state, collection, task, fields, files)
+    variables, settings, files = _form_values(form)
+    fields: dict[str, Any] = {"init_params": again.run_fields(variables, settings)}
+    try:
+        record = await run_in_threadpool(runs.accept, state, collection, task, fields, files)
+    except (RequestValidationError, InputError) as exc:
+        if isinstance(exc, NotFoundError):
+            raise
+        stored = tasks.get(state, collection, task)
+        context = _form_context(stored, tasks.definition(stored), None, variables, settings, _refusal(exc))
+        return page(request, "task.html", context, status_code=422)
+    note(request, object_id=record.trajectory_id)
     return _see_other(f"/runs/{record.trajectory_id}")
+
+
+@router.get("/runs/{trajectory_id}/again")
+def again_page(request: Request, state: StateDep, caller: PageCaller, trajectory_id: str) -> HTMLResponse:
+    """A new run's form filled from this run: for any run the caller may see."""
+    source = again.of_run(state, caller, trajectory_id)
+    stored = _stored_or_none(state, source)
+    context = _form_context(stored or _Named(source), source.task, source, source.variables, source.settings)
+    return page(request, "task.html", context)
+
+
+@router.post("/runs/{trajectory_id}/again")
+async def start_again(request: Request, state: StateDep, caller: FormCaller, trajectory_id: str) -> Response:
+    form = await request.form(max_files=MAX_FILES)
+    variables, settings, files = _form_values(form)
+    keep = [v for k, v in form.multi_items() if k == "keep" and isinstance(v, str)]
+    try:
+        record = await run_in_threadpool(
+            again.start, state, caller, trajectory_id, variables, settings, keep, files
+        )
+    except (RequestValidationError, InputError) as exc:
+        if isinstance(exc, NotFoundError):
+            raise
+        source = again.of_run(state, caller, trajectory_id)
+        stored = _stored_or_none(state, source)
+        context = _form_context(
+            stored or _Named(source), source.task, source, variables, settings, _refusal(exc)
+        )
+        return page(request, "task.html", context, status_code=422)
+    return _see_other(f"/runs/{record.trajectory_id}")
+
+
+class _Named:
+    """A task's name and collection, for the form of a run whose task is not stored."""
+
+    def __init__(self, source: again.Again) -> None:
+        self.collection, self.name, self.description = source.source.collection, source.source.task, None
+
+
+def _stored_or_none(state: ApiState, source: again.Again) -> Any:
+    return tasks.get(state, source.source.collection, source.source.task) if source.stored else None
 
 
 # collection settings

@@ -16,7 +16,8 @@ from pier.web import views
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.globals |= {"markdown": views.markdown, "duration": views.duration, "when": views.when,
-                          "pretty": views.pretty, "runbook": views.runbook_view, "money": views.money}  # fmt: skip
+                          "pretty": views.pretty, "runbook": views.runbook_view, "money": views.money,
+                          "usage_rows": views.usage_rows}  # fmt: skip
 
 # Scripts and styles only from this server; no inline script; images also as data: URLs.
 PAGE_HEADERS = {

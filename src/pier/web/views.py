@@ -192,3 +192,52 @@ def shown_inputs(record: Trajectory) -> dict[str, Any]:
 
 def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    source: str  # who counted: the agent's own report, or pier's model gateway
+    provider: str
+    model: str
+    tokens_in: int | None
+    tokens_out: int | None
+    cost_usd: float | None
+    calls: int | None
+
+
+USAGE_KEYS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "cost_usd",
+    "api_calls",
+    "requests",
+    "gateway",
+)
+
+
+def usage_rows(record: Trajectory) -> tuple[list[UsageRow], dict[str, Any]]:
+    """A run's usage as a table, one row per provider and model and per who
+    counted it (the agent's CLI, pier's gateway: kept beside each other, never
+    summed), and the rest of what was reported, by name."""
+    usage = record.outputs.usage or {}
+    inputs = record.run.inputs
+    provider = str(inputs.get("model_provider") or usage.get("provider") or "—")
+    model = str(record.outputs.model or inputs.get("model") or usage.get("model") or "—")
+    rows = []
+    if any(usage.get(k) is not None for k in ("prompt_tokens", "completion_tokens", "cost_usd")):
+        rows.append(_usage_row("agent's report", provider, model, usage))
+    seen = usage.get("gateway")
+    if isinstance(seen, dict) and seen:
+        rows.append(_usage_row("pier's gateway", provider, model, seen))
+    rest = {k: v for k, v in usage.items() if k not in USAGE_KEYS}
+    return rows, rest
+
+
+def _usage_row(source: str, provider: str, model: str, data: dict[str, Any]) -> UsageRow:
+    def number(key: str) -> Any:
+        value = data.get(key)
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    return UsageRow(source, provider, model, number("prompt_tokens"), number("completion_tokens"),
+                    number("cost_usd"), number("api_calls"))  # fmt: skip

@@ -42,10 +42,13 @@ def runbook_text(image: str) -> str:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
+def server(tmp_path: Path, model_server) -> Iterator[Server]:
     home = tmp_path / "home"
     home.mkdir()
-    settings = {"PIER_MAX_CONCURRENT_RUNS": "4", "PIER_EXPERIMENT_POLL_SEC": "0.5"}
+    # The operator's upstreams: the collection's endpoint variables must name these.
+    upstreams = {"anthropic": model_server.url, "openai": model_server.url + "/v1"}
+    settings = {"PIER_MAX_CONCURRENT_RUNS": "4", "PIER_EXPERIMENT_POLL_SEC": "0.5",
+                "PIER_UPSTREAMS": json.dumps(upstreams)}  # fmt: skip
     srv = Server(home=home, db_url=f"sqlite:///{tmp_path / 'pier.db'}", settings=settings).start()
     yield srv
     srv.stop()

@@ -72,3 +72,39 @@ def test_a_run_too_big_for_the_disk_fails_early_naming_it_and_the_server_carries
     finally:
         server.stop()
         Path(settings["PIER_TEST_RESULT_ONCE"]).unlink(missing_ok=True)
+
+
+def test_a_full_database_disk_makes_the_server_unready_and_says_so(small_disk: Path) -> None:
+    """SQLite's disk full: reads still work, so the database "answers"; but
+    every write fails. Readiness must say not ready, naming the full disk, and
+    a write's 503 must say the disk is full, not that the database is down;
+    once there is room again, the server is ready."""
+    home = small_disk / "home-full"
+    home.mkdir()
+    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    settings = {"PIER_SANDBOX_BACKEND": FAKE_BACKEND, "PYTHONPATH": pythonpath}
+    server = Server(home, f"sqlite:///{home / 'pier.db'}", settings=settings).start()
+    filler = small_disk / "filler.bin"
+    try:
+        with server.client() as c:
+            assert c.get("/health/ready").status_code == 200
+            with open(filler, "wb") as out:  # the disk, filled to the last byte
+                block = b"\0" * (1 << 20)
+                try:
+                    while True:
+                        out.write(block)
+                        out.flush()
+                except OSError:
+                    pass
+            ready = c.get("/health/ready")
+            assert ready.status_code == 503, ready.text
+            assert "disk is full" in ready.json()["database"], ready.json()
+            refused = c.post("/api/v1/collections", json={"name": "on-a-full-disk"})
+            assert refused.status_code == 503, refused.text
+            assert "disk is full" in refused.json()["detail"], refused.json()
+            filler.unlink()
+            assert c.get("/health/ready").status_code == 200
+            assert c.post("/api/v1/collections", json={"name": "room-again"}).status_code == 201
+    finally:
+        filler.unlink(missing_ok=True)
+        server.stop()

@@ -4,7 +4,9 @@ before their agent starts, fail naming the worker lost after, and cancel."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import time
 
 import pytest
@@ -312,3 +314,56 @@ def test_a_completed_run_costs_two_activities_no_release(fleet: Fleet) -> None:
     scheduled = [e.split("(")[1].split("@")[0] for e in history if e.startswith("ACTIVITY_TASK_SCHEDULED")]
     assert scheduled == ["pier.claim", "pier.run"], history
     assert history.count("WORKFLOW_TASK_COMPLETED") == 3, history
+
+
+def test_a_worker_stopped_by_sigterm_finishes_its_run_and_hands_back_the_rest(fleet: Fleet) -> None:
+    """A rolling upgrade of the workers fails no run: the run in flight on a
+    worker that gets SIGTERM finishes there, the run it had claimed and not
+    started goes back to the fleet (another worker runs it), and the worker
+    then exits by itself."""
+    collection = setup(fleet, PIER_TEST_AGENT_SEC="8", PIER_WORKER_SLOTS="1", PIER_DRAIN_TIMEOUT_SEC="120")
+    leaving = fleet.worker("leaving")
+    store = fleet.store()
+    first = collection.run("t")
+    wait_for(lambda: store.get_run(first).stage("run_agent").status == "running", 60, "the agent started")
+    second = collection.run("t")  # claimed ahead (one slot, one prefetch): it waits on `leaving`
+    time.sleep(2)
+    leaving.proc.send_signal(signal.SIGTERM)
+    fleet.settings["PIER_TEST_AGENT_SEC"] = "0"
+    fleet.worker("staying")
+    assert collection.wait("t", first, timeout=60)["status"] == "completed"
+    assert ran_on(store, first) == ["leaving"]
+    assert collection.wait("t", second, timeout=90)["status"] == "completed"
+    assert ran_on(store, second)[-1] == "staying"
+    assert leaving.proc.wait(60) == 0 or leaving.proc.returncode == -signal.SIGTERM, leaving.log_tail()
+    assert "draining" in leaving.log_tail(80)
+    store.close()
+
+
+def test_a_second_worker_with_the_same_identity_is_warned(fleet: Fleet) -> None:
+    collection = setup(fleet)
+    fleet.worker("twin")
+    ran = collection.run("t")  # the first twin polls the shared queue (and takes this run)
+    assert collection.wait("t", ran, timeout=60)["status"] == "completed"
+    second = fleet.worker("twin")  # the twins share a log file: it is named after the identity
+    wait_for(lambda: second.log_tail(200).count("pier worker twin:") == 2, 60, "the second twin started")
+    log = second.log_tail(200)
+    assert log.count("another worker with identity twin polled") == 1, log
+    assert log.index("another worker with identity") > log.index("pier worker twin:"), (
+        "the second one says it"
+    )
+    other = fleet.worker("single")
+    wait_for(lambda: "pier worker single:" in other.log_tail(80), 60, "the other worker started")
+    assert "another worker with identity" not in other.log_tail(80)
+
+
+def test_a_worker_logs_json_lines_carrying_its_runs_ids(fleet: Fleet) -> None:
+    collection = setup(fleet, PIER_LOG_FORMAT="json")
+    worker = fleet.worker("json")
+    tid = collection.run("t")
+    assert collection.wait("t", tid, timeout=60)["status"] == "completed"
+    worker.stop()
+    lines = [json.loads(line) for line in worker.log_path.read_text().splitlines() if line.strip()]
+    assert lines and all({"time", "level", "logger", "message"} <= line.keys() for line in lines)
+    mine = [line for line in lines if line.get("run_id") == tid]
+    assert mine and all(line["collection"] == collection.name for line in mine)

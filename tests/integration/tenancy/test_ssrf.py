@@ -154,6 +154,18 @@ def test_a_webhook_to_this_machine_is_refused_at_accept(attacker, targets):
     assert_untouched(targets)
 
 
+def test_a_webhook_to_loopback_spelled_as_ipv4_in_ipv6_is_refused(attacker, targets):
+    """IPv4-compatible (`::127.0.0.1`) and IPv4-translated (`::ffff:0:127.0.0.1`)
+    IPv6 carry loopback as surely as the mapped form: pier.outbound's one
+    normaliser reads all three as 127.0.0.1."""
+    port = targets["loopback"].port
+    for where in (f"[::127.0.0.1]:{port}", f"[::ffff:0:127.0.0.1]:{port}", f"[0:0:0:0:0:0:127.0.0.1]:{port}"):
+        status, text = attempt(attacker, {}, webhook_url=f"http://{where}/internal-admin")
+        assert_refused(status, text, "webhook_url")
+        assert "loopback" in json.loads(text)["detail"]
+    assert_untouched(targets)
+
+
 def test_an_image_from_a_registry_on_this_machine_is_refused(attacker, targets):
     for where in aimed(targets):
         status, text = attempt(attacker, {"image": f"{where}/evil:1", "snapshot": ""})

@@ -192,3 +192,15 @@ def test_claude_code_reports_its_cost_and_hermes_its_usage_file():
         "api_calls": 3,
     }
     assert get_agent("hermes").readable(json.dumps(report)) is None
+
+
+def test_claude_codes_retries_are_bounded_by_the_runs_time_limit():
+    """claude-code retried a refused request 10 times with waits up to 32 s: a
+    wrong key made a 120 s run end as a timeout. Its tries' waits now take at
+    most a quarter of the time limit (a short run gives up in seconds)."""
+    agent = get_agent("claude-code")
+    env = {"ANTHROPIC_API_KEY": "an-k"}
+    short = agent.launch(plan("claude-code", model="claude-sonnet-4-5", env=env, timeout_sec=120))
+    long = agent.launch(plan("claude-code", model="claude-sonnet-4-5", env=env, timeout_sec=1800))
+    assert short.env["CLAUDE_CODE_MAX_RETRIES"] == "5"  # waits 0.5 + 1 + 2 + 4 + 8 s <= 30 s
+    assert long.env["CLAUDE_CODE_MAX_RETRIES"] == "10"  # its own default

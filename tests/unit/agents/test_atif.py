@@ -105,3 +105,45 @@ def test_a_valid_trajectory_passes_both_checks() -> None:
 def test_what_the_rfc_forbids_is_refused(change: str) -> None:
     with pytest.raises(ValidationError):
         Trajectory.model_validate(broken(change))
+
+
+def _assistant(message_id: str, block: dict[str, Any]) -> str:
+    usage = {"input_tokens": 100, "output_tokens": 1}  # stream-json's partial count, as claude-code writes it
+    message = {"id": message_id, "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+               "content": [block], "usage": usage}  # fmt: skip
+    return json.dumps({"type": "assistant", "message": message})
+
+
+def test_claude_code_steps_take_the_gateways_figures_and_add_up_to_the_totals() -> None:
+    """claude-code's stream-json says output_tokens 1 for answers of 222 and 444
+    tokens, and does not show its haiku quota call: with the gateway's calls on
+    the run's usage, each step has its call's figures, the unseen call is a step
+    of its own, and the steps add up to final_metrics."""
+    tool = {"type": "tool_use", "id": "toolu_1", "name": "Write", "input": {"file_path": "/app/results/a.md"}}
+    result = {"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "File created"}]}}  # fmt: skip
+    stream = "\n".join([_assistant("msg_a", tool), json.dumps(result),
+                        _assistant("msg_b", {"type": "text", "text": "Done."})])  # fmt: skip
+    calls = [
+        {"id": "msg_q", "model": "claude-haiku-4-5", "prompt_tokens": 10, "completion_tokens": 1,
+         "cached_tokens": 0, "cost_usd": 0.00001},
+        {"id": "msg_a", "model": "claude-sonnet-4-5", "prompt_tokens": 1500, "completion_tokens": 222,
+         "cached_tokens": 1000, "cost_usd": 0.0111},
+        {"id": "msg_b", "model": "claude-sonnet-4-5", "prompt_tokens": 1800, "completion_tokens": 444,
+         "cached_tokens": 1500, "cost_usd": 0.0135},
+    ]  # fmt: skip
+    gateway = {"prompt_tokens": 3310, "completion_tokens": 667, "cached_tokens": 2500, "cost_usd": 0.02461,
+               "calls": calls}  # fmt: skip
+    usage = {**{k: v for k, v in gateway.items() if k != "calls"}, "source": "gateway", "gateway": gateway}
+    data = as_json(
+        trajectory("run-3", "claude-code", "2.1.332", None, stream, instruction="Go.", usage=usage)
+    )
+    agents = [s for s in data["steps"] if s["source"] == "agent"]
+    assert [s["metrics"]["completion_tokens"] for s in agents] == [222, 444, 1]
+    assert agents[-1]["extra"]["message_id"] == "msg_q" and agents[-1]["model_name"] == "claude-haiku-4-5"
+    final = data["final_metrics"]
+    assert sum(s["metrics"]["prompt_tokens"] for s in agents) == final["total_prompt_tokens"] == 3310
+    assert sum(s["metrics"]["completion_tokens"] for s in agents) == final["total_completion_tokens"] == 667
+    assert sum(s["metrics"]["cached_tokens"] for s in agents) == final["total_cached_tokens"] == 2500
+    assert sum(s["metrics"]["cost_usd"] for s in agents) == pytest.approx(final["total_cost_usd"])
+    assert [s["step_id"] for s in data["steps"]] == list(range(1, len(data["steps"]) + 1))

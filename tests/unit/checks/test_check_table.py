@@ -48,3 +48,30 @@ def test_nothing_printed_without_checks_or_report():
     console = Console(record=True)
     show_checks(Trajectory.new("r1", "c", "t"), console)
     assert console.export_text() == ""
+
+
+def test_kind_runner_and_status_of_both_runners_and_the_merged_verdict():
+    record = Trajectory.new("r1", "c", "t")
+    record.outputs.checks = [
+        CheckResult(name="outputs-exist", type="command", passed=True, exit_code=0, status="pass"),
+        CheckResult(name="look", type="agent", passed=False, status="skipped", runner="agent"),
+        CheckResult(name="said", type="agent", passed=False, status="fail", runner="agent", output="no"),
+        CheckResult(name="broken", type="invalid", passed=False, status="error", output="error: no fence"),
+    ]
+    record.outputs.eval = {"version": 2, "verdict": "FAIL", "overall_passed": False, "checks": "1/4",
+                           "failed": ["code_check:said", "code_check:broken"]}  # fmt: skip
+    console = Console(record=True, width=120)
+    show_checks(record, console)
+    text = console.export_text()
+    assert "kind" in text and "runner" in text and "status" in text
+    rows = {line.split("│")[1].strip(): line for line in text.splitlines() if line.count("│") > 5}
+    assert "agent" in rows["look"] and "skipped" in rows["look"]
+    assert (
+        "command" in rows["outputs-exist"]
+        and "jetty" in rows["outputs-exist"]
+        and "pass" in rows["outputs-exist"]
+    )
+    assert "error" in rows["broken"]
+    assert "look output" not in text and "broken output" in text and "said output" in text
+    assert "validation_report.json (merged with pier's checks): verdict FAIL, entries 1/4 passed" in text
+    assert "failed: code_check:said" in text

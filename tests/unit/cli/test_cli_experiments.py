@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from pier.cli import app
 from pier.lifecycle.service import Services
+from pier.settings import get_settings
 
 runner = CliRunner()
 RUNBOOK = '---\nagent: script\nimage: pier-fake:latest\nsnapshot: ""\n---\n# r\n\n```bash\necho pier-fake-success-rate={{rate}}\n```\n'
@@ -86,3 +87,57 @@ def test_a_bad_matrix_exits_2_naming_the_field(folder: Path) -> None:
 
 def test_export_refuses_an_unknown_format(folder: Path) -> None:
     assert pier("export", "x", "--format", "xml").exit_code == 2
+
+
+CODEX = '---\nagent: codex\nmodel: gpt-5\nimage: pier-fake:latest\nsnapshot: ""\n---\n# r\n\nSay {{rate}}.\n'
+
+
+def test_run_takes_the_callers_keys_as_pier_run_does(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On main, with OPENAI_API_KEY exported, `pier experiment run ... --collection c`
+    refused 'needs the API key in OPENAI_API_KEY' (exit 2) until the key was
+    PATCHed into the collection's environment."""
+    (folder / "RUNBOOK.md").write_text(CODEX)
+    monkeypatch.setenv("PIER_GATEWAY", "false")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    get_settings.cache_clear()
+    refused = pier("run", str(folder / "experiment.yaml"), "--collection", "c")
+    assert refused.exit_code == 2 and "needs the API key in OPENAI_API_KEY" in said(refused)
+
+    key = "sk-caller-key-1234567890"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    ran = pier("run", str(folder / "experiment.yaml"), "--collection", "c")
+    assert ran.exit_code == 0, ran.output
+    store = Services().store
+    runs, _ = store.list_runs(collection="c", limit=100)
+    assert len(runs) == 6, {(r.failed_stage, r.outcome, r.error) for r in runs}
+    assert not [r.error for r in runs if "API key" in (r.error or "")]
+    assert all(key not in r.model_dump_json() for r in runs)  # given to the runs, never stored
+    assert store.list_env_names("c") == []
+
+
+def test_collection_env_set_list_unset_never_prints_a_value(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-from-the-shell-0987654321"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    env = lambda *args: runner.invoke(app, ["collection", "env", *args])  # noqa: E731
+
+    done = env("set", "c", "OPENAI_API_KEY", "TOPIC=rust")
+    assert done.exit_code == 0, done.output
+    assert secret not in done.output and "rust" not in done.output.replace("TOPIC", "")
+    listed = env("list", "c", "--json")
+    assert [json.loads(line)["name"] for line in listed.output.splitlines()] == ["OPENAI_API_KEY", "TOPIC"]
+    assert secret not in listed.output
+    stored = Services().store.get_env_encrypted("c")
+    assert secret not in stored["OPENAI_API_KEY"]  # encrypted at rest
+
+    missing = env("set", "c", "NOT_EXPORTED_ANYWHERE")
+    assert missing.exit_code == 2 and "is not set in your environment" in said(missing)
+    bad = env("set", "c", "1BAD=x")
+    assert bad.exit_code == 2 and "is not a variable name" in said(bad)
+    assert env("set", "nope", "TOPIC=x").exit_code != 0
+
+    assert env("unset", "c", "TOPIC").exit_code == 0
+    assert Services().store.list_env_names("c") == ["OPENAI_API_KEY"]
+    gone = env("unset", "c", "TOPIC")
+    assert gone.exit_code == 2 and "has no TOPIC" in said(gone)

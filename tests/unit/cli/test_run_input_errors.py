@@ -50,7 +50,10 @@ def test_a_bad_setting_is_exit_2_naming_the_variable(runbook, monkeypatch):
     monkeypatch.setenv("PIER_MAX_CONCURRENT_RUNS", "0")
     result = runner.invoke(cli.app, ["run", str(runbook)])
     assert result.exit_code == 2, result.output
-    assert "PIER_MAX_CONCURRENT_RUNS: Input should be greater than or equal to 1" in result.output
+    assert (
+        "PIER_MAX_CONCURRENT_RUNS='0' is not allowed: Input should be greater than or equal to 1"
+        in result.output
+    )
 
 
 def test_library_warnings_do_not_print_between_the_progress_lines(runbook, monkeypatch):

@@ -62,7 +62,7 @@ def test_an_id_prefix_finds_its_run_and_an_ambiguous_one_lists_the_matches():
     found = runner.invoke(cli.app, ["logs", "aaaa"])
     assert found.exit_code == 0, found.output
     ambiguous = runner.invoke(cli.app, ["logs", "a"], env={"COLUMNS": "300"})
-    assert ambiguous.exit_code == 2
+    assert ambiguous.exit_code == 1  # names no one run, as an unknown id (docs/cli.md, exit codes)
     assert "'a' is the start of more than one run's id (" + "a" * 32 + ", ab" in ambiguous.output
     missing = runner.invoke(cli.app, ["logs", "zz"])
     assert missing.exit_code == 1 and "run 'zz' not found" in missing.output
@@ -73,3 +73,31 @@ def test_local_time_is_the_same_moment_with_an_offset():
     shown = runs.local_time(moment)
     assert datetime.fromisoformat(shown) == moment
     assert datetime.fromisoformat(runs.local_time(moment.replace(tzinfo=None))) == moment
+
+
+def test_runs_json_gives_each_records_id_and_outcome_at_the_top_and_raw_the_trajectory():
+    """`pier runs --json | jq -r .id` gives the ids (it gave null: the id was nested)."""
+    import json
+    import shutil
+    import subprocess
+
+    record = stored_run()
+    result = runner.invoke(cli.app, ["runs", "--json"])
+    assert result.exit_code == 0, result.output
+    line = json.loads(result.output.splitlines()[0])
+    assert list(line)[:7] == ["id", "status", "success", "collection", "task", "created", "duration_seconds"]
+    assert (line["id"], line["status"], line["collection"], line["task"]) == (
+        record.trajectory_id,
+        "pending",
+        "local",
+        "hello",
+    )
+    assert line["created"] == "2026-03-01T12:30:05Z" and line["success"] is None
+    assert line["trajectory_id"] == record.trajectory_id and "steps" in line  # the trajectory follows
+    if shutil.which("jq"):
+        ids = subprocess.run(
+            ["jq", "-r", ".id"], input=result.output, capture_output=True, text=True, check=True
+        )
+        assert ids.stdout.split() == [record.trajectory_id]
+    raw = json.loads(runner.invoke(cli.app, ["runs", "--json", "--raw"]).output.splitlines()[0])
+    assert "id" not in raw and raw["trajectory_id"] == record.trajectory_id and raw["name"] == "hello"

@@ -37,7 +37,19 @@ def test_the_site_builds_strict_with_every_link_found(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "site" / "index.html").is_file()
     for page in ("first-runbook", "runbook-format", "cli", "api", "settings"):
-        assert (tmp_path / "site" / page / "index.html").is_file(), page
+        assert (tmp_path / "site" / f"{page}.html").is_file(), page
+
+
+def test_the_site_searches_when_opened_from_disk(tmp_path):
+    """Search fetched its index over HTTP, which a page opened from disk (file://)
+    cannot: the index is a script beside the pages, which each page loads."""
+    done = build(ROOT, tmp_path / "site")
+    assert done.returncode == 0, done.stderr[-3000:]
+    index = tmp_path / "site" / "search" / "search_index.js"
+    assert index.read_text().startswith("var __index = ") and "exit code" in index.read_text()
+    page = (tmp_path / "site" / "cli.html").read_text()
+    assert 'href="runbook-format.html' in page  # links name files, not folders a browser cannot open
+    # tests/integration/web/test_docs_offline.py searches it in Chromium from file://
 
 
 def test_a_page_no_one_listed_joins_the_site_and_a_broken_link_fails_it(tmp_path):

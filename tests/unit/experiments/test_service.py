@@ -165,7 +165,44 @@ def test_infrastructure_failures_are_retried_and_counted_apart(store: Store) -> 
         2,
         1,
     )
-    assert total["failures"] == [{"stage": "check", "message": "checks failed", "count": 1}]
+    assert total["failures"] == [
+        {"outcome": "checks_failed", "stage": "check", "message": "checks failed", "count": 1}
+    ]
+    assert total["outcomes"] == {"success": 1, "checks_failed": 1}
+
+
+NOTHING = "the agent finished with nothing in /app/results: results are the run's contract"
+
+
+@pytest.mark.parametrize("recorded", ["no_results", None], ids=["outcome", "older-record"])
+def test_an_agent_that_writes_nothing_is_a_failed_attempt_not_infrastructure(store: Store, recorded) -> None:
+    """A good input (writes a result) and a bad one (writes nothing), 3 attempts
+    each: 50 %, the bad cell's 3 attempts failures, none retried, 0 infra. On
+    main the bad cell read `ended 0, infra 9` and the experiment 100 %. Records
+    written before runs kept an outcome are judged the same way."""
+    starter = Starter(store)
+    experiments = service(store, starter)
+    definition = parse_spec({"name": "e", "task": "t", "matrix": {"vars": [{"x": "good"}, {"x": "bad"}]},
+                             "attempts": 3, "concurrency": 6, "infra_retries": 2})  # fmt: skip
+    experiment = experiments.create("c", definition, TASK, "t")
+    for _ in range(10):
+        experiments.step(experiments.get(experiment.id))
+        for tid in open_runs(store, experiment.id):
+            record = store.get_run(tid)
+            if record.init_params["vars"]["x"] == "bad":
+                record.fail("collect", NOTHING, recorded)
+            record.finish(RunStatus.failed if record.error else RunStatus.completed, utcnow(), 1.0)
+            store.save_run(record)
+    assert experiments.get(experiment.id).stored.status == "completed"
+    assert len(starter.started) == 6  # nothing retried
+    found = experiments.results(experiments.get(experiment.id))
+    total = found["total"]
+    assert (total["attempts"], total["successes"], total["pass_rate"]) == (6, 3, 0.5)
+    assert (total["infra_failures"], total["infra_lost"]) == (0, 0)
+    bad = next(c for c in found["cells"] if c["axes"]["row"] == "1")
+    assert (bad["attempts"], bad["successes"], bad["infra_failures"]) == (3, 0, 0)
+    assert bad["outcomes"] == {"no_results": 3}
+    assert bad["failures"] == [{"outcome": "no_results", "stage": "collect", "message": NOTHING, "count": 3}]
 
 
 def test_cancel_stops_scheduling_and_cancels_runs_in_flight_then_resume_goes_on(store: Store) -> None:

@@ -65,7 +65,11 @@ def test_anthropic_token_is_swapped_for_the_key_and_the_answer_passes_through(ga
     assert sent.headers["anthropic-version"] == "2023-06-01"
     assert json.loads(sent.content)["model"] == "claude-sonnet-4-5"
     assert grant.usage() == {"requests": 1, "api_calls": 1, "prompt_tokens": 100, "completion_tokens": 20,
-                             "total_tokens": 120, "cost_usd": pytest.approx(0.0006)}  # fmt: skip
+                             "total_tokens": 120, "cached_tokens": 0, "cost_usd": pytest.approx(0.0006),
+                             "cost_source": "price table", "answers": {"200": 1},
+                             "calls": [{"id": "m1", "model": "claude-sonnet-4-5", "prompt_tokens": 100,
+                                        "completion_tokens": 20, "cached_tokens": 0,
+                                        "cost_usd": pytest.approx(0.0006)}]}  # fmt: skip
 
 
 def test_bearer_providers_and_paths_below_the_upstream_root(gateway, provider):
@@ -170,3 +174,46 @@ def test_usage_is_kept_when_the_client_hangs_up_after_the_event_it_needed(provid
     finally:
         release.set()
         gateway.stop()
+
+
+def test_the_providers_refusals_are_counted_with_the_last_answers_message(gateway, provider):
+    """Three 401s: the grant knows the provider refused 3 of 3 requests and what
+    it said last; an answer that succeeds afterwards clears the trouble."""
+    grant, base = open_grant(gateway)
+    for n in range(3):
+        provider.answer = httpx.Response(
+            401,
+            json={
+                "type": "error",
+                "error": {"type": "authentication_error", "message": f"invalid x-api-key {n}"},
+            },
+        )
+        answer = httpx.post(f"{base}/v1/messages", headers={"x-api-key": grant.token}, json={"model": "m"})
+        assert answer.status_code == 401 and "invalid x-api-key" in answer.text  # passed through unchanged
+    trouble = grant.trouble()
+    assert trouble is not None
+    assert (trouble.status, trouble.count, trouble.requests, trouble.kind) == (401, 3, 3, "refused")
+    assert trouble.message == "invalid x-api-key 2"
+    assert grant.usage()["answers"] == {"401": 3} and grant.usage()["api_calls"] == 0
+
+    provider.answer = httpx.Response(429, text="slow down")
+    httpx.post(f"{base}/v1/messages", headers={"x-api-key": grant.token}, json={"model": "m"})
+    trouble = grant.trouble()
+    assert trouble is not None and (trouble.kind, trouble.count, trouble.requests) == ("rate_limited", 1, 4)
+    assert trouble.message == "slow down"
+
+    provider.answer = None
+    httpx.post(f"{base}/v1/messages", headers={"x-api-key": grant.token}, json={"model": "claude-sonnet-4-5"})
+    assert grant.trouble() is None  # its last answer was fine: the agent was not stopped by it
+
+
+def test_a_provider_that_reports_its_own_cost_is_believed_over_the_price_table(gateway, provider):
+    """OpenRouter's `usage.cost`: the run's cost is what the provider billed, and says so."""
+    grant, base = open_grant(gateway, "openrouter", "https://openrouter.ai/api/v1")
+    usage = {"prompt_tokens": 1000, "completion_tokens": 100, "cost": 0.0246}
+    provider.answer = httpx.Response(200, json={"id": "gen-1", "usage": usage})
+    httpx.post(f"{base}/chat/completions", headers={"authorization": f"Bearer {grant.token}"},
+               json={"model": "anthropic/claude-sonnet-4.5"})  # fmt: skip
+    seen = grant.usage()
+    assert seen["cost_usd"] == 0.0246 and seen["cost_source"] == "provider"
+    assert seen["calls"][0]["id"] == "gen-1" and seen["calls"][0]["cost_usd"] == 0.0246

@@ -12,7 +12,7 @@ from pier.agents.providers import PROVIDERS, ProviderChoice
 from pier.errors import InputError
 from pier.gateway import Budget, Gateway, ModelRoute, without_provider_keys
 from pier.lifecycle.plan import RunInputs, build_plan
-from pier.lifecycle.stages import merged_usage
+from pier.lifecycle.verdict import run_usage
 from pier.runbook import parse
 from pier.settings import Settings
 from pier.tasks import resolve, task_from_runbook
@@ -48,7 +48,9 @@ def test_a_routed_launch_holds_the_token_and_the_gateway_url_never_the_key(gatew
 
 
 def test_codex_config_points_at_the_gateway(gateway):
-    plan = plan_of("agent: codex\nmodel: gpt-5", {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": "http://up:9/v1"})
+    plan = plan_of(
+        "agent: codex\nmodel: gpt-5", {"OPENAI_API_KEY": KEY}, upstreams={"openai": "http://up:9/v1"}
+    )
     route = ModelRoute(gateway, "run-1", Budget(), ttl_s=60)
     launch = get_agent("codex").launch(plan, route)
     config = next(iter(launch.credential_files.values())).decode()
@@ -89,13 +91,21 @@ def test_model_budget_from_frontmatter_over_settings_and_bad_values_named():
         plan_of("agent: script\nmodel_budget: {dollars: 3}")
 
 
-def test_usage_keeps_the_cli_report_and_fills_what_it_lacks():
-    seen = {"requests": 3, "api_calls": 2, "prompt_tokens": 200, "completion_tokens": 40, "total_tokens": 240,
-            "cost_usd": 0.0012}  # fmt: skip
-    codex = merged_usage({"prompt_tokens": 201, "completion_tokens": 40, "total_tokens": 241}, seen)
-    assert codex["prompt_tokens"] == 201 and codex["cost_usd"] == 0.0012 and codex["api_calls"] == 2
-    assert codex["gateway"] == seen
-    assert merged_usage({}, seen)["total_tokens"] == 240
+def test_usage_is_the_gateways_with_the_cli_report_beside_it_never_summed():
+    """claude-code reported $0.023322 where the provider billed $0.0246 through
+    the gateway: the record's figures are the gateway's, the CLI's kept apart."""
+    seen = {"requests": 3, "api_calls": 3, "prompt_tokens": 4499, "completion_tokens": 673,
+            "total_tokens": 5172, "cost_usd": 0.0246, "cost_source": "provider"}  # fmt: skip
+    cli = {"prompt_tokens": 4444, "completion_tokens": 666, "total_tokens": 5110, "cost_usd": 0.023322,
+           "api_calls": 2}  # fmt: skip
+    usage = run_usage(cli, seen)
+    assert (usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"]) == (4499, 673, 5172)
+    assert usage["cost_usd"] == 0.0246 and usage["cost_source"] == "provider" and usage["api_calls"] == 3
+    assert usage["source"] == "gateway" and usage["agent_reported"] == cli and usage["gateway"] == seen
+    assert run_usage({}, seen)["total_tokens"] == 5172
+    # without the gateway (PIER_GATEWAY=false) the CLI's own figures are all there is, and say so
+    assert run_usage(cli, None) == {**cli, "source": "agent"}
+    assert run_usage({}, None) == {}
 
 
 def test_through_the_gateway_the_real_upstream_stays_out_of_the_sandbox(gateway):

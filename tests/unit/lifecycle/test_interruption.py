@@ -34,6 +34,8 @@ class FakeBackend:
     """Lists one sandbox of the run that the context never got (as when a signal
     lands inside the engine's create call)."""
 
+    runtime = None  # as SandboxBackend's: the runtime is not told
+
     def __init__(self) -> None:
         self.removed: list[str] = []
 

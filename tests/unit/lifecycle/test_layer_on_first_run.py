@@ -89,3 +89,27 @@ def test_a_run_without_network_waits_for_the_build(tmp_path, backend, monkeypatc
     assert backend.asked == ["ensure wait=True"], record.error
     assert len(said) == 1 and said[0].startswith("agent layer: built in 1.0 s (script 1.0, "), said
     assert record.status == RunStatus.completed and installed == [], "a run on its layer installed"
+
+
+def test_an_image_that_carries_the_cli_at_its_pin_makes_no_layer_and_installs_nothing(
+    tmp_path, backend, monkeypatch
+):
+    """A built snapshot's pier.agents label (written by a build whose install
+    verified each version) says which CLIs it has: the run uses it as it is."""
+    installed: list[str] = []
+    monkeypatch.setattr(ScriptAgent, "install", lambda self, sandbox, log, timeout: installed.append("yes"))
+    monkeypatch.setattr(
+        backend, "image_labels", lambda ref: {"pier.agents": "codex=1,script=1.0"}, raising=False
+    )
+    record, said = start(tmp_path)
+    assert record.status == RunStatus.completed, record.error
+    assert backend.asked == [] and installed == [] and said == []
+    log = [e.line for e in Services(Settings(home=tmp_path / "home")).store.events(record.trajectory_id)]
+    assert "agent: script 1.0 is in the image; nothing to install" in log
+
+
+def test_an_image_with_the_cli_at_another_version_still_gets_the_layer(tmp_path, backend, monkeypatch):
+    monkeypatch.setattr(ScriptAgent, "install", lambda self, sandbox, log, timeout: None)
+    monkeypatch.setattr(backend, "image_labels", lambda ref: {"pier.agents": "script=0.9"}, raising=False)
+    start(tmp_path)
+    assert backend.asked == ["ensure wait=False", "start"]

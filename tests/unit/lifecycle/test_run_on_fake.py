@@ -9,9 +9,11 @@ from pier.lifecycle.service import RunRequest, Services, run
 from pier.record import RunStatus
 from pier.runbook import parse
 from pier.sandbox import register_backend
+from pier.sandbox.base import ExecResult
 from pier.sandbox.fake import FakeBackend, FakeEngine, Script, replied
 from pier.settings import Settings
 from pier.tasks import step_override, task_from_runbook
+from pier.telemetry import metrics
 
 RUNBOOK = """---
 agent: script
@@ -78,3 +80,53 @@ def test_soft_ceilings_the_fake_cannot_enforce_become_run_warnings(tmp_path, eng
     record = start(tmp_path, engine, Script().on(r"script\.sh", write_results))
     assert any("cpu_limit" in w for w in record.outputs.warnings)
     assert not any("disk" in w for w in record.outputs.warnings), "the fake enforces the disk limit"
+
+
+def events(tmp_path, record) -> list[str]:
+    settings = Settings(home=tmp_path / "home", ca_bundle=None, sandbox_backend="fake-run")
+    return [e.line for e in Services(settings).store.events(record.trajectory_id)]
+
+
+@pytest.mark.parametrize(
+    ("reply", "outcome", "stage"),
+    [
+        (write_results, "success", None),
+        (replied(""), "no_results", "collect"),
+        (replied("boom", exit_code=1), "agent_failed", "run_agent"),
+        (lambda sandbox, call: ExecResult(124, "", 1.0, timed_out=True), "timed_out", "run_agent"),
+    ],
+    ids=["success", "wrote-nothing", "exit-1", "timeout"],
+)
+def test_each_way_an_agent_ends_is_its_own_outcome_on_the_record(tmp_path, engine, reply, outcome, stage):
+    """The record's outcome is what experiments, metrics and traces count: an
+    agent that wrote nothing is its own outcome at collect, never pier's, and a
+    timeout is not a plain failure in the metrics either."""
+    status = "completed" if outcome == "success" else "failed"
+    labels = {"collection": "-", "status": status, "failed_stage": stage or "", "outcome": outcome}
+    before = metrics.REGISTRY.get_sample_value("pier_runs_ended_total", labels) or 0
+    record = start(tmp_path, engine, Script().on(r"script\.sh", reply))
+    assert (record.outcome, record.failed_stage) == (outcome, stage), record.error
+    assert metrics.REGISTRY.get_sample_value("pier_runs_ended_total", labels) == before + 1
+
+
+def test_a_capability_the_backend_lacks_is_the_runs_input_not_infrastructure(tmp_path, engine):
+    record = start(tmp_path, engine, Script(), network_enabled=False)
+    assert record.outcome == "invalid"
+
+
+def test_a_set_up_failure_ends_the_run_there_naming_only_itself(tmp_path, engine):
+    """An image without the core tools: set up fails, and the run ends there:
+    no 'collect failed: ... nothing in /app/results' after it (on main the log
+    ended on that, the wrong cause), no checks, the first failure only."""
+    script = Script().on(r"command -v", replied("tee\ntimeout\n"))
+    record = start(tmp_path, engine, script)
+    assert record.status == RunStatus.failed and record.failed_stage == "setup"
+    assert "lacks what every sandbox needs (tee, timeout)" in (record.error or "")
+    assert record.outcome == "invalid"
+    stages = {s.name: s.status.value for s in record.stages}
+    assert stages["run_agent"] == stages["collect"] == stages["check"] == "skipped", stages
+    log = events(tmp_path, record)
+    failures = [line for line in log if " failed: " in line]
+    assert failures == [f"setup failed: {record.error}"], failures
+    assert not any("nothing in /app/results" in line for line in log)
+    assert engine.sandboxes == {}

@@ -56,3 +56,34 @@ def test_engine_facts_list_the_registered_runtimes():
     info = {"NCPU": 2, "Driver": "overlay2", "Runtimes": {"runc": {"path": "runc"}, "runsc": {"path": "/x"}}}
     assert engine_facts(info).runtimes == ("runc", "runsc")
     assert engine_facts({"NCPU": 1}).runtimes == ()
+
+
+def test_auto_is_the_default_and_runc_is_an_explicit_choice(monkeypatch):
+    from pier.settings import Settings
+
+    monkeypatch.delenv("PIER_SANDBOX_RUNTIME", raising=False)
+    assert Settings().sandbox_runtime == "auto"
+    default = Settings().sandbox_runtime
+    assert hardening([], True, default, ("runc", "runsc")).runtime == "runsc"
+    assert hardening([], True, "runc", ("runc", "runsc")).runtime == "runc"
+    assert hardening([], True, "runc", ()).runtime == "runc"  # an engine that lists none has runc
+
+
+def test_the_start_line_names_the_runtime_and_why():
+    from pier.sandbox.docker.hardening import runtime_reason
+
+    assert runtime_reason("auto", "runsc", "runc", ("runc", "runsc")) == (
+        "sandboxes run under runsc (PIER_SANDBOX_RUNTIME=auto: the strongest runtime the engine has)"
+    )
+    plain = runtime_reason("auto", None, "runc", ("runc",))
+    assert plain.startswith("sandboxes run under runc, the engine's default (PIER_SANDBOX_RUNTIME=auto")
+    assert "it has: runc" in plain and "docs/runtime.md" in plain
+    assert runtime_reason("runc", "runc", "runc", ("runc", "runsc")) == (
+        "sandboxes run under runc (PIER_SANDBOX_RUNTIME=runc)"
+    )
+    assert "the engine's default" in runtime_reason(None, None, "runc", ())
+
+
+def test_engine_facts_name_the_default_runtime():
+    assert engine_facts({"NCPU": 1, "DefaultRuntime": "runsc"}).default_runtime == "runsc"
+    assert engine_facts({"NCPU": 1}).default_runtime == "runc"

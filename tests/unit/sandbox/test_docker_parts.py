@@ -272,13 +272,29 @@ def test_a_failed_pull_says_to_check_docker_pull_without_login():
     assert "`docker pull acme/private:1` works without logging in" in str(err.value)
 
 
+def test_a_build_names_each_layer_by_its_pier_step_title_and_cuts_long_instructions_short():
+    dockerfile = "FROM x\n# pier-step: Python 3.12 as python3\nRUN a \\\n  b\nRUN " + "y" * 400 + "\n"
+    source = SandboxSource(kind="dockerfile", name="titled", dockerfile=dockerfile)
+    events = [
+        {"stream": f"Step {n}/3 : {line}\n"}
+        for n, line in ((1, "FROM x"), (2, "RUN a b"), (3, "RUN " + "y" * 400))
+    ]
+    lines: list[str] = []
+    images.ensure_image(FakeImagesApi(build_events=events), source, None, lines.append, 10)
+    assert lines[1:] == [
+        "layer 1/3: FROM x",
+        "layer 2/3: Python 3.12 as python3",
+        "layer 3/3: RUN " + "y" * 156 + " ...",
+    ]
+
+
 def test_a_recipe_builds_once_under_its_content_tag_with_labels_and_context():
     events = [{"stream": "Step 1/1 : FROM x\n"}, {"stream": "\x1b[91mpart"}, {"stream": "ial\n\x1b[0m"}]
     api = FakeImagesApi(build_events=events)
     lines: list[str] = []
     tag = images.ensure_image(api, GENERATED, b"pem", lines.append, 10)
     assert tag == recipe_tag("generated", "FROM x\n", b"pem")
-    assert lines == [f"Building image {tag}", "Step 1/1 : FROM x", "partial"]
+    assert lines == [f"Building image {tag}", "layer 1/1: FROM x", "partial"]
     (build,) = api.builds
     assert build["labels"]["pier.recipe"] == tag.rsplit(":", 1)[1]
     assert "pier.created" in build["labels"]

@@ -5,7 +5,13 @@ import pytest
 from pier.errors import InputError
 from pier.sandbox.dockerfile import recipe_tag
 from pier.sandbox.fake import FakeBackend, FakeEngine
-from pier.sandbox.snapshots import BUILTIN_SNAPSHOTS, SnapshotCatalog
+from pier.sandbox.snapshots import (
+    BUILTIN_SNAPSHOTS,
+    SnapshotCatalog,
+    image_mcp_servers,
+    parse_facts,
+    promise_shortfalls,
+)
 
 
 def test_builtins_exist_and_render_on_the_snapshot_base(make_settings):
@@ -28,7 +34,7 @@ def test_python312_uv_has_compilers_browsers_node_and_uv(settings):
         "git",
         "curl",
         "chromium",
-        "uv==",
+        "uv-0.13.9-py3-none-manylinux",
         "playwright==",
         "@playwright/mcp@",
         "node-linux-$arch-$node_version.tgz",
@@ -119,3 +125,56 @@ def test_list_reports_kind_description_and_whether_built(settings, write_snapsho
         False,
         "reports",
     )
+
+
+def test_each_builtin_carries_the_four_agent_clis_at_their_pins_and_says_so_in_a_label(settings):
+    """A run on a built snapshot installs nothing: the CLIs are in it, installed by
+    pier's own installer script (so pins and method agree with a run-time install)."""
+    from pier.agents.pins import PINS
+
+    for name in BUILTIN_SNAPSHOTS:
+        text = SnapshotCatalog(settings).get(name).dockerfile
+        for agent in ("claude-code", "codex", "opencode", "hermes"):
+            pin = PINS[agent]
+            assert f"# pier-step: {agent} {pin.version} ({pin.spec} from {pin.registry})" in text
+        label = ",".join(f"{a}={PINS[a].version}" for a in ("claude-code", "codex", "opencode", "hermes"))
+        assert f'LABEL pier.agents="{label}"' in text
+        assert "LABEL pier.mcp_servers=" in text and "PLAYWRIGHT_BROWSERS_PATH=/ms-playwright" in text
+
+
+def test_the_python_mirror_reaches_the_recipe_and_a_mirror_that_is_no_plain_url_is_refused(make_settings):
+    text = (
+        SnapshotCatalog(make_settings(python_install_mirror="https://mirror.example/pbs"))
+        .get("python312-uv")
+        .dockerfile
+    )
+    assert "mirror='https://mirror.example/pbs'" in text
+    with pytest.raises(InputError, match=r"PIER_PYTHON_INSTALL_MIRROR.*plain"):
+        SnapshotCatalog(make_settings(python_install_mirror="https://x/'; rm -rf / #"))
+
+
+def test_a_snapshot_short_of_its_promise_says_what_and_how_to_get_it():
+    facts = parse_facts(
+        b'{"python3": "3.11.2", "node": "22.23.5", "uv": "0.13.9", "git": "2.39.5", "curl": "7.88.1",'
+        b' "chromium": "150.0", "playwright": "1.65.2", "playwright-mcp": "0.0.83", "gcc": "12.2.0",'
+        b' "gfortran": "12.2.0", "claude-code": "2.1.332 (Claude Code)", "codex": "codex-cli 0.171.0",'
+        b' "opencode": "1.18.33", "hermes": "Hermes Agent v0.19.0", "built": "x"}'
+    )
+    (note,) = promise_shortfalls("python312-uv", facts)
+    assert note.startswith("python312-uv promises python3 3.12; the image has 3.11.2")
+    assert "PIER_PYTHON_INSTALL_MIRROR" in note
+    assert promise_shortfalls("python312-uv", {**facts, "python3": "3.12.7"}) == []
+    assert promise_shortfalls("python312-uv", {**facts, "python3": "3.120.1"})  # a prefix is a whole part
+    assert promise_shortfalls("python312-uv", {**facts, "python3": "3.12.7", "hermes": ""}) == [
+        "python312-uv promises hermes but the image has none"
+    ]
+    assert promise_shortfalls("my-env", facts) == []  # a user's snapshot promises nothing
+    assert parse_facts(b"not json") == {} and parse_facts(None) == {}
+
+
+def test_the_mcp_servers_an_image_offers_are_read_from_its_label():
+    label = '{"playwright": {"command": "playwright-mcp", "args": ["--headless"]}, "bad": {"args": []}}'
+    assert image_mcp_servers({"pier.mcp_servers": label}) == {
+        "playwright": {"command": "playwright-mcp", "args": ["--headless"]}
+    }
+    assert image_mcp_servers({}) == {} and image_mcp_servers({"pier.mcp_servers": "[1]"}) == {}

@@ -85,3 +85,38 @@ def test_a_label_from_the_page_is_the_runs_label_in_the_api(client: TestClient, 
     assert [(x["key"], x["value"], x["author"]) for x in got["labels"]] == [("review", "good", "team")]
     refused = client.post(f"/runs/{record.trajectory_id}/labels", data=form(key=" ", value="x"))
     assert refused.status_code == 422
+
+
+def test_the_run_page_shows_each_checks_kind_runner_and_status(client: TestClient) -> None:
+    from pier.record import CheckResult, RunStatus, utcnow
+
+    record = Trajectory.new(uuid.uuid4().hex, "team", "t")
+    record.finish(RunStatus.completed, utcnow(), 1.0)
+    record.outputs.checks = [
+        CheckResult(
+            name="outputs-exist",
+            type="command",
+            passed=False,
+            exit_code=1,
+            status="fail",
+            runner="jetty",
+            title="Every output exists",
+        ),
+        CheckResult(name="look", type="agent", passed=False, status="skipped", runner="agent"),
+        CheckResult(name="bad", type="invalid", passed=False, status="error", runner="jetty"),
+    ]
+    record.outputs.eval = {"version": 2, "verdict": "FAIL", "overall_passed": False, "checks": "0/3",
+                           "failed": ["code_check:outputs-exist", "code_check:bad"]}  # fmt: skip
+    with Store.open(Settings().db_url) as store:
+        store.create_run(record)
+    got = client.get(f"/runs/{record.trajectory_id}")
+    assert got.status_code == 200, got.text[:2000]
+    page = got.text
+    assert '<table class="checks">' in page, page[page.find("checks-h") - 200 : page.find("checks-h") + 800]
+    rows = page.split('<table class="checks">')[1].split("</table>")[0]
+    assert "<th>Kind</th><th>Runner</th><th>Status</th>" in rows
+    assert '<td>command</td><td>jetty</td><td class="bad">fail</td>' in rows
+    assert '<td>agent</td><td>agent</td><td class="">skipped</td>' in rows
+    assert '<td>invalid</td><td>jetty</td><td class="bad">error</td>' in rows
+    assert "Every output exists" in rows
+    assert "Entries passed" in page and "code_check:outputs-exist, code_check:bad" in page

@@ -34,9 +34,13 @@ def _public(found: Collection) -> CollectionPublic:
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, summary="Create a collection (admin)")
-def create_collection(body: CollectionCreate, _admin: AdminDep, state: StateDep) -> TokenIssued:
+def create_collection(
+    body: CollectionCreate, _admin: AdminDep, state: StateDep, request: Request
+) -> TokenIssued:
     """Creates the collection and its first token, shown once."""
-    return TokenIssued(collection=body.name, token=service.create(state, body.name))
+    issued = TokenIssued(collection=body.name, token=service.create(state, body.name))
+    note(request, object_id=body.name)
+    return issued
 
 
 @router.get("", summary="The collections this token may see")

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 
 from pier.api.schemas.common import Health, Readiness
 from pier.api.state import ApiState, StateDep
+from pier.db.retry import disk_full
 from pier.errors import PierError
 
 router = APIRouter(tags=["health"])
@@ -24,6 +25,9 @@ router = APIRouter(tags=["health"])
 OK = "ok"
 PROBE_TIMEOUT_SEC = 5.0  # a load balancer's check must get an answer, not wait on a hung engine
 _probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pier-probe")
+_side = ThreadPoolExecutor(
+    max_workers=3, thread_name_prefix="pier-ready"
+)  # waits on _probes: never the same pool
 
 
 def _bounded(probe: Callable[[], str], what: str) -> str:
@@ -61,12 +65,20 @@ def engine_status(state: ApiState) -> str:
     return OK
 
 
+DATABASE_MIN_FREE_BYTES = 1 << 20  # SQLite's disk with less than this takes no more writes: not ready
+
+
 def database_status(state: ApiState) -> str:
     try:
         state.store.ping()
+        free = state.store.free_bytes()
     except Exception as exc:  # any driver error: the point is to say it, not to raise
         first_line = (str(exc).strip().splitlines() or [""])[0]
+        if disk_full(exc):
+            return f"the database's disk is full ({type(exc).__name__}: {first_line[:300]})"
         return f"the database does not answer ({type(exc).__name__}: {first_line[:300]})"
+    if free is not None and free < DATABASE_MIN_FREE_BYTES:
+        return f"the database's disk is full ({free} bytes free): free space where the database lives"
     return OK
 
 
@@ -97,14 +109,37 @@ def live() -> dict[str, str]:
     responses={503: {"model": Readiness, "description": "a service the server needs does not answer"}},
 )
 def ready(state: StateDep) -> JSONResponse:
-    body = Readiness(
-        status="ready",
-        engine=engine_status(state),
-        database=_bounded(lambda: database_status(state), "the database"),
-        storage=storage_status(state),
-        temporal=temporal_status(state),
-    )
-    if any(value not in (OK, None) for value in (body.engine, body.database, body.storage, body.temporal)):
-        body.status = "unready"
+    body = readiness(state)
+    if body.status != "ready":
         return JSONResponse(body.model_dump(), status_code=503)
     return JSONResponse(body.model_dump())
+
+
+def readiness(state: ApiState) -> Readiness:
+    """What /health/ready answers (and `pier_ready` exports): the probes run
+    side by side, so one hung service costs PROBE_TIMEOUT_SEC, not one each."""
+    engine = _side.submit(engine_status, state)
+    storage = _side.submit(storage_status, state)
+    temporal = _side.submit(temporal_status, state)
+    body = Readiness(
+        status="ready",
+        engine=engine.result(),
+        database=_bounded(lambda: database_status(state), "the database"),
+        storage=storage.result(),
+        temporal=temporal.result(),
+    )
+    body.draining = state.dispatcher.draining
+    if body.draining is not None or any(
+        value not in (OK, None) for value in (body.engine, body.database, body.storage, body.temporal)
+    ):
+        body.status = "unready"
+    return body
+
+
+def ready_services(state: ApiState) -> dict[str, bool]:
+    """Service name -> whether it answers, for the `pier_ready` gauge."""
+    body = readiness(state)
+    answers = {"engine": body.engine, "database": body.database, "storage": body.storage}
+    if body.temporal is not None:
+        answers["temporal"] = body.temporal
+    return {name: value == OK for name, value in answers.items()}

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from pier.api.auth import CollectionDep
 from pier.api.forms import accept_run
-from pier.api.schemas.common import ERROR_RESPONSES
+from pier.api.schemas.common import ERROR_RESPONSES, inline_schema
 from pier.api.schemas.runs import (
     RunCreate,
     StatusResult,
@@ -29,7 +29,7 @@ RUN_BODY = {
     "requestBody": {
         "required": False,
         "content": {
-            "application/json": {"schema": RunCreate.model_json_schema()},
+            "application/json": {"schema": inline_schema(RunCreate)},
             "multipart/form-data": {"schema": multipart_schema()},
         },
     }

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from pier.api.auth import CollectionDep
 from pier.api.errors import ApiError, invalid
-from pier.api.schemas.common import ERROR_RESPONSES
+from pier.api.schemas.common import ERROR_RESPONSES, inline_schema
 from pier.api.schemas.tasks import TaskCreate, TaskDeleted, TaskPublic, TaskUpdate
 from pier.api.services import tasks as service
 from pier.api.state import StateDep
@@ -26,9 +26,7 @@ TASK_BODY = {
     "requestBody": {
         "required": True,
         "content": {
-            "application/json": {
-                "schema": {"anyOf": [Task.model_json_schema(), TaskUpdate.model_json_schema()]}
-            },
+            "application/json": {"schema": {"anyOf": [inline_schema(Task), inline_schema(TaskUpdate)]}},
             "text/markdown": {"schema": {"type": "string", "description": "a RUNBOOK.md"}},
         },
     }

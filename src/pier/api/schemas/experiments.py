@@ -47,7 +47,14 @@ class ExperimentRun(BaseModel):
     retry: int
     trajectory_id: str
     status: str
-    outcome: str | None
+    outcome: str | None = Field(
+        None, description="success, failure, infra or cancelled: how the attempt counts"
+    )
+    run_outcome: str | None = Field(
+        None,
+        description="the run's own outcome (success, checks_failed, no_results, timed_out, provider_refused, "
+        "infra, ...): docs/experiments.md#outcomes",
+    )
     success: bool | None
     score: float | None
     cost_usd: float | None

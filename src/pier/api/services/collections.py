@@ -12,9 +12,10 @@ from pier.api.errors import ApiError, invalid
 from pier.api.schemas.collections import ENV_NAME_PATTERN, MAX_ENV_VALUE
 from pier.api.state import ApiState
 from pier.api.tokens import issue_token as _issue
-from pier.db import Collection
+from pier.db import Collection, Store
 from pier.db.schemas import TokenInfo
 from pier.errors import NotFoundError
+from pier.vault import Vault
 
 _ENV_NAME = re.compile(ENV_NAME_PATTERN)
 
@@ -85,14 +86,21 @@ def change_environment(state: ApiState, collection: str, changes: dict[str, str 
     """Merges: a value sets the variable (encrypted at rest), None deletes it, a
     variable not named is kept. Every name and value is checked before any is
     stored. The names after the change."""
+    return apply_environment(state.store, state.vault, collection, changes)
+
+
+def apply_environment(
+    store: Store, vault: Vault, collection: str, changes: dict[str, str | None]
+) -> list[str]:
+    """change_environment on a store and vault (`pier collection env` has no server)."""
     for name, value in changes.items():
         _check_variable(name, value)
     for name, value in changes.items():
         if value is None:
-            state.store.delete_env(collection, name)
+            store.delete_env(collection, name)
         else:
-            state.store.set_env(collection, name, state.vault.encrypt(value))
-    return state.store.list_env_names(collection)
+            store.set_env(collection, name, vault.encrypt(value))
+    return store.list_env_names(collection)
 
 
 def _check_variable(name: str, value: str | None) -> None:

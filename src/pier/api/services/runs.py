@@ -28,6 +28,7 @@ from pier.names import check_task_name, trajectory_id_of
 from pier.record import Label, RunStatus, Trajectory, storage_key
 from pier.storage.archive import zip_stream
 from pier.storage.base import upload_prefix
+from pier.tasks.model import Task
 
 MAX_FILES = 1000  # the files one form may carry: a run's, or an upload's
 MAX_KEY = 255  # an idempotency key, as the store's column keeps it
@@ -159,22 +160,54 @@ def accept(
     files attached to it. The files are stored as an upload and added to
     init_params.file_paths, and removed again when the run is refused. A retry
     with the same idempotency key answers with the run the first one made."""
+    return _accept(state, collection, task, None, fields, uploads, key)
+
+
+def accept_task(
+    state: ApiState,
+    collection: str,
+    name: str,
+    task: Task,
+    fields: dict[str, Any],
+    uploads: Sequence[Upload] = (),
+) -> Trajectory:
+    """accept, for a task given whole rather than stored (a run again of a run
+    whose task is not stored, such as a `pier run`'s): the same checks."""
+    return _accept(state, collection, name, task, fields, uploads, None)
+
+
+def _accept(
+    state: ApiState,
+    collection: str,
+    task: str,
+    given: Task | None,
+    fields: dict[str, Any],
+    uploads: Sequence[Upload],
+    key: str | None,
+) -> Trajectory:
     body = _validated(fields)
     key = _key(key)
     if key is not None:  # a retry: its files were stored the first time
         earlier = state.dispatcher.keyed_run(collection, key)
         if earlier is not None:
             return earlier
+
+    def dispatch(params: RunParams) -> Trajectory:
+        if given is None:
+            return state.dispatcher.accept(collection, task, params)
+        return state.dispatcher.accept_task(collection, task, given, params)
+
     if not uploads:
-        return state.dispatcher.accept(collection, task, _params(body, [], key))
-    state.store.get_task(collection, task)  # 404 before any file is stored
+        return dispatch(_params(body, [], key))
+    if given is None:
+        state.store.get_task(collection, task)  # 404 before any file is stored
     state.quotas.check_new_run(collection, bool(body.init_params.get("continue_from")))  # 429 before any file
     state.quotas.check_upload(collection, sum(f.size or 0 for f in uploads))
     streams = [(f.filename, f.file) for f in uploads]
     upload_id, paths = save_uploads(state.storage, collection, streams, state.settings.scratch_root)
     state.quotas.uploaded(collection)
     try:
-        return state.dispatcher.accept(collection, task, _params(body, paths, key))
+        return dispatch(_params(body, paths, key))
     except BaseException:
         state.storage.delete(upload_prefix(collection, upload_id))
         raise

@@ -51,7 +51,7 @@ from pier.sandbox.docker.containers import (
     start_container,
 )
 from pier.sandbox.docker.diskguard import DiskWatch, LoopDisk
-from pier.sandbox.docker.hardening import Hardening, hardening
+from pier.sandbox.docker.hardening import Hardening, hardening, runtime_reason
 from pier.sandbox.docker.networks import ensure_internal_network, ensure_sandbox_network
 from pier.sandbox.docker.oomwatch import OomWatch, can_watch
 from pier.sandbox.docker.retrying import RetryingEngine
@@ -114,6 +114,17 @@ class DockerBackend(SandboxBackend):
         )
 
     @property
+    def runtime(self) -> str:
+        """The OCI runtime this backend's sandboxes run under (named, or the engine's default)."""
+        return self.hardening.runtime or self.facts.default_runtime
+
+    def runtime_reason(self) -> str:
+        settings = self._settings
+        return runtime_reason(
+            settings.sandbox_runtime, self.hardening.runtime, self.facts.default_runtime, self.facts.runtimes
+        )
+
+    @property
     def _on_gvisor(self) -> bool:
         return self.hardening.runtime == "runsc"
 
@@ -154,6 +165,11 @@ class DockerBackend(SandboxBackend):
         with docker_errors(f"looking up image {ref}", self._url):
             return images.image_exists(self.api, ref)
 
+    def registry_has(self, ref: str) -> bool | None:
+        """The engine asks ref's registry for its manifest, as a pull would first."""
+        with docker_errors(f"looking up image {ref} in its registry", self._url):
+            return images.registry_has(self.api, ref)
+
     def ensure_image(self, source: SandboxSource, log: LineSink, timeout: float) -> str:
         """As the contract says; an image found ready in the last IMAGE_CACHE_SEC is
         not looked up again (one round trip less per run)."""
@@ -176,6 +192,21 @@ class DockerBackend(SandboxBackend):
         except SandboxError:
             return None
         return str(found.get("Id") or "") or None
+
+    def image_labels(self, ref: str) -> dict[str, str]:
+        try:
+            with docker_errors(f"looking up the image {ref}", self._url):
+                found = self.api.inspect_image(ref)
+        except SandboxError:
+            return {}
+        return dict((found.get("Config") or {}).get("Labels") or {})
+
+    def image_file(self, ref: str, path: str) -> bytes | None:
+        try:
+            with docker_errors(f"reading {path} from the image {ref}", self._url):
+                return images.read_image_file(self.api, ref, path)
+        except SandboxError:
+            return None
 
     def ensure_layer(
         self, image: str, recipe: LayerRecipe, log: LineSink, timeout: float, wait: bool = True

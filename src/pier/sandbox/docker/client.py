@@ -79,6 +79,7 @@ class EngineFacts:
     backing_fs: str | None
     runtimes: tuple[str, ...] = ()  # OCI runtimes the engine has registered (runc, runsc...)
     root_dir: str | None = None  # the engine's data root (/var/lib/docker)
+    default_runtime: str = "runc"  # the runtime a container gets when none is named
 
     @property
     def disk_quota(self) -> bool:
@@ -96,6 +97,7 @@ def engine_facts(info: dict[str, Any]) -> EngineFacts:
         backing_fs=status.get("Backing Filesystem"),
         runtimes=tuple(info.get("Runtimes") or {}),
         root_dir=info.get("DockerRootDir"),
+        default_runtime=str(info.get("DefaultRuntime") or "runc"),
     )
 
 

@@ -12,9 +12,9 @@ hardening is in what that root may do, not in a lesser user:
   privileges (PIER_SANDBOX_NO_NEW_PRIVILEGES=false relaxes it).
 - The engine's default seccomp profile stays: pier never asks for unconfined.
 - A private IPC namespace: nothing is shared with other containers.
-- PIER_SANDBOX_RUNTIME names a stronger OCI runtime (gVisor `runsc`, Kata,
-  Sysbox) that the engine has registered; `auto` takes the first of those the
-  engine has, else its default.
+- PIER_SANDBOX_RUNTIME names the OCI runtime (gVisor `runsc`, Kata, Sysbox, or
+  `runc`) that the engine has registered; `auto`, the default, takes the first
+  of the stronger ones the engine has (runsc first), else its default.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ KEEP_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "NET_BIND_SERV
 # Stronger runtimes, strongest isolation first, under the names engines register them.
 STRONG_RUNTIMES = ("runsc", "kata", "kata-runtime", "kata-qemu", "sysbox-runc")
 AUTO = "auto"
+RUNC = "runc"  # Docker's built-in runtime: the explicit choice of no stronger one
 
 
 @dataclass(frozen=True)
@@ -70,11 +71,30 @@ def _cap_name(cap: str) -> str:
     return cap.strip().upper().removeprefix("CAP_")
 
 
+def runtime_reason(wanted: str | None, chosen: str | None, default: str, available: Iterable[str]) -> str:
+    """One sentence: which runtime sandboxes get and why, for the CLI's and the
+    server's first lines."""
+    name = chosen or default
+    if not wanted:
+        return f"sandboxes run under {name} (PIER_SANDBOX_RUNTIME is empty: the engine's default)"
+    if wanted != AUTO:
+        return f"sandboxes run under {name} (PIER_SANDBOX_RUNTIME={wanted})"
+    if chosen:
+        return f"sandboxes run under {name} (PIER_SANDBOX_RUNTIME=auto: the strongest runtime the engine has)"
+    have = ", ".join(sorted(available)) or "none"
+    return (
+        f"sandboxes run under {name}, the engine's default (PIER_SANDBOX_RUNTIME=auto, and the engine has "
+        f"no runsc, kata or sysbox-runc registered; it has: {have}): docs/runtime.md says how to add runsc"
+    )
+
+
 def _runtime(wanted: str | None, available: set[str]) -> str | None:
     if not wanted:
         return None
     if wanted == AUTO:
         return next((name for name in STRONG_RUNTIMES if name in available), None)
+    if wanted == RUNC and not available:  # an engine that lists none still has its built-in runc
+        return RUNC
     if wanted not in available:
         have = ", ".join(sorted(available)) or "none"
         raise SandboxError(

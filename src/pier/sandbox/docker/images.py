@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+import tarfile
 import threading
 import time
 from collections import deque
@@ -17,7 +18,7 @@ import requests
 from pier.errors import ImageError
 from pier.sandbox.base import LABEL_CREATED, LABEL_RECIPE, LineSink, SandboxSource
 from pier.sandbox.docker.streams import iterate_until
-from pier.sandbox.dockerfile import CA_CONTEXT_NAME, recipe_hash, recipe_tag
+from pier.sandbox.dockerfile import CA_CONTEXT_NAME, recipe_hash, recipe_tag, step_titles
 from pier.sandbox.tarutil import tar_of_files
 
 ERROR_TAIL_LINES = 30
@@ -50,6 +51,39 @@ def image_exists(api: docker.APIClient, ref: str) -> bool:
         api.inspect_image(ref)
     except docker.errors.NotFound:
         return False
+    return True
+
+
+def read_image_file(api: docker.APIClient, ref: str, path: str, limit: int = 1 << 20) -> bytes | None:
+    """One file of image ref, through a container created (never started) and removed
+    again; None when the image or the file is missing."""
+    try:
+        container = api.create_container(ref, command=["true"])
+    except docker.errors.NotFound:
+        return None
+    try:
+        stream, _stat = api.get_archive(container["Id"], path)
+        data = b"".join(stream)
+    except docker.errors.NotFound:
+        return None
+    finally:
+        api.remove_container(container["Id"], force=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        member = next((m for m in tar.getmembers() if m.isfile() and m.size <= limit), None)
+        extracted = tar.extractfile(member) if member else None
+        return extracted.read() if extracted else None
+
+
+def registry_has(api: docker.APIClient, ref: str) -> bool:
+    """Whether ref's registry has it: its manifest, asked through the engine (so
+    the engine's own registry settings and credentials apply). ImageError when
+    the registry cannot tell: not reachable, or refusing without credentials."""
+    try:
+        api.inspect_distribution(ref)
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.APIError as exc:
+        raise ImageError(f"its registry could not tell ({exc.explanation or exc})") from None
     return True
 
 
@@ -154,7 +188,33 @@ def build_image(
     context_files = {**dict(files), "Dockerfile": dockerfile.encode()}  # the recipe's own files too
     if ca_bytes:
         context_files[CA_CONTEXT_NAME] = ca_bytes
-    build_with_context(api, tag, context_files, labels, log, timeout)
+    build_with_context(api, tag, context_files, labels, progress_lines(dockerfile, log), timeout)
+
+
+_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$", re.DOTALL)
+STEP_SHOWN = 160  # characters of an unnamed step's instruction shown
+
+
+def progress_lines(dockerfile: str, log: LineSink) -> LineSink:
+    """log, with the builder's "Step N/M : <instruction>" lines named: a recipe's
+    `# pier-step:` title when it gives one ("layer 7/23: Python 3.12 as python3"),
+    else the instruction cut short (a step can be kilobytes of shell)."""
+    titles = step_titles(dockerfile)
+
+    def sink(line: str) -> None:
+        found = _STEP.match(line)
+        if found is None:
+            log(line)
+            return
+        number, total, instruction = found.groups()
+        title = titles.get(int(number))
+        if title:
+            log(f"layer {number}/{total}: {title}")
+        else:
+            cut = instruction if len(instruction) <= STEP_SHOWN else instruction[:STEP_SHOWN] + " ..."
+            log(f"layer {number}/{total}: {cut}")
+
+    return sink
 
 
 def build_with_context(

@@ -23,6 +23,14 @@
       } catch (e) { /* the next tick tries again */ }
     };
     const timer = setInterval(() => { if (!document.hidden) refresh(); }, 2000);
+    // The stages move with the log: a line of another stage fetches them at
+    // once (they hold nothing a user types in or focuses, so never wait).
+    let shownStage = null;
+    const refreshStages = async () => {
+      const stages = document.getElementById("run-stages");
+      if (!stages) return;
+      try { stages.innerHTML = await fragment("stages"); } catch (e) { /* the next line or tick tries again */ }
+    };
     const after = log.dataset.lastSeq || "0";
     const source = new EventSource("/api/v1/runs/" + encodeURIComponent(id) + "/events?last_event_id=" + after);
     source.addEventListener("log", (event) => {
@@ -34,6 +42,10 @@
       log.appendChild(span);
       log.dataset.lastSeq = data.seq;
       if (atBottom) log.scrollTop = log.scrollHeight;
+      if (data.stage && data.stage !== shownStage) {
+        shownStage = data.stage;
+        refreshStages();
+      }
     });
     source.addEventListener("end", async (event) => {
       done = true;

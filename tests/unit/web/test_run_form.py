@@ -1,0 +1,214 @@
+"""The run form never invents a value: a required variable is empty and
+marked, a missing one refused by the plan's rules (the CLI's and the API's),
+a default shown as the default; "run again" round-trips every field."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from pier import web
+from pier.api.app import create_app
+from pier.settings import Settings, get_settings
+from pier.web.session import csrf_token
+
+ADMIN = "admin-token-for-the-form"
+RUNBOOK = """---
+agent: script
+snapshot: ''
+image: pier-base:bookworm
+vars:
+  author:
+  greeting: hello
+---
+```bash
+echo "{{greeting}} {{author}}" > {{results_dir}}/out.txt
+```
+"""
+
+
+@pytest.fixture
+def client(pier_home, monkeypatch) -> Iterator[TestClient]:
+    monkeypatch.setenv("PIER_ADMIN_TOKEN", ADMIN)
+    monkeypatch.setenv("PIER_SANDBOX_BACKEND", "tests.support.fleet_backend:backend")
+    monkeypatch.setenv("PIER_SWEEP_INTERVAL_SEC", "3600")
+    get_settings.cache_clear()
+    with TestClient(create_app(Settings(), pages=web.install)) as client:
+        client.post("/api/v1/collections", json={"name": "team"}, headers=api())
+        put = client.put(
+            "/api/v1/tasks/team/greet", content=RUNBOOK, headers={**api(), "Content-Type": "text/markdown"}
+        )
+        assert put.status_code == 200, put.text
+        client.cookies.set("pier_session", ADMIN)
+        yield client
+
+
+def api() -> dict[str, str]:
+    return {"Authorization": f"Bearer {ADMIN}"}
+
+
+def field(html: str, name: str) -> str:
+    found = re.search(rf'<input id="var-{name}"[^>]*>', html)
+    assert found, html
+    return found.group(0)
+
+
+def test_a_required_variable_is_empty_and_marked_and_a_default_shown_as_the_default(client):
+    html = client.get("/tasks/team/greet").text
+    author = field(html, "author")
+    assert 'value=""' in author and " required" in author and "null" not in author, author
+    greeting = field(html, "greeting")
+    assert 'value=""' in greeting and 'placeholder="hello"' in greeting, greeting
+    assert "(default: <code>hello</code>)" in html
+
+
+def test_a_missing_required_variable_is_refused_as_the_cli_refuses_it(client):
+    sent = client.post("/tasks/team/greet/run", data={"csrf": csrf_token(ADMIN), "var.author": "", "var.greeting": ""},
+                       follow_redirects=False)  # fmt: skip
+    assert sent.status_code == 422, sent.text
+    assert "variable {{author}} has no value" in sent.text  # the plan's own words (pier.lifecycle.plan)
+    assert 'value=""' in field(sent.text, "author")  # the form again, nothing invented
+    listed = client.get("/api/v1/db/trajectories/team/greet", headers=api())
+    assert listed.status_code == 200 and listed.json()["total"] == 0, listed.text  # no run was made
+
+
+def test_a_filled_variable_is_given_and_an_empty_one_takes_its_default(client):
+    sent = client.post("/tasks/team/greet/run", data={"csrf": csrf_token(ADMIN), "var.author": "ada", "var.greeting": ""},
+                       follow_redirects=False)  # fmt: skip
+    assert sent.status_code == 303, sent.text
+    tid = sent.headers["location"].rsplit("/", 1)[-1]
+    record = client.get(f"/api/v1/db/trajectory/team/greet/{tid}", headers=api()).json()
+    assert record["init_params"]["vars"] == {"author": "ada"}
+
+
+def wait_ended(client: TestClient, collection: str, task: str, tid: str) -> dict:
+    import time
+
+    deadline = time.monotonic() + 60
+    while True:
+        listed = client.get(
+            "/api/v1/runs", headers=api(), params={"collection": collection, "task": task, "limit": 100}
+        )
+        record = next(r for r in listed.json()["trajectories"] if r["trajectory_id"] == tid)
+        if record["status"] not in ("pending", "running"):
+            return record
+        assert time.monotonic() < deadline, record
+        time.sleep(0.1)
+
+
+def result_files(client: TestClient, record: dict) -> dict[str, bytes]:
+    from pier.lifecycle.services import Services
+
+    storage = Services().storage  # the server's (a `local` run's files have no collection's API)
+    files = record["steps"]["run"]["outputs"]["results_files"]
+    return {f["path"]: storage.open(f["key"]).read() for f in files}
+
+
+def again(client: TestClient, tid: str, **fields) -> str:
+    sent = client.post(
+        f"/runs/{tid}/again", data={"csrf": csrf_token(ADMIN), **fields}, follow_redirects=False
+    )
+    assert sent.status_code == 303, sent.text
+    return sent.headers["location"].rsplit("/", 1)[-1]
+
+
+def test_run_again_of_a_task_run_with_files_attaches_the_same_files(client):
+    sent = client.post(
+        "/api/v1/run/team/greet",
+        headers=api(),
+        data={"init_params": '{"vars": {"author": "ada"}, "model": "none/none"}'},
+        files=[("files", ("notes.txt", b"the notes\n")), ("files", ("data.csv", b"a,b\n1,2\n"))],
+    )
+    assert sent.status_code == 200, sent.text
+    first = wait_ended(client, "team", "greet", sent.json()["trajectory_id"])
+    html = client.get(f"/runs/{first['trajectory_id']}").text
+    assert f'href="/runs/{first["trajectory_id"]}/again"' in html
+    form = client.get(f"/runs/{first['trajectory_id']}/again").text
+    assert 'value="ada"' in field(form, "author")
+    assert 'name="model" value="none/none"' in form
+    assert form.count('name="keep"') == 2 and "attached again from storage" in form
+    tid = again(
+        client,
+        first["trajectory_id"],
+        **{"var.author": "ada", "model": "none/none", "keep": ["notes.txt", "data.csv"]},
+    )
+    second = wait_ended(client, "team", "greet", tid)
+    assert (
+        second["init_params"]["vars"] == {"author": "ada"} and second["init_params"]["model"] == "none/none"
+    )
+    files = result_files(client, second)
+    assert files["asset-notes.txt"] == b"the notes\n" and files["asset-data.csv"] == b"a,b\n1,2\n", files
+
+
+def test_run_again_of_a_cli_run_in_the_local_collection(client, tmp_path):
+    """It said "collection 'local' not found": a `pier run` stores no task."""
+    from typer.testing import CliRunner
+
+    from pier import cli
+
+    book = tmp_path / "RUNBOOK.md"
+    book.write_text(RUNBOOK)
+    attached = tmp_path / "in.txt"
+    attached.write_bytes(b"from the host\n")
+    done = CliRunner().invoke(
+        cli.app, ["run", str(book), "--var", "author=cli", "--file", str(attached), "--json"]
+    )
+    first = __import__("json").loads(done.output[done.output.index("{") :])
+    assert first["collection"] == "local" and first["success"] is True, done.output
+    form = client.get(f"/runs/{first['id']}/again")
+    assert form.status_code == 200, form.text
+    assert "not stored in local" in form.text and 'value="cli"' in field(form.text, "author")
+    assert 'name="keep" value="in.txt" checked' in form.text
+    tid = again(client, first["id"], **{"var.author": "again", "keep": "in.txt"})
+    second = wait_ended(client, "local", first["task"], tid)
+    assert second["status"] == "completed", second
+    assert second["init_params"]["vars"] == {"author": "again"}
+    assert result_files(client, second)["asset-in.txt"] == b"from the host\n"
+
+
+def test_a_file_no_longer_stored_is_shown_so_and_refused_by_name_never_dropped(client):
+    import html
+    import posixpath
+
+    from pier.lifecycle.services import Services
+
+    sent = client.post("/api/v1/run/team/greet", headers=api(), data={"init_params": '{"vars": {"author": "x"}}'},
+                       files=[("files", ("gone.txt", b"soon gone\n"))])  # fmt: skip
+    first = wait_ended(client, "team", "greet", sent.json()["trajectory_id"])
+    storage = Services().storage
+    (upload,) = first["init_params"]["file_paths"]
+    storage.delete(posixpath.dirname(upload))  # the upload, and the run's own copy, are gone
+    storage.delete(f"{first['storage_path']}/assets")
+    form = client.get(f"/runs/{first['trajectory_id']}/again").text
+    assert "gone.txt" in form and "no longer stored" in form and 'name="keep"' not in form
+    refused = client.post(f"/runs/{first['trajectory_id']}/again",
+                          data={"csrf": csrf_token(ADMIN), "var.author": "x", "keep": "gone.txt"},
+                          follow_redirects=False)  # fmt: skip
+    text = html.unescape(refused.text)
+    assert refused.status_code == 422 and "'gone.txt' of run" in text and "attach it again" in text, text
+
+
+def test_run_again_never_attaches_another_collections_file(client):
+    """A record's file_paths are the run's own: one naming another collection's
+    stored file, or climbing out with '..', is not attached again."""
+    from pier.lifecycle.services import Services
+    from pier.record import RunStatus, Trajectory
+
+    client.post("/api/v1/collections", json={"name": "other"}, headers=api())
+    services = Services()
+    services.storage.put_bytes("other/.uploads/u1/secret.txt", b"other's secret\n")
+    record = Trajectory.new(
+        "d" * 32, "team", "greet",
+        init_params={"vars": {"author": "x"}, "file_paths": ["other/.uploads/u1/secret.txt", "team/../other/.uploads/u1/secret.txt", ".."]},
+    )  # fmt: skip
+    record.finish(RunStatus.completed, record.created, 1.0)
+    services.store.create_run(record)
+    form = client.get(f"/runs/{record.trajectory_id}/again").text
+    assert 'name="keep"' not in form and form.count("no longer stored") == 3, form
+    refused = client.post(f"/runs/{record.trajectory_id}/again",
+                          data={"csrf": csrf_token(ADMIN), "var.author": "x", "keep": "secret.txt"},
+                          follow_redirects=False)  # fmt: skip
+    assert refused.status_code == 422
