@@ -197,3 +197,44 @@ def test_snapshot_save_is_refused_for_a_run_not_kept_or_of_another_collection(ba
         proc = subprocess.run([sys.executable, "-m", "pier.cli", "snapshot", "save", *args],
                               capture_output=True, text=True, timeout=120)  # fmt: skip
         assert proc.returncode != 0 and says in proc.stderr, (args, proc.stderr)
+
+
+# --- pause and resume -----------------------------------------------------------
+
+
+def test_pause_frees_the_cpu_and_continue_resumes_it(base_image, docker_backend):
+    import subprocess
+    import sys
+
+    busy = FIRST + "\nnohup bash -c 'while :; do :; done' >/dev/null 2>&1 &\nsleep 0.2"
+    first = go(busy, collection="local", keep_sandbox=True, **on_image(base_image))
+    assert first.success, first.error
+    sandbox_id = first.outputs.sandbox.id
+    try:
+        docker_backend.attach(sandbox_id).exec("nohup bash -c 'while :; do :; done' >/dev/null 2>&1 &")
+
+        def cpu_ns() -> int:
+            stats = docker_backend.api.stats(sandbox_id, stream=False)
+            return int(stats["cpu_stats"]["cpu_usage"]["total_usage"])
+
+        def used(seconds: float) -> float:
+            before = cpu_ns()
+            time.sleep(seconds)
+            return (cpu_ns() - before) / 1e9
+
+        assert used(1.0) > 0.3, "the busy loop does not use the CPU: the test cannot tell"
+        began = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "pier.cli", "sandbox", "pause", first.trajectory_id],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        paused_s = time.monotonic() - began
+        assert proc.returncode == 0 and "paused" in proc.stdout, proc.stderr
+        assert docker_backend.paused(sandbox_id)
+        assert used(1.0) < 0.05, "a paused sandbox still used the CPU"
+        began = time.monotonic()
+        then = go(SECOND, collection="local", continue_from=first.trajectory_id, **on_image(base_image))
+        continued_s = time.monotonic() - began
+        assert then.success, then.error  # continue resumed it
+        assert (run_folder(then) / "results" / "seen.txt").read_text().startswith("from the first run")
+        print(f"pause took {paused_s:.1f} s (CLI); continue from paused {continued_s:.1f} s")
+    finally:
+        docker_backend.remove(sandbox_id)

@@ -66,6 +66,8 @@ def claim_kept(ctx: RunContext) -> Sandbox:
             raise StageError("create", f"cannot continue from run {parent_id}: {refuse}")
         assert kept.id is not None
         try:
+            if ctx.backend.paused(kept.id):  # paused while kept: a run needs it running
+                ctx.backend.resume(kept.id)
             sandbox = ctx.backend.attach(kept.id)
         except SandboxError as exc:
             raise StageError(
@@ -231,6 +233,8 @@ def save_snapshot(
     assert kept.id is not None
     with _CLAIM:  # not while a run claims it
         try:
+            if backend.paused(kept.id):
+                backend.resume(kept.id)
             sandbox = backend.attach(kept.id)
         except SandboxError as exc:
             raise InputError(
@@ -245,3 +249,24 @@ def save_snapshot(
             LABEL_SNAPSHOT_RUN: trajectory_id,
         }
         return backend.commit(kept.id, snapshot_ref(collection, name), labels)
+
+
+# --- pause and resume ------------------------------------------------------------
+
+
+def pause_kept(
+    store: Store, backend: SandboxBackend, collection: str, trajectory_id: str, pause: bool
+) -> str:
+    """Pause (or resume) the kept sandbox of a run of `collection`; its id.
+    Refused like a continuation when it is not kept, expired or in use."""
+    record = store.get_run(trajectory_id, collection)  # NotFoundError: another collection's is unknown
+    refuse = _refusal(record, time.time())
+    if refuse:
+        raise InputError(
+            f"cannot {'pause' if pause else 'resume'} the sandbox of run {trajectory_id}: {refuse}"
+        )
+    sandbox_id = record.outputs.sandbox.id
+    assert sandbox_id is not None
+    with _CLAIM:
+        (backend.pause if pause else backend.resume)(sandbox_id)
+    return sandbox_id

@@ -369,6 +369,21 @@ class SandboxBackend(ABC):
         sandbox is gone or this backend cannot save one."""
         raise SandboxError(f"the {self.name} backend cannot save a sandbox as a snapshot")
 
+    def pause(self, sandbox_id: str) -> None:
+        """Freeze every process of the sandbox (its CPU freed; its memory kept):
+        nothing runs until resume. Raises SandboxError when it is gone or this
+        backend cannot pause."""
+        raise SandboxError(f"the {self.name} backend cannot pause a sandbox")
+
+    def resume(self, sandbox_id: str) -> None:
+        """Thaw a paused sandbox (nothing to do when it runs). Raises SandboxError
+        when it is gone or this backend cannot pause."""
+        raise SandboxError(f"the {self.name} backend cannot pause a sandbox")
+
+    def paused(self, sandbox_id: str) -> bool:
+        """Whether the sandbox is paused now (False when it is gone)."""
+        return False
+
     def remove_image(self, ref: str) -> bool:
         """Remove an image commit made; False when it was not there (or a
         sandbox still uses it, or this backend keeps none). Never raises."""

@@ -288,6 +288,30 @@ def timeout_grace_terms_then_kills(h: Harness) -> None:
 
 
 @check
+def pause_freezes_and_resume_thaws(h: Harness) -> None:
+    """pause stops every process of the sandbox (a ticking loop stops ticking)
+    and resume lets it go on (a backend that cannot pause says so)."""
+    sandbox = h.make()
+    sandbox.exec("nohup bash -c 'while :; do echo x >> tick; sleep 0.1; done' >/dev/null 2>&1 &", timeout=30)
+    started = int(sandbox.exec("sleep 0.5; wc -l < tick").output.strip() or 0)
+    expect(started > 0, "the ticking loop did not start")
+    try:
+        h.backend.pause(sandbox.id)
+    except SandboxError as exc:
+        expect("cannot pause" in str(exc), f"pause failed: {exc}")
+        return
+    expect(h.backend.paused(sandbox.id), "paused() is False after pause")
+    time.sleep(2)  # ~20 ticks if it were not paused
+    h.backend.resume(sandbox.id)
+    expect(not h.backend.paused(sandbox.id), "paused() is True after resume")
+    at_resume = int(sandbox.exec("wc -l < tick").output.strip() or 0)
+    time.sleep(1)
+    later = int(sandbox.exec("wc -l < tick").output.strip() or 0)
+    expect(later > at_resume, f"nothing ticks after resume ({at_resume} -> {later})")
+    expect(at_resume <= started + 7, f"it ticked while paused ({started} -> {at_resume} lines over 2 s)")
+
+
+@check
 def commit_saves_the_files(h: Harness) -> None:
     """commit saves a sandbox's files as an image that new sandboxes start with
     (a backend that cannot save one says so with SandboxError)."""

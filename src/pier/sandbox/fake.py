@@ -189,6 +189,7 @@ class FakeSandbox(Sandbox):
         self.oom = False
         self.deleted = False
         self.reached: str | None = None  # the disk limit, once it was reached
+        self.frozen = False  # paused: exec refuses until resumed
         self._backend = backend
         self._markers: set[str] = set()
         self._reading: str | None = None
@@ -204,6 +205,8 @@ class FakeSandbox(Sandbox):
         return self.folder.joinpath(*parts)
 
     def _alive(self) -> None:
+        if self.frozen:
+            raise SandboxError(f"sandbox {self.id[:12]} is paused: resume it first")
         if self.deleted:
             raise SandboxError(f"sandbox {self.id[:12]} is gone (deleted)")
         if self.limit_reached():
@@ -404,6 +407,19 @@ class FakeBackend(SandboxBackend):
             self.engine.images.add(ref)
             self.engine.image_files[ref] = saved
         return ref
+
+    def pause(self, sandbox_id: str) -> None:
+        if self.processes:  # its commands are host processes, which it does not freeze
+            raise SandboxError("the fake backend cannot pause a sandbox whose commands are host processes")
+        self.attach(sandbox_id).frozen = True
+
+    def resume(self, sandbox_id: str) -> None:
+        self.attach(sandbox_id).frozen = False
+
+    def paused(self, sandbox_id: str) -> bool:
+        with self.engine.lock:
+            found = self.engine.sandboxes.get(sandbox_id)
+        return bool(found and found.frozen)
 
     def remove_image(self, ref: str) -> bool:
         with self.engine.lock:

@@ -484,6 +484,25 @@ class DockerBackend(SandboxBackend):
         self._ready.clear()  # a ref cached as ready may now name other files
         return ref
 
+    def pause(self, sandbox_id: str) -> None:
+        with docker_errors(f"pausing sandbox {sandbox_id[:12]}", self._url):
+            if not self._state(sandbox_id).get("Paused"):
+                self.api.pause(sandbox_id)
+
+    def resume(self, sandbox_id: str) -> None:
+        with docker_errors(f"resuming sandbox {sandbox_id[:12]}", self._url):
+            if self._state(sandbox_id).get("Paused"):
+                self.api.unpause(sandbox_id)
+
+    def paused(self, sandbox_id: str) -> bool:
+        try:
+            return bool(self._state(sandbox_id).get("Paused"))
+        except Exception:  # gone, or no engine: not paused
+            return False
+
+    def _state(self, sandbox_id: str) -> dict:
+        return self.api.inspect_container(sandbox_id).get("State") or {}
+
     def remove_image(self, ref: str) -> bool:
         try:
             self.api.remove_image(ref, force=False, noprune=False)
