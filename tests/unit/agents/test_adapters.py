@@ -204,3 +204,11 @@ def test_claude_codes_retries_are_bounded_by_the_runs_time_limit():
     long = agent.launch(plan("claude-code", model="claude-sonnet-4-5", env=env, timeout_sec=1800))
     assert short.env["CLAUDE_CODE_MAX_RETRIES"] == "5"  # waits 0.5 + 1 + 2 + 4 + 8 s <= 30 s
     assert long.env["CLAUDE_CODE_MAX_RETRIES"] == "10"  # its own default
+
+
+def test_claude_code_continues_its_conversation_only_in_a_continued_run():
+    agent = get_agent("claude-code")
+    env = {"ANTHROPIC_API_KEY": "an-k"}
+    assert "--continue" not in agent.launch(plan("claude-code", env=env)).command
+    follow = agent.launch(plan("claude-code", env=env, continue_from="a" * 32)).command
+    assert 'claude -p "$(cat /run/pier/prompt.md)"' in follow and " --continue" in follow
