@@ -25,10 +25,10 @@ def go(text: str, image: str, env: dict, **params: object):
     return run(Services(get_settings()), request)
 
 
-def test_claude_code_follow_up_turn_carries_the_first_turns_conversation(
-    agent_image, model_server, docker_backend
+@pytest.mark.parametrize("case", [CASES[0], CASES[4]], ids=lambda c: c.id)
+def test_a_follow_up_turn_carries_the_first_turns_conversation(
+    case, agent_image, model_server, docker_backend
 ):
-    case = CASES[0]
     env = {
         case.key_env: f"sk-pier-test-{uuid.uuid4().hex}",
         case.base_env: model_server.url + case.base_suffix,

@@ -212,3 +212,11 @@ def test_claude_code_continues_its_conversation_only_in_a_continued_run():
     assert "--continue" not in agent.launch(plan("claude-code", env=env)).command
     follow = agent.launch(plan("claude-code", env=env, continue_from="a" * 32)).command
     assert 'claude -p "$(cat /run/pier/prompt.md)"' in follow and " --continue" in follow
+
+
+def test_opencode_continues_its_session_only_in_a_continued_run():
+    agent = get_agent("opencode")
+    env = {"ANTHROPIC_API_KEY": "an-k"}
+    model = "anthropic/claude-sonnet-4-5"
+    assert "--continue" not in agent.launch(plan("opencode", model=model, env=env)).command
+    assert "--continue" in agent.launch(plan("opencode", model=model, env=env, continue_from="a" * 32)).command
