@@ -25,7 +25,7 @@ def go(text: str, image: str, env: dict, **params: object):
     return run(Services(get_settings()), request)
 
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[4]], ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [CASES[0], CASES[4], CASES[5]], ids=lambda c: c.id)
 def test_a_follow_up_turn_carries_the_first_turns_conversation(
     case, agent_image, model_server, docker_backend
 ):

@@ -220,3 +220,10 @@ def test_opencode_continues_its_session_only_in_a_continued_run():
     model = "anthropic/claude-sonnet-4-5"
     assert "--continue" not in agent.launch(plan("opencode", model=model, env=env)).command
     assert "--continue" in agent.launch(plan("opencode", model=model, env=env, continue_from="a" * 32)).command
+
+
+def test_gemini_cli_resumes_its_latest_session_only_in_a_continued_run():
+    agent = get_agent("gemini-cli")
+    env = {"GEMINI_API_KEY": "g-k"}
+    assert "--resume" not in agent.launch(plan("gemini-cli", env=env)).command
+    assert "--resume latest" in agent.launch(plan("gemini-cli", env=env, continue_from="a" * 32)).command
