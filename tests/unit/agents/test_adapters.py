@@ -219,7 +219,9 @@ def test_opencode_continues_its_session_only_in_a_continued_run():
     env = {"ANTHROPIC_API_KEY": "an-k"}
     model = "anthropic/claude-sonnet-4-5"
     assert "--continue" not in agent.launch(plan("opencode", model=model, env=env)).command
-    assert "--continue" in agent.launch(plan("opencode", model=model, env=env, continue_from="a" * 32)).command
+    assert (
+        "--continue" in agent.launch(plan("opencode", model=model, env=env, continue_from="a" * 32)).command
+    )
 
 
 def test_gemini_cli_resumes_its_latest_session_only_in_a_continued_run():
