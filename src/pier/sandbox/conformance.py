@@ -325,12 +325,13 @@ def commit_saves_the_files(h: Harness) -> None:
     except SandboxError as exc:
         expect("cannot save" in str(exc), f"commit failed: {exc}")
         return
+    later = h.make(image=ref)
     try:
-        later = h.make(image=ref)
         got = later.exec("cat kept/file", workdir="/opt").output + later.exec("cat kept.txt").output
         expect(got == "saved\napp\n", f"a sandbox of the committed image lacks the files: {got!r}")
     finally:
-        h.cleanup()
+        later.delete()  # before its image can go
+        h.made.remove(later)  # deleted here: a second delete is delete_is_idempotent_and_bounded's question
         h.backend.remove_image(ref)
 
 
