@@ -126,6 +126,10 @@ class SandboxRecord(BaseModel):
     network: bool | None = None
     id: str | None = None
     pool: str | None = None  # "hit": claimed from the warm pool; "miss": a pool is set, none matched
+    # Kept after the run (docs/sessions.md): swept after kept_until (Unix time)
+    # unless a run continues in it first; continued_by is that run.
+    kept_until: float | None = None
+    continued_by: str | None = None
     runtime: str | None = None  # the OCI runtime it ran under (runsc, runc), when the backend tells
 
 
@@ -238,6 +242,7 @@ class Trajectory(BaseModel):
     parent_task: str | None = None
     parent_step: str | None = None
     trace_id: str | None = None  # its OpenTelemetry trace, when the server exports traces
+    parent: str | None = None  # the run whose kept sandbox this one continued in (continue_from)
     # "host:pid:start" of the process running the run (pier.sandbox.sweeper.owner_label):
     # a run whose owner is gone is ended by whoever notices (lifecycle/orphans.py).
     # Stored, never served: it is the host's business, not a client's.

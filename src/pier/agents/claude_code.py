@@ -30,6 +30,8 @@ class ClaudeCodeAgent(CliAgent):
                            "--dangerously-skip-permissions"]  # fmt: skip
         if choice.model:
             argv += ["--model", choice.model]
+        if getattr(plan, "continue_from", None):  # in a kept sandbox: its last conversation goes on
+            argv += ["--continue"]
         files = {}
         if servers:
             argv += ["--mcp-config", MCP_PATH]

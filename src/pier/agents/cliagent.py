@@ -16,7 +16,7 @@ from pier.agents.install import InstallSpec, install_script, run_install
 from pier.agents.mcp import McpServer, mcp_servers
 from pier.agents.providers import ProviderChoice, choose_provider, env_names
 from pier.sandbox.base import LayerRecipe, LineSink, Sandbox
-from pier.sandbox.processes import stop_leftovers_after
+from pier.sandbox.processes import stop_leftovers_after, through_term
 
 PROMPT_PATH = f"{PIER_RUN_DIR}/prompt.md"
 PROMPT = object()  # stands for the instruction in an argv
@@ -103,7 +103,8 @@ class CliAgent(Agent):
         return (
             f"set -o pipefail\ncd /app\n"
             # The agent ends when the CLI does: what it left running is stopped then.
-            f"{stop_leftovers_after(' '.join(words) + ' </dev/null 2>>' + stderr)} | tee {self.stream_path}\n"
+            f"{stop_leftovers_after(' '.join(words) + ' </dev/null 2>>' + stderr)} | "
+            f"{through_term(f'tee {self.stream_path}')}\n"
             "status=$?\n"
             + (f"{after}\n" if after else "")
             + f'if [ "$status" -ne 0 ]; then echo "pier: {self.name} exited with code $status; '

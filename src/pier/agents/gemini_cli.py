@@ -25,6 +25,8 @@ class GeminiCliAgent(CliAgent):
 
     def configure(self, plan: AgentPlan, choice: ProviderChoice, servers: list[McpServer]) -> CliRun:
         argv: list[Any] = ["gemini", "-p", PROMPT, "--output-format", "stream-json", "--yolo", "--skip-trust"]
+        if getattr(plan, "continue_from", None):  # in a kept sandbox: its latest session goes on
+            argv += ["--resume", "latest"]
         if choice.model:
             argv += ["--model", choice.model]
         settings: dict[str, Any] = {

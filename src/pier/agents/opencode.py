@@ -41,6 +41,8 @@ class OpencodeAgent(CliAgent):
         provider_id = PROVIDER_IDS[choice.name]
         model = (choice.model or "").removeprefix("openrouter/")
         argv: list[Any] = ["opencode", "run", "--format", "json", "--auto"]
+        if getattr(plan, "continue_from", None):  # in a kept sandbox: its last session goes on
+            argv += ["--continue"]
         if model:
             argv += ["--model", f"{provider_id}/{model}"]
         argv.append(PROMPT)

@@ -9,7 +9,7 @@ import shlex
 from pier.agents.base import AGENT_LOG, PIER_RUN_DIR, Agent, AgentLaunch, AgentPlan, ProviderRoute
 from pier.errors import InputError
 from pier.runbook.sections import fences, is_code_checks, is_report_section
-from pier.sandbox.processes import stop_leftovers_after
+from pier.sandbox.processes import stop_leftovers_after, through_term
 
 SHELL_LANGS = frozenset({"bash", "sh", "shell"})
 SCRIPT_PATH = f"{PIER_RUN_DIR}/script.sh"
@@ -52,5 +52,6 @@ class ScriptAgent(Agent):
         script = build_script(plan.instruction)
         # The agent ends when its script does: what it left running is stopped then.
         script_run = stop_leftovers_after(f"bash -euo pipefail {shlex.quote(SCRIPT_PATH)}")
-        command = f"set -o pipefail; {script_run} 2>&1 | tee -a {shlex.quote(AGENT_LOG)}"
+        tee = through_term(f"tee -a {shlex.quote(AGENT_LOG)}")
+        command = f"set -o pipefail; {script_run} 2>&1 | {tee}"
         return AgentLaunch(command=command, files={SCRIPT_PATH: script.encode()})

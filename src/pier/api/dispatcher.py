@@ -147,7 +147,8 @@ class Dispatcher:
         params = self.with_file_ids(collection, with_subscription(split_webhook(params)))
         if params.webhook_url is not None:
             check_url(params.webhook_url, self.services.settings.outbound)
-        self.hooks.quotas.check_new_run(collection)  # 429 when its queue is full
+        continuing = bool((params.init_params or {}).get("continue_from"))
+        self.hooks.quotas.check_new_run(collection, continuing)  # 429 when its queue is full
         payload = Payload(
             collection, task_name, task, params.init_params, params.secret_params,
             params.webhook_url, params.webhook_secret, params.use_trial_keys,

@@ -73,6 +73,18 @@ def run_command(
             "--remote", help="submit to the fleet (PIER_EXECUTOR=temporal): a `pier worker` runs it"
         ),
     ] = False,
+    keep: Annotated[
+        bool,
+        typer.Option(
+            "--keep", help="keep the sandbox after the run, for PIER_KEEP_TTL_SEC (--continue-from)"
+        ),
+    ] = False,
+    continue_from: Annotated[
+        str | None,
+        typer.Option(
+            "--continue-from", metavar="RUN_ID", help="run in the kept sandbox of that run (see --keep)"
+        ),
+    ] = None,
 ) -> None:
     """Run a runbook end to end in a fresh sandbox."""
     from pydantic import ValidationError
@@ -93,6 +105,7 @@ def run_command(
                 no_network,
                 collection,
                 allow=(allow_extra_vars, allow_unfilled_vars),
+                session=(keep, continue_from),
             ),
             file,
             shape,
@@ -112,7 +125,7 @@ def run_command(
         services = Services()
         request = build_request(
             path, var, file, agent, snapshot, image, timeout, cpus, memory, no_network, collection,
-            allow=(allow_extra_vars, allow_unfilled_vars),
+            allow=(allow_extra_vars, allow_unfilled_vars), session=(keep, continue_from),
         )  # fmt: skip
         preflight(request, services.settings)
     except InputError as exc:
@@ -204,8 +217,10 @@ def build_request(
     no_network: bool,
     collection: str,
     allow: tuple[bool, bool] = (False, False),
+    session: tuple[bool, str | None] = (False, None),
 ) -> RunRequest:
-    """The run `pier run` asks for; `allow` is (--allow-extra-vars, --allow-unfilled-vars)."""
+    """The run `pier run` asks for; `allow` is (--allow-extra-vars, --allow-unfilled-vars),
+    `session` (--keep, --continue-from)."""
     from pydantic import ValidationError
 
     from pier.cli.options import parse_vars
@@ -238,6 +253,11 @@ def build_request(
     for key, allowed in zip(("allow_extra_vars", "allow_unfilled_vars"), allow, strict=True):
         if allowed:  # unset otherwise: PIER_ALLOW_* decides
             params[key] = True
+    keep, continue_from = session
+    if keep:
+        params["keep_sandbox"] = True
+    if continue_from:
+        params["continue_from"] = continue_from
     if image is not None and snapshot is None:
         params["snapshot"] = ""  # an image given on the command line is meant to be used
     folder = Path(runbook.path or path).resolve().parent

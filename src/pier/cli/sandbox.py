@@ -6,7 +6,9 @@ from typing import Annotated
 
 import typer
 
-sandbox_app = typer.Typer(help="Sandbox backends.", no_args_is_help=True, rich_markup_mode=None)
+sandbox_app = typer.Typer(
+    help="Sandbox backends, and kept sandboxes.", no_args_is_help=True, rich_markup_mode=None
+)
 _STYLE = {"passed": "green", "failed": "red"}
 
 
@@ -50,3 +52,34 @@ def check_command(
         out.print(f"[{_STYLE[result.status]}]{result.status:7}[/] {name}{detail}")
     out.print(f"{failed} check(s) failed" if failed else "every check passed")
     raise typer.Exit(1 if failed else 0)
+
+
+def _pause_or_resume(run_id: str, collection: str, pause: bool) -> None:
+    from pier.cli.console import out, refusals
+    from pier.lifecycle.services import Services
+    from pier.lifecycle.sessions import pause_kept
+    from pier.names import trajectory_id_of
+
+    services = Services()
+    with refusals():
+        sandbox_id = pause_kept(services.store, services.backend, collection, trajectory_id_of(run_id), pause)
+    how = "paused: its processes are frozen, its CPU free" if pause else "resumed"
+    out.print(f"sandbox {sandbox_id[:12]} of run {trajectory_id_of(run_id)} {how}", highlight=False)
+
+
+@sandbox_app.command("pause")
+def pause_command(
+    run_id: Annotated[str, typer.Argument(help="the run whose sandbox was kept (pier run --keep)")],
+    collection: Annotated[str, typer.Option(help="the run's collection")] = "local",
+) -> None:
+    """Freeze a kept sandbox's processes (docker pause); --continue-from resumes it."""
+    _pause_or_resume(run_id, collection, pause=True)
+
+
+@sandbox_app.command("resume")
+def resume_command(
+    run_id: Annotated[str, typer.Argument(help="the run whose kept sandbox was paused")],
+    collection: Annotated[str, typer.Option(help="the run's collection")] = "local",
+) -> None:
+    """Thaw a paused kept sandbox."""
+    _pause_or_resume(run_id, collection, pause=False)

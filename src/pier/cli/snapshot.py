@@ -117,3 +117,22 @@ def _build_one(services: Services, catalog: SnapshotCatalog, name: str) -> bool:
     for note in shortfalls:
         err.print(f"warning: {note}", highlight=False, markup=False)
     return bool(shortfalls)
+
+
+@snapshot_app.command("save")
+def snapshot_save(
+    run_id: Annotated[str, typer.Argument(help="the run whose sandbox was kept (pier run --keep)")],
+    name: Annotated[str, typer.Argument(help="snapshot name: runbooks of the collection start from it")],
+    collection: Annotated[str, typer.Option(help="the run's collection")] = "local",
+) -> None:
+    """Save a kept sandbox as a snapshot of its collection (`snapshot: NAME`)."""
+    from pier.lifecycle.services import Services
+    from pier.lifecycle.sessions import save_snapshot
+    from pier.names import trajectory_id_of
+
+    services = Services()
+    with refusals():
+        ref = save_snapshot(services.store, services.backend, collection, trajectory_id_of(run_id), name)
+    out.print(
+        f"saved snapshot {name} of collection {collection} ({ref}): use `snapshot: {name}`", highlight=False
+    )

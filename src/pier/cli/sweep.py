@@ -8,7 +8,7 @@ import typer
 
 from pier.cli.console import fail, out, refusals
 from pier.cli.orphans import end_orphans
-from pier.errors import NotFoundError, PierError
+from pier.errors import PierError
 
 if TYPE_CHECKING:
     from pier.lifecycle.service import Services
@@ -49,10 +49,9 @@ def sweep_command(
 
 
 def run_status_lookup(services: Services):
+    from pier.lifecycle.sessions import sweep_status
+
     def status(trajectory_id: str) -> str | None:
-        try:
-            return services.store.get_run(trajectory_id).status.value
-        except NotFoundError:
-            return None
+        return sweep_status(services.store, trajectory_id)  # a kept sandbox's run: KEPT until it expires
 
     return status

@@ -16,6 +16,7 @@ from pier.db import Store
 from pier.db.retry import log_failed_round
 from pier.errors import NotFoundError, PierError
 from pier.lifecycle.orphans import end_orphaned_runs
+from pier.lifecycle.sessions import sweep_status
 from pier.lifecycle.uploads import expire_uploads
 from pier.record import RunStatus
 from pier.sandbox.base import LABEL_RUN, SandboxBackend, SandboxInfo
@@ -37,11 +38,17 @@ def run_status_lookup(store: Store) -> Callable[[str], str | None]:
     return status
 
 
+def sandbox_status_lookup(store: Store) -> Callable[[str], str | None]:
+    """What the sweep judges a sandbox by: its run's status, or KEPT while it is
+    kept or a later run continues in it (pier.lifecycle.sessions)."""
+    return lambda trajectory_id: sweep_status(store, trajectory_id)
+
+
 class _KnownRunsOnly:
     """A backend as the sweeper sees it, limited to sandboxes of runs in `store`."""
 
     def __init__(self, backend: SandboxBackend, store: Store):
-        self._backend, self._status = backend, run_status_lookup(store)
+        self._backend, self._status = backend, sandbox_status_lookup(store)
 
     def list_sandboxes(self) -> list[SandboxInfo]:
         return [s for s in self._backend.list_sandboxes() if self._status(s.labels.get(LABEL_RUN) or "")]
@@ -58,7 +65,7 @@ def sweep_once(backend: Callable[[], SandboxBackend], store: Store, settings: Se
     try:
         engine = backend()
         scope = engine if settings.sweep_foreign else cast(SandboxBackend, _KnownRunsOnly(engine, store))
-        swept = sweep(scope, run_status_lookup(store), grace_sec=settings.sweep_grace_sec)
+        swept = sweep(scope, sandbox_status_lookup(store), grace_sec=settings.sweep_grace_sec)
     except PierError as exc:  # no engine now: try again next time
         log.warning("sweep skipped: %s", exc)
         return 0

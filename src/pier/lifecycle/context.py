@@ -21,6 +21,7 @@ from pier.storage.base import RunStorage
 from pier.tasks.model import Task
 
 if TYPE_CHECKING:  # loaded by the stages that need them: a run without a model or allow-list never does
+    from pier.db import Store
     from pier.egress.run import EgressRun
     from pier.gateway.grants import ProviderTrouble
     from pier.gateway.routing import ModelRoute
@@ -74,6 +75,7 @@ class RunContext:
     egress: EgressRun | None = None  # the run's allow-listed way out, when it has one
     storage: RunStorage | None = None  # where output_dir is published; None keeps it where it is
     pool: WarmPool | None = None  # ready sandboxes create may claim (pier serve)
+    store: Store | None = None  # the runs' records: a continued run reads and claims its parent's
     log_budget: LogBudget = field(default_factory=lambda: LogBudget())
     children: Children | None = None  # a workflow's fan-out starts its child runs here
     # A workflow taken over from a lost worker: what its unfinished steps had recorded, by step.

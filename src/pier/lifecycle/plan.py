@@ -28,6 +28,7 @@ from pier.gateway.grants import Budget
 from pier.lifecycle.assets import AssetLimits, check_assets
 from pier.lifecycle.evaluation import Exposure, agent_note, consumed_by_servers, exposure, plan_checks
 from pier.limits import run_limits
+from pier.names import trajectory_id_of
 from pier.outbound import OutboundPolicy
 from pier.runbook.parse import parse
 from pier.runbook.render import BUILTIN_VARS, Rendered, line_of, placeholders, render, variables
@@ -76,6 +77,8 @@ class RunPlan:
     injections: tuple[Injection, ...] = ()
     # Variables holding a key the operator holds (trial keys): for the gateway only.
     operator_keys: frozenset[str] = frozenset()
+    keep_sandbox: bool = False  # the sandbox outlives the run, for PIER_KEEP_TTL_SEC
+    continue_from: str | None = None  # the run whose kept sandbox this run runs in
     # The platform's evaluation (docs/runbook-format.md): `code_checks:`, strict_evaluation,
     # `evaluation:` (programmatic | rubric), and the secrets withheld from the agent
     # and given to the checks pier runs.
@@ -304,6 +307,8 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         None,
         "network",
     )
+    keep = checked(lambda: _keep_sandbox(step.keep_sandbox), False, "keep_sandbox")
+    parent = checked(lambda: _continue_from(step.continue_from, allow), None, "continue_from")
     Problems.raise_any(problems)
     return RunPlan(
         trajectory_id=inputs.trajectory_id,
@@ -335,6 +340,8 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         network_allow=allow,
         injections=injections,
         operator_keys=inputs.operator_keys,
+        keep_sandbox=keep,
+        continue_from=parent,
         upstreams=upstreams,
         code_checks=config,
         strict_evaluation=step.strict_evaluation,
@@ -342,6 +349,36 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         exposure=exposed,
         check_lines=planned.lines if planned else {},
     )
+
+
+TRAJECTORY_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def _keep_sandbox(value: Any) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise InputError(f"keep_sandbox must be true or false, got {value!r}")
+    return value
+
+
+def _continue_from(value: Any, allow: tuple[str, ...] | None) -> str | None:
+    """The run whose kept sandbox this one runs in: a trajectory id."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        value = trajectory_id_of(value.strip())  # a workflow id names the same run
+    if not isinstance(value, str) or not TRAJECTORY_ID.fullmatch(value):
+        raise InputError(
+            f"continue_from must be the trajectory id of a run whose sandbox was kept "
+            f"(32 hex characters), got {value!r}"
+        )
+    if allow is not None:
+        raise InputError(
+            "continue_from with a network allow-list is not supported: a kept sandbox keeps the network "
+            "it was made with; drop `network.allow` from the follow-up runbook"
+        )
+    return value
 
 
 def check_destinations(

@@ -7,7 +7,7 @@ with a Retry-After.
 
 | quota | counted | refused |
 | --- | --- | --- |
-| concurrent_runs | runs of the collection executing at once | never: its next run waits, others go first |
+| concurrent_runs | runs of the collection executing at once | never: its next run waits, others go first; a new run (not a continuation) when the collection's kept sandboxes (docs/sessions.md) hold every slot |
 | queued_runs | runs of the collection waiting for a slot | a new run (counted in the transaction that would store it) |
 | streams_per_token | live log streams one token holds open | a new stream |
 | upload_bytes | the collection's stored uploads | an upload that would pass it |
@@ -132,11 +132,26 @@ class CollectionQuotas:
             retry_after=10,
         )
 
-    def check_new_run(self, collection: str) -> None:
+    def check_new_run(self, collection: str, continuing: bool = False) -> None:
         """Before a run is accepted: room in the queue, and for its outputs. The
         queue's count here refuses early (before preflight, before uploads are
-        stored); the binding one is enqueue_run's, with queued_runs()."""
+        stored); the binding one is enqueue_run's, with queued_runs(). A kept
+        sandbox holds one of the collection's concurrent_runs while kept: a
+        new run is refused when they hold all (a run that continues in one is not)."""
         quotas = self.of(collection)
+        if quotas.concurrent_runs is not None and not continuing:
+            from pier.lifecycle.sessions import kept_sandboxes
+
+            kept = kept_sandboxes(self._store, collection, self._settings.keep_ttl_sec)
+            if len(kept) >= quotas.concurrent_runs:
+                soonest = min(r.outputs.sandbox.kept_until or 0 for r in kept)
+                raise QuotaExceeded(
+                    "concurrent_runs",
+                    f"collection {collection!r} keeps {len(kept)} sandbox(es), as many as its quota "
+                    f"(concurrent_runs {quotas.concurrent_runs}): continue in one (continue_from), or wait "
+                    "for one to expire (PIER_KEEP_TTL_SEC)",
+                    retry_after=max(int(soonest - time.time()) + 1, 1),
+                )
         waiting = self._store.count_runs(collection, [RunStatus.pending])
         if waiting >= quotas.queued_runs:
             raise self.queue_full(collection, waiting)

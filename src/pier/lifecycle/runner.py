@@ -18,6 +18,7 @@ from pier.lifecycle.keeping import publish_retried
 from pier.lifecycle.orphans import remove_sandboxes
 from pier.lifecycle.outcomes import BEFORE_AGENT as NOT_STARTED
 from pier.lifecycle.outcomes import Outcome, classify, end_record, finished_outcome
+from pier.lifecycle.sessions import keep
 from pier.record import RunStatus, StageRecord, StageStatus, Trajectory, utcnow
 from pier.sandbox.runlog import to_run_log
 from pier.sandbox.sweeper import owner_label
@@ -282,6 +283,9 @@ def _message(ctx: RunContext, stage: str, exc: Exception) -> str:
 
 def _delete_sandbox(ctx: RunContext) -> None:
     if ctx.sandbox is None:
+        return
+    if keep(ctx):  # kept after the run (keep_sandbox): the sweep deletes it when it expires
+        metrics.sandboxes_live.dec()
         return
     with metrics.sandbox_operation.labels("delete", ctx.backend.runtime or "unknown").time():
         ctx.sandbox.delete()

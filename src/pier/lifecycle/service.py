@@ -80,6 +80,7 @@ def new_context(
         on_step=(lambda step: _observe(on_step, step)) if on_step else None,
         storage=services.storage,
         pool=services.pool,
+        store=store,
     )
 
 

@@ -37,6 +37,7 @@ from pier.lifecycle.notices import report_limit_notes
 from pier.lifecycle.outcomes import Outcome
 from pier.lifecycle.outputs import collect_outputs
 from pier.lifecycle.plan import plan_run
+from pier.lifecycle.sessions import claim_kept, collection_snapshot, continued, wants_keep
 from pier.lifecycle.verdict import provider_message, run_usage, trouble_outcome
 from pier.record import RUN_STEP, SandboxRecord
 from pier.sandbox import create_with_retry, resolve_source
@@ -86,8 +87,13 @@ def prepare(ctx: RunContext) -> None:
 def create(ctx: RunContext) -> None:
     plan = ctx.require_plan()
     settings = ctx.settings
+    if plan.continue_from is not None:  # the sandbox of an earlier run, kept: docs/sessions.md
+        ctx.sandbox = claim_kept(ctx)
+        metrics.sandboxes_live.inc()
+        return
     catalog = SnapshotCatalog(settings)
-    source = resolve_source(
+    # a snapshot the collection saved from a run (`pier snapshot save`) comes first
+    source = collection_snapshot(ctx.backend, plan.collection, plan.snapshot) or resolve_source(
         snapshot=plan.snapshot,
         image=plan.image,
         base_image=plan.base_image,
@@ -313,7 +319,12 @@ def _labels(ctx: RunContext) -> dict[str, str]:
     plan = ctx.require_plan()
     now = int(time.time())
     settings = ctx.settings
-    budget = settings.create_timeout_sec + settings.agent_install_timeout_sec + plan.timeout_sec
+    budget = (
+        settings.create_timeout_sec
+        + settings.agent_install_timeout_sec
+        + plan.timeout_sec
+        + settings.kill_grace_sec
+    )
     return {
         LABEL_RUN: plan.trajectory_id,
         LABEL_COLLECTION: plan.collection,
@@ -335,6 +346,12 @@ def setup(ctx: RunContext) -> None:
     plan, sandbox, agent = ctx.require_plan(), ctx.require_sandbox(), ctx.agent
     assert agent is not None
     installs = type(agent).install is not Agent.install and ctx.agent_layer is None
+    if continued(ctx):  # the earlier run's log is in its own outputs; this run's starts empty
+        cleared = sandbox.exec(
+            "rm -rf /logs/agent/* /logs/agent/.[!.]* 2>/dev/null; true", workdir="/", timeout=60
+        )
+        if not cleared.ok:
+            raise StageError("setup", f"could not clear the earlier run's agent log: {cleared.output[-300:]}")
     launch = None if installs else _launch(ctx)
     _place(ctx, SANDBOX_DIRS, plan.assets, _launch_files(launch))
     _verify_tools(ctx)
@@ -357,6 +374,10 @@ def _launch(ctx: RunContext) -> AgentLaunch:
     plan, agent = ctx.require_plan(), ctx.agent
     assert agent is not None
     ctx.model_route = model_route(ctx)
+    if agent.needs_model:  # a model reads its instruction; the script agent runs its blocks
+        plan = replace(
+            plan, instruction=plan.instruction + deadline_line(plan.timeout_sec, ctx.settings.kill_grace_sec)
+        )
     offered = image_mcp_servers(ctx.image_labels)
     if offered:  # what the snapshot offers every agent; the runbook's own servers win by name
         plan = replace(plan, mcp_servers={**offered, **plan.mcp_servers})
@@ -365,6 +386,23 @@ def _launch(ctx: RunContext) -> AgentLaunch:
     if grant is not None:
         ctx.redactor.add([grant.token])
     return launch
+
+
+DEADLINE_VAR = "PIER_DEADLINE"
+
+
+def deadline_line(timeout_sec: int, grace_sec: int) -> str:
+    """What the agent's instruction ends with: how long it has, and what happens then."""
+    minutes = f" ({timeout_sec / 60:.0f} min)" if timeout_sec >= 120 else ""
+    stop = (
+        f"its processes get SIGTERM, and SIGKILL {grace_sec} s later"
+        if grace_sec
+        else "its processes are killed"
+    )
+    return (
+        f"\n\n---\npier: this run has {timeout_sec} s{minutes} from its start; the Unix time it ends is in "
+        f"${DEADLINE_VAR}. At that time {stop}. Write your outputs to /app/results as you go.\n"
+    )
 
 
 def _launch_files(launch: AgentLaunch | None) -> dict[str, bytes]:
@@ -481,9 +519,17 @@ def run_agent(ctx: RunContext) -> None:
             ctx.agent_line(readable)
 
     grant = ctx.model_route.grant if ctx.model_route else None
-    env = {**plan.sandbox_env(without_provider_keys(plan.env, grant)), **launch.env}
+    grace = ctx.settings.kill_grace_sec
+    deadline = int(time.time()) + plan.timeout_sec
+    env = {
+        **plan.sandbox_env(without_provider_keys(plan.env, grant)),
+        **launch.env,
+        DEADLINE_VAR: str(deadline),
+    }
     try:
-        result = sandbox.exec(launch.command, env=env, timeout=plan.timeout_sec, on_line=on_line)
+        result = sandbox.exec(
+            launch.command, env=env, timeout=plan.timeout_sec, on_line=on_line, grace=grace or None
+        )
     finally:
         close_model_route(ctx)  # the token dies with the agent
         ctx.say_log_cut()
@@ -526,7 +572,9 @@ def _agent_failure(ctx: RunContext, result: ExecResult) -> tuple[str, Outcome] |
     """How the agent's command failed (what to say, and the outcome), or None."""
     plan, sandbox = ctx.require_plan(), ctx.require_sandbox()
     if result.timed_out:
-        return (f"the agent timed out after {plan.timeout_sec} seconds and was stopped: raise timeout_sec "
+        grace = ctx.settings.kill_grace_sec
+        kept = f" (SIGTERM, then SIGKILL {grace} s later; what it wrote until then is kept)" if grace else ""
+        return (f"the agent timed out after {plan.timeout_sec} seconds and was stopped{kept}: raise timeout_sec "
                 f"(at most {ctx.settings.max_timeout_sec}) or have the runbook write its outputs as it goes",
                 Outcome.timed_out)  # fmt: skip
     if result.exit_code == 0:
@@ -559,7 +607,7 @@ def model_route(ctx: RunContext) -> ModelRoute | None:
         _egress_warning(ctx)
     elif plan.network:
         _fence_warning(ctx, host, ctx.backend.admit(host, gateway.port))
-    ttl = plan.timeout_sec + settings.cleanup_timeout_sec + settings.sweep_grace_sec
+    ttl = plan.timeout_sec + settings.kill_grace_sec + settings.cleanup_timeout_sec + settings.sweep_grace_sec
     return ModelRoute(gateway, plan.trajectory_id, plan.model_budget, ttl_s=ttl)
 
 
@@ -575,7 +623,8 @@ def cleanup_credentials(ctx: RunContext) -> None:
     if ctx.launch and ctx.launch.collect_command:
         # The CLI's session files often live beside its config: save them first.
         sandbox.exec(ctx.launch.collect_command, workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
-    if not files and not plan.checks:
+    keep = wants_keep(ctx)
+    if not files and not plan.checks and not keep:
         # Nothing secret was written and the sandbox is deleted right after collect:
         # an exec here would only cost a round trip.
         ctx.record.stage("cleanup_credentials").detail = "no credential files; no checks follow"
@@ -586,7 +635,7 @@ def cleanup_credentials(ctx: RunContext) -> None:
         raise StageError("cleanup_credentials", f"could not delete credential files: {result.output[-300:]}")
     if files:
         ctx.log(f"deleted {len(files)} credential file(s)")
-    if plan.checks:
+    if plan.checks or keep:  # a kept sandbox runs nothing between runs: no process holds a secret
         stopped = sandbox.exec(STOP_PROCESSES_SCRIPT, workdir="/", timeout=ctx.settings.cleanup_timeout_sec)
         if not stopped.ok:
             raise StageError(

@@ -214,10 +214,14 @@ class Sandbox(ABC):
         timeout: float | None = None,
         on_line: LineSink | None = None,
         clean_env: bool = False,
+        grace: float | None = None,
     ) -> ExecResult:
         """Run a command (a string goes through `bash -c`). Streams output lines to
         on_line as they come. On timeout the command's processes are killed and
-        the result has timed_out=True. clean_env starts from `env -i`.
+        the result has timed_out=True; with a `grace` (seconds), its process
+        group gets SIGTERM at the timeout and SIGKILL `grace` seconds later, and
+        the exec lasts (its output still read) while any of the group runs in
+        between. clean_env starts from `env -i`.
         Raises SandboxError only when the sandbox itself is unreachable."""
 
     @abstractmethod
@@ -357,6 +361,33 @@ class SandboxBackend(ABC):
     def ping(self, timeout: float | None = None) -> None:
         """Raise SandboxError saying how to start the engine if it does not answer
         (within `timeout` seconds when given: a health check must answer quickly)."""
+
+    def commit(self, sandbox_id: str, ref: str, labels: Mapping[str, str]) -> str:
+        """The sandbox's filesystem as it is now, saved as image `ref` carrying
+        `labels` (replacing an image of that ref); sandboxes created from it
+        start with those files. Returns the ref. Raises SandboxError when the
+        sandbox is gone or this backend cannot save one."""
+        raise SandboxError(f"the {self.name} backend cannot save a sandbox as a snapshot")
+
+    def pause(self, sandbox_id: str) -> None:
+        """Freeze every process of the sandbox (its CPU freed; its memory kept):
+        nothing runs until resume. Raises SandboxError when it is gone or this
+        backend cannot pause."""
+        raise SandboxError(f"the {self.name} backend cannot pause a sandbox")
+
+    def resume(self, sandbox_id: str) -> None:
+        """Thaw a paused sandbox (nothing to do when it runs). Raises SandboxError
+        when it is gone or this backend cannot pause."""
+        raise SandboxError(f"the {self.name} backend cannot pause a sandbox")
+
+    def paused(self, sandbox_id: str) -> bool:
+        """Whether the sandbox is paused now (False when it is gone)."""
+        return False
+
+    def remove_image(self, ref: str) -> bool:
+        """Remove an image commit made; False when it was not there (or a
+        sandbox still uses it, or this backend keeps none). Never raises."""
+        return False
 
     def ensure_layer(
         self, image: str, recipe: LayerRecipe, log: LineSink, timeout: float, wait: bool = True

@@ -261,7 +261,78 @@ def timeout_kills_children(h: Harness) -> None:
     expect(sandbox.exec("echo still usable").output == "still usable\n", "the sandbox broke after a timeout")
 
 
+@check
+def timeout_grace_terms_then_kills(h: Harness) -> None:
+    """With a grace, the command's process group gets SIGTERM at the timeout: a
+    trap then still runs (its file written, its output read) for up to the
+    grace, and what ignores SIGTERM is KILLed when the grace is over."""
+    sandbox = h.make()
+    trapped = "trap 'sleep 1; echo wrapped-up > graced; echo in-grace; exit 3' TERM; echo started; sleep 100"
+    # `sleep 100 & wait` so the shell's trap runs at once (a foreground child delays it)
+    result = sandbox.exec(trapped.replace("sleep 100", "sleep 100 & wait"), timeout=2, grace=10)
+    expect(result.timed_out and not result.ok, f"not marked timed out: {result}")
+    expect("in-grace" in result.output, f"the trap's output in the grace was lost: {result.output!r}")
+    expect(result.duration_s < 10, f"the exec waited out the whole grace ({result.duration_s:.1f}s)")
+    got = sandbox.exec("cat graced", timeout=30).output
+    expect(got == "wrapped-up\n", f"the file the trap wrote in the grace is missing: {got!r}")
+    stubborn = "trap '' TERM; while :; do echo x >> tick; sleep 0.1; done"
+    result = sandbox.exec(stubborn, timeout=1, grace=2)
+    expect(result.timed_out, f"not marked timed out: {result}")
+    expect(result.duration_s >= 3, f"killed before its grace was over ({result.duration_s:.1f}s)")
+    later = sandbox.exec("before=$(wc -c < tick); sleep 1; after=$(wc -c < tick); echo $before $after")
+    before, after = later.output.split()
+    expect(before == after, f"a process that ignored SIGTERM outlived the grace: tick {before} -> {after}")
+
+
 # --- files ------------------------------------------------------------------
+
+
+@check
+def pause_freezes_and_resume_thaws(h: Harness) -> None:
+    """pause stops every process of the sandbox (a ticking loop stops ticking)
+    and resume lets it go on (a backend that cannot pause says so)."""
+    sandbox = h.make()
+    sandbox.exec("nohup bash -c 'while :; do echo x >> tick; sleep 0.1; done' >/dev/null 2>&1 &", timeout=30)
+    started = int(sandbox.exec("sleep 0.5; wc -l < tick").output.strip() or 0)
+    expect(started > 0, "the ticking loop did not start")
+    try:
+        h.backend.pause(sandbox.id)
+    except SandboxError as exc:
+        expect("cannot pause" in str(exc), f"pause failed: {exc}")
+        return
+    expect(h.backend.paused(sandbox.id), "paused() is False after pause")
+    time.sleep(2)  # ~20 ticks if it were not paused
+    h.backend.resume(sandbox.id)
+    expect(not h.backend.paused(sandbox.id), "paused() is True after resume")
+    at_resume = int(sandbox.exec("wc -l < tick").output.strip() or 0)
+    time.sleep(1)
+    later = int(sandbox.exec("wc -l < tick").output.strip() or 0)
+    expect(later > at_resume, f"nothing ticks after resume ({at_resume} -> {later})")
+    expect(at_resume <= started + 7, f"it ticked while paused ({started} -> {at_resume} lines over 2 s)")
+
+
+@check
+def commit_saves_the_files(h: Harness) -> None:
+    """commit saves a sandbox's files as an image that new sandboxes start with
+    (a backend that cannot save one says so with SandboxError)."""
+    sandbox = h.make()
+    # relative paths: the fake's process mode runs commands on the host, in the sandbox's folder
+    sandbox.exec("mkdir -p kept && echo saved > kept/file", workdir="/opt")
+    sandbox.exec("echo app > kept.txt", workdir="/app")
+    ref = f"pier-conformance-commit:{uuid.uuid4().hex[:12]}"
+    try:
+        h.backend.commit(sandbox.id, ref, {"pier.snapshot": "conformance"})
+    except SandboxError as exc:
+        expect("cannot save" in str(exc), f"commit failed: {exc}")
+        return
+    later = h.make(image=ref)
+    try:
+        got = later.exec("cat kept/file", workdir="/opt").output + later.exec("cat kept.txt").output
+        expect(got == "saved\napp\n", f"a sandbox of the committed image lacks the files: {got!r}")
+    finally:
+        later.delete()  # before its image can go
+        h.made.remove(later)  # deleted here: a second delete is delete_is_idempotent_and_bounded's question
+        h.backend.remove_image(ref)
 
 
 @check

@@ -149,6 +149,7 @@ class FakeEngine:
 
     def __init__(self, images: Sequence[str] = (FAKE_IMAGE,)):
         self.images: set[str] = set(images)
+        self.image_files: dict[str, Path] = {}  # what a committed image's sandboxes start with
         self.sandboxes: dict[str, FakeSandbox] = {}
         self.lock = threading.Lock()
         self._root: Path | None = None
@@ -188,6 +189,7 @@ class FakeSandbox(Sandbox):
         self.oom = False
         self.deleted = False
         self.reached: str | None = None  # the disk limit, once it was reached
+        self.frozen = False  # paused: exec refuses until resumed
         self._backend = backend
         self._markers: set[str] = set()
         self._reading: str | None = None
@@ -203,6 +205,8 @@ class FakeSandbox(Sandbox):
         return self.folder.joinpath(*parts)
 
     def _alive(self) -> None:
+        if self.frozen:
+            raise SandboxError(f"sandbox {self.id[:12]} is paused: resume it first")
         if self.deleted:
             raise SandboxError(f"sandbox {self.id[:12]} is gone (deleted)")
         if self.limit_reached():
@@ -227,9 +231,10 @@ class FakeSandbox(Sandbox):
         timeout: float | None = None,
         on_line: LineSink | None = None,
         clean_env: bool = False,
+        grace: float | None = None,
     ) -> ExecResult:
         self._alive()
-        call = ExecCall(command, dict(env or {}), workdir, timeout, clean_env)
+        call = ExecCall(command, dict(env or {}), workdir, timeout, clean_env, grace)
         if not self._backend.processes:
             result = self._backend.program(self, call) or replied()
             for line in result.output.splitlines():
@@ -379,6 +384,9 @@ class FakeBackend(SandboxBackend):
         notes = unenforced_notes(spec, self.capabilities, self.name)
         sandbox.applied = spec.limits
         sandbox.notes = notes
+        saved = self.engine.image_files.get(spec.image)
+        if saved is not None:
+            shutil.copytree(saved, sandbox.folder, symlinks=True, dirs_exist_ok=True)
         for name in BASE_DIRS:
             sandbox.host_path(name).mkdir(parents=True, exist_ok=True)
         with self.engine.lock:
@@ -389,6 +397,38 @@ class FakeBackend(SandboxBackend):
             sandbox.delete()
             raise
         return sandbox
+
+    def commit(self, sandbox_id: str, ref: str, labels: Mapping[str, str]) -> str:
+        sandbox = self.attach(sandbox_id)
+        sandbox._alive()
+        saved = self.engine.root / "images" / uuid.uuid4().hex
+        shutil.copytree(sandbox.folder, saved, symlinks=True)
+        with self.engine.lock:
+            self.engine.images.add(ref)
+            self.engine.image_files[ref] = saved
+        return ref
+
+    def pause(self, sandbox_id: str) -> None:
+        if self.processes:  # its commands are host processes, which it does not freeze
+            raise SandboxError("the fake backend cannot pause a sandbox whose commands are host processes")
+        self.attach(sandbox_id).frozen = True
+
+    def resume(self, sandbox_id: str) -> None:
+        self.attach(sandbox_id).frozen = False
+
+    def paused(self, sandbox_id: str) -> bool:
+        with self.engine.lock:
+            found = self.engine.sandboxes.get(sandbox_id)
+        return bool(found and found.frozen)
+
+    def remove_image(self, ref: str) -> bool:
+        with self.engine.lock:
+            saved = self.engine.image_files.pop(ref, None)
+            if ref not in self.engine.images or saved is None:
+                return False
+            self.engine.images.discard(ref)
+        shutil.rmtree(saved, ignore_errors=True)
+        return True
 
     def attach(self, sandbox_id: str) -> FakeSandbox:
         with self.engine.lock:

@@ -38,6 +38,7 @@ class ExecCall:
     workdir: str
     timeout: float | None
     clean_env: bool
+    grace: float | None = None  # SIGTERM at the timeout, SIGKILL this much later
 
     @property
     def text(self) -> str:
@@ -78,7 +79,7 @@ def run_process(
         return ProcessOutcome(proc, oom=False)
     assert proc.stdout is not None
     lines = _Lines(on_line)
-    stop = _Stopper(call.timeout, memory_bytes, marker, proc.pid, kill or kill_marked)
+    stop = _Stopper(call.timeout, memory_bytes, marker, proc.pid, kill or kill_marked, call.grace)
     fd = proc.stdout.fileno()
     try:
         while True:
@@ -96,13 +97,13 @@ def run_process(
     finally:
         proc.stdout.close()
     code = proc.wait()
-    if stop.reason:
+    if stop.reason or stop.termed_at is not None:
         code = TIMEOUT_EXIT_CODE
     result = ExecResult(
         exit_code=code,
         output=lines.finish(),
         duration_s=time.monotonic() - started,
-        timed_out=stop.reason == "timeout",
+        timed_out=stop.reason == "timeout" or stop.termed_at is not None,
     )
     return ProcessOutcome(result, oom=stop.reason == "memory")
 
@@ -210,12 +211,19 @@ class _Stopper:
     """Decides when a command must stop (time or memory) and kills it once."""
 
     def __init__(
-        self, timeout: float | None, memory_bytes: int | None, marker: str, leader: int, kill: Killer
+        self,
+        timeout: float | None,
+        memory_bytes: int | None,
+        marker: str,
+        leader: int,
+        kill: Killer,
+        grace: float | None = None,
     ):
         self._timeout, self._memory, self._marker, self._leader = timeout, memory_bytes, marker, leader
-        self._kill = kill
+        self._kill, self._grace = kill, grace
         self.reason: str | None = None
         self.killed_at = 0.0
+        self.termed_at: float | None = None  # when the group got SIGTERM (a timeout with a grace)
 
     def check(self, started: float) -> bool:
         """Whether the command has been killed (now or before)."""
@@ -223,6 +231,13 @@ class _Stopper:
             self._kill(self._marker, self._leader)  # a straggler forked during the last kill
             return True
         if self._timeout is not None and time.monotonic() - started >= self._timeout:
+            if self._grace and self.termed_at is None:
+                self.termed_at = time.monotonic()
+                with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
+                    os.killpg(self._leader, signal.SIGTERM)
+                return False
+            if self.termed_at is not None and time.monotonic() - self.termed_at < (self._grace or 0):
+                return False
             self.reason = "timeout"
         elif self._memory is not None and resident_bytes(self._marker) > self._memory:
             self.reason = "memory"

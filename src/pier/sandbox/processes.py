@@ -75,3 +75,10 @@ def stop_leftovers_after(command: str) -> str:
         f"( {STOP_PROCESSES_SCRIPT} ) >/dev/null 2>&1\n"
         'exit "$__pier_status"; }'
     )
+
+
+def through_term(command: str) -> str:
+    """`command` (a pipeline's right side, e.g. `tee`) with SIGTERM ignored: at the
+    agent's time limit its process group gets SIGTERM, and the `tee` that keeps
+    its log must outlive it to keep what the agent writes in its grace."""
+    return f"{{ trap '' TERM; exec {command}; }}"

@@ -24,6 +24,9 @@ from pier.sandbox.base import (
 log = logging.getLogger(__name__)
 
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
+# What a run-status lookup answers for a sandbox kept after its run, or in use by
+# a run that continues in it (pier.lifecycle.sessions): never swept for its labels.
+KEPT = "kept"
 RunStatus = Callable[[str], "str | None"]
 
 
@@ -116,6 +119,8 @@ def sweep_reason(info: SandboxInfo, status: str | None, now: float, grace_sec: f
     created = _epoch(labels, LABEL_CREATED)
     age = now - created if created is not None else None
     old = age is None or age > grace_sec
+    if status == KEPT:
+        return None
     if status in TERMINAL_STATUSES:
         return f"its run is {status}"
     deadline = _epoch(labels, LABEL_DEADLINE)

@@ -18,6 +18,12 @@ class RunSettings(BaseModel):
         1800, ge=1, description="the agent's time limit of a run that asks for none"
     )
     max_timeout_sec: int = Field(1800, ge=1, description="the longest time limit a run may ask for")
+    kill_grace_sec: int = Field(
+        15,
+        ge=0,
+        description="at the agent's time limit its processes get SIGTERM, then SIGKILL this many seconds "
+        "later; what the agent writes in between is collected (0: SIGKILL at once)",
+    )
     max_cpus: float = Field(64.0, gt=0, description="the most CPUs a run may ask for")
     max_memory: str = Field("64G", description="the most memory a run may ask for")
     # What the attached files of one run may become in /app/assets (zips expanded).

@@ -112,6 +112,12 @@ class SandboxSettings(BaseModel):
     )
     cleanup_timeout_sec: int = Field(60, description="deleting a sandbox, at most")
     sweep_grace_sec: int = Field(300, description="a sandbox past its run's deadline by this much is swept")
+    keep_ttl_sec: int = Field(
+        1800,
+        ge=1,
+        description="a sandbox kept after its run (`pier run --keep`, init_params.keep_sandbox) is swept "
+        "this long after the run ends, unless a run continues in it first",
+    )
     sweep_interval_sec: float = Field(300, gt=0, description="how often the server sweeps sandboxes")
     sweep_foreign: bool = Field(
         True, description="the server also sweeps sandboxes of runs its store does not know (owner gone)"

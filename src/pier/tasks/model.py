@@ -16,7 +16,7 @@ KNOWN_INIT_PARAMS = frozenset(
         "checks_isolation", "primary_outputs", "secrets", "mcp_servers", "webhook_url",
         "webhook_secret", "timeout_sec", "cpus", "memory", "network_enabled",
         "model_budget", "network", "allow_extra_vars", "allow_unfilled_vars", "code_checks",
-        "strict_evaluation",
+        "strict_evaluation", "keep_sandbox", "continue_from",
     }
 )  # fmt: skip
 

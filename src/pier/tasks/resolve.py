@@ -69,6 +69,10 @@ class ResolvedStep:
     # The limits init_params ask for (run and task init_params merged): they may
     # lower the task's limits above, never raise them (pier.limits.run_limits).
     asked_limits: dict[str, Any] = field(default_factory=dict)
+    # Keep the sandbox after the run (init_params.keep_sandbox); run in the kept
+    # sandbox of an earlier run (init_params.continue_from): docs/sessions.md.
+    keep_sandbox: Any = None
+    continue_from: Any = None
     code_checks: Any = None  # the platform's `code_checks:` (checked by the plan)
     strict_evaluation: bool = False
 
@@ -114,6 +118,8 @@ def resolve(task: Task, run_params: Mapping[str, Any] | None = None) -> Resolved
         model_budget=_mapping(params.get("model_budget"), "model_budget"),
         network=_mapping(params["network"], "network") if params.get("network") is not None else None,
         asked_limits={key: params[key] for key in LIMIT_KEYS if params.get(key) is not None},
+        keep_sandbox=params.get("keep_sandbox"),
+        continue_from=params.get("continue_from"),
         code_checks=params.get("code_checks"),
         strict_evaluation=bool(params.get("strict_evaluation")),
     )

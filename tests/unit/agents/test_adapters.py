@@ -36,7 +36,7 @@ def test_claude_code_anthropic_and_openrouter():
     assert 'claude -p "$(cat /run/pier/prompt.md)" --output-format stream-json --verbose' in launch.command
     assert (
         "--model claude-sonnet-4-5" in launch.command
-        and "| tee /logs/agent/claude-code.jsonl" in launch.command
+        and "exec tee /logs/agent/claude-code.jsonl" in launch.command
     )
     assert launch.files == {"/run/pier/prompt.md": b"Write the answer."}
     routed = agent.launch(plan("claude-code", model="claude-sonnet-4.5", env={"OPENROUTER_API_KEY": "or-k"}))
@@ -204,3 +204,28 @@ def test_claude_codes_retries_are_bounded_by_the_runs_time_limit():
     long = agent.launch(plan("claude-code", model="claude-sonnet-4-5", env=env, timeout_sec=1800))
     assert short.env["CLAUDE_CODE_MAX_RETRIES"] == "5"  # waits 0.5 + 1 + 2 + 4 + 8 s <= 30 s
     assert long.env["CLAUDE_CODE_MAX_RETRIES"] == "10"  # its own default
+
+
+def test_claude_code_continues_its_conversation_only_in_a_continued_run():
+    agent = get_agent("claude-code")
+    env = {"ANTHROPIC_API_KEY": "an-k"}
+    assert "--continue" not in agent.launch(plan("claude-code", env=env)).command
+    follow = agent.launch(plan("claude-code", env=env, continue_from="a" * 32)).command
+    assert 'claude -p "$(cat /run/pier/prompt.md)"' in follow and " --continue" in follow
+
+
+def test_opencode_continues_its_session_only_in_a_continued_run():
+    agent = get_agent("opencode")
+    env = {"ANTHROPIC_API_KEY": "an-k"}
+    model = "anthropic/claude-sonnet-4-5"
+    assert "--continue" not in agent.launch(plan("opencode", model=model, env=env)).command
+    assert (
+        "--continue" in agent.launch(plan("opencode", model=model, env=env, continue_from="a" * 32)).command
+    )
+
+
+def test_gemini_cli_resumes_its_latest_session_only_in_a_continued_run():
+    agent = get_agent("gemini-cli")
+    env = {"GEMINI_API_KEY": "g-k"}
+    assert "--resume" not in agent.launch(plan("gemini-cli", env=env)).command
+    assert "--resume latest" in agent.launch(plan("gemini-cli", env=env, continue_from="a" * 32)).command

@@ -120,3 +120,24 @@ def test_the_run_page_shows_each_checks_kind_runner_and_status(client: TestClien
     assert '<td>invalid</td><td>jetty</td><td class="bad">error</td>' in rows
     assert "Every output exists" in rows
     assert "Entries passed" in page and "code_check:outputs-exist, code_check:bad" in page
+
+
+def test_the_run_page_links_a_continued_run_and_its_parent(client: TestClient) -> None:
+    from pier.record import RunStatus, utcnow
+
+    parent, child = (
+        Trajectory.new(uuid.uuid4().hex, "team", "t"),
+        Trajectory.new(uuid.uuid4().hex, "team", "t"),
+    )
+    parent.finish(RunStatus.completed, utcnow(), 1.0)
+    parent.outputs.sandbox.kept_until, parent.outputs.sandbox.id = 1_900_000_000.0, "c" * 64
+    child.parent = parent.trajectory_id
+    child.finish(RunStatus.completed, utcnow(), 1.0)
+    child.outputs.sandbox.kept_until = 1_900_000_100.0
+    with Store.open(Settings().db_url) as store:
+        store.create_run(parent)
+        store.create_run(child)
+    kept = client.get(f"/runs/{parent.trajectory_id}").text
+    assert f"--continue-from {parent.trajectory_id}" in kept and "1900000000" in kept
+    page = client.get(f"/runs/{child.trajectory_id}").text
+    assert f'<a href="/runs/{parent.trajectory_id}">' in page and "Continued from" in page

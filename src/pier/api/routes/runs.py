@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 
 from fastapi import APIRouter, Header, Request
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from pier.api.auth import CollectionDep
@@ -91,3 +92,24 @@ def update_statuses(
     starts, a running one loses its sandbox within seconds. A run that already
     ended keeps its status, which the answer shows."""
     return StatusResult(service.cancel(state, collection, task, list(body.root)))
+
+
+class SnapshotSave(BaseModel):
+    trajectory_id: str = Field(description="the run whose sandbox was kept (init_params.keep_sandbox)")
+
+
+class SnapshotSaved(BaseModel):
+    collection: str
+    name: str
+    image: str
+    trajectory_id: str
+
+
+@router.post("/snapshot/{collection}/{name}", summary="Save a kept sandbox as a snapshot")
+def save_snapshot(collection: CollectionDep, name: str, body: SnapshotSave, state: StateDep) -> SnapshotSaved:
+    """The kept sandbox of a run of the collection becomes the collection's
+    snapshot NAME (pier's files and the logs removed first); the collection's
+    runbooks start from it with `snapshot: NAME`. 422 when the run's sandbox is
+    not kept (or expired, gone, in use), 404 for another collection's run."""
+    image = service.save_snapshot(state, collection, body.trajectory_id, name)
+    return SnapshotSaved(collection=collection, name=name, image=image, trajectory_id=body.trajectory_id)

@@ -201,7 +201,7 @@ def _accept(
         return dispatch(_params(body, [], key))
     if given is None:
         state.store.get_task(collection, task)  # 404 before any file is stored
-    state.quotas.check_new_run(collection)  # 429 before any file is stored
+    state.quotas.check_new_run(collection, bool(body.init_params.get("continue_from")))  # 429 before any file
     state.quotas.check_upload(collection, sum(f.size or 0 for f in uploads))
     streams = [(f.filename, f.file) for f in uploads]
     upload_id, paths = save_uploads(state.storage, collection, streams, state.settings.scratch_root)
@@ -338,3 +338,12 @@ def trace_url(state: ApiState, record: Trajectory) -> str | None:
     if not template or not record.trace_id:
         return None
     return template.replace("{trace_id}", record.trace_id)
+
+
+def save_snapshot(state: ApiState, collection: str, trajectory_id: str, name: str) -> str:
+    """The kept sandbox of a run of `collection` saved as the collection's
+    snapshot `name` (docs/sessions.md); the image ref. Another collection's run
+    is not found; a run whose sandbox is not kept is refused (422)."""
+    from pier.lifecycle.sessions import save_snapshot as save
+
+    return save(state.store, state.services.backend, collection, trajectory_id, name)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import tarfile
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
@@ -473,6 +475,42 @@ class DockerBackend(SandboxBackend):
             self._oom.discard(sandbox_id)
         disk = self._disks.discard(sandbox_id)
         diskguard.release(self._settings.disk_guard_root, sandbox_id, disk.mountpoint if disk else None)
+
+    def commit(self, sandbox_id: str, ref: str, labels: Mapping[str, str]) -> str:
+        repository, _, tag = ref.rpartition(":")
+        changes = [f"LABEL {json.dumps(key)}={json.dumps(value)}" for key, value in labels.items()]
+        with docker_errors(f"saving sandbox {sandbox_id[:12]} as {ref}", self._url):
+            self.api.commit(sandbox_id, repository=repository, tag=tag, changes=changes, pause=True)
+        self._ready.clear()  # a ref cached as ready may now name other files
+        return ref
+
+    def pause(self, sandbox_id: str) -> None:
+        with docker_errors(f"pausing sandbox {sandbox_id[:12]}", self._url):
+            if not self._state(sandbox_id).get("Paused"):
+                self.api.pause(sandbox_id)
+
+    def resume(self, sandbox_id: str) -> None:
+        with docker_errors(f"resuming sandbox {sandbox_id[:12]}", self._url):
+            if self._state(sandbox_id).get("Paused"):
+                self.api.unpause(sandbox_id)
+
+    def paused(self, sandbox_id: str) -> bool:
+        try:
+            return bool(self._state(sandbox_id).get("Paused"))
+        except Exception:  # gone, or no engine: not paused
+            return False
+
+    def _state(self, sandbox_id: str) -> dict:
+        return self.api.inspect_container(sandbox_id).get("State") or {}
+
+    def remove_image(self, ref: str) -> bool:
+        try:
+            self.api.remove_image(ref, force=False, noprune=False)
+        except Exception as exc:  # missing, in use, or no engine: nothing removed
+            log.debug("could not remove image %s: %s", ref, exc)
+            return False
+        self._ready.clear()
+        return True
 
     def attach(self, sandbox_id: str) -> DockerSandbox:
         """The running container with this id. Raises SandboxError."""

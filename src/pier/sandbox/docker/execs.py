@@ -9,7 +9,11 @@ read until it ends (or for CLOSE_GRACE_S at most).
 
 Two layers enforce the timeout. Inside the sandbox the command runs under
 `timeout -s KILL`, which puts it in a process group of its own and kills that
-group on time. From the host, a watchdog kills every process carrying the exec's
+group on time. With a grace (the agent's exec: PIER_KILL_GRACE_SEC), it runs
+under `timeout -s TERM -k GRACE` instead: the group gets SIGTERM on time and
+SIGKILL GRACE seconds later, and between the two a small wrapper (GRACE_WRAPPER)
+keeps the exec alive while anything of the group still runs, so what the
+command writes in its grace (a trap's last results) is kept. From the host, a watchdog kills every process carrying the exec's
 marker (and the groups they lead) a little later, which catches children that
 left the group, then stops reading if the output still has not ended.
 """
@@ -40,7 +44,7 @@ KILL_GRACE_S = 2.0  # after the in-sandbox timeout, before the host kills
 CLOSE_GRACE_S = 5.0  # after the host kill, before the host stops reading
 MAX_OUTPUT_CHARS = 1 << 20
 MAX_LINE_CHARS = 1 << 16  # a longer run without a newline is passed on in pieces
-TIMEOUT_EXIT_CODES = (124, 137)
+TIMEOUT_EXIT_CODES = (124, 137, 143)
 # The engine carries stdout and stderr on two pipes, which reorders them; one
 # pipe keeps the output in the order the command wrote it.
 MERGE_STDERR = ("sh", "-c", 'exec "$@" 2>&1', "sh")
@@ -61,26 +65,67 @@ true
 """
 
 
+# Runs "$@" in the background of the same process group and waits for it.
+# SIGTERM (the time limit, with a grace) does not end the wrapper: it waits for
+# its command, then while any other process of its group (but its parent, the
+# `timeout` that leads the group) is left, so the exec lasts through the grace;
+# `timeout -k` KILLs the whole group when the grace is over.
+GRACE_WRAPPER = r"""
+"$@" &
+child=$!
+termed=""
+trap 'termed=1' TERM
+while :; do
+  wait "$child"; status=$?
+  kill -0 "$child" 2>/dev/null || break
+done
+if [ -n "$termed" ]; then
+  me=$$; parent=$PPID
+  read -r line < /proc/$me/stat; line=${line##*") "}; set -- $line; group=$3
+  while :; do
+    left=""
+    for dir in /proc/[0-9]*; do
+      pid=${dir#/proc/}
+      case "$pid" in "$me"|"$parent") continue;; esac
+      line=""; { read -r line < "$dir/stat"; } 2>/dev/null; line=${line##*") "}
+      set -- $line
+      [ "${3:-}" = "$group" ] && [ "${1:-}" != Z ] && { left=1; break; }
+    done
+    [ -z "$left" ] && break
+    sleep 0.2
+  done
+fi
+exit "$status"
+"""
+
+
 def exec_argv(
     command: str | Sequence[str],
     *,
     env: Mapping[str, str] | None,
     clean_env: bool,
     timeout: float | None,
+    grace: float | None = None,
 ) -> list[str]:
     """The argv that runs command with its env and timeout (`timeout 0` is none),
-    stderr merged into stdout."""
+    stderr merged into stdout; with a grace, SIGTERM at the timeout and SIGKILL
+    `grace` seconds later."""
     argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
     if clean_env:
         assignments = [f"{key}={value}" for key, value in (env or {}).items()]
         base = [f"PATH={CLEAN_PATH}", "HOME=/root", "LANG=C.UTF-8"]
         argv = ["env", "-i", *base, *assignments, *argv]
-    return timed([*MERGE_STDERR, *argv], timeout)
+    if grace and timeout is not None:
+        argv = ["sh", "-c", GRACE_WRAPPER, "pier-grace", *argv]
+    return timed([*MERGE_STDERR, *argv], timeout, grace)
 
 
-def timed(argv: Sequence[str], timeout: float | None) -> list[str]:
-    """argv under coreutils' timeout (`timeout 0` is none): KILLed past it."""
+def timed(argv: Sequence[str], timeout: float | None, grace: float | None = None) -> list[str]:
+    """argv under coreutils' timeout (`timeout 0` is none): KILLed past it, or
+    TERMed at it and KILLed `grace` seconds later."""
     seconds = "0" if timeout is None else f"{max(timeout, 0.1):g}"
+    if grace and timeout is not None:
+        return ["timeout", "-s", "TERM", "-k", f"{max(grace, 0.1):g}", seconds, *argv]
     return ["timeout", "-s", "KILL", seconds, *argv]
 
 
@@ -140,12 +185,20 @@ class OutputCollector:
 
 
 class Watchdog:
-    """Past timeout + KILL_GRACE_S calls kill; CLOSE_GRACE_S later calls close."""
+    """Past timeout (+ the command's grace) + KILL_GRACE_S calls kill;
+    CLOSE_GRACE_S later calls close."""
 
-    def __init__(self, timeout: float | None, kill: Callable[[], None], close: Callable[[], None]):
+    def __init__(
+        self,
+        timeout: float | None,
+        kill: Callable[[], None],
+        close: Callable[[], None],
+        grace: float | None = None,
+    ):
         self.fired = False
         self._done = threading.Event()
-        self._timeout, self._kill, self._close = timeout, kill, close
+        self._timeout = None if timeout is None else timeout + (grace or 0.0)
+        self._kill, self._close = kill, close
         self._thread = threading.Thread(target=self._watch, name="pier-exec-watchdog", daemon=True)
 
     def start(self) -> Watchdog:
@@ -258,13 +311,14 @@ def run_exec(
     timeout: float | None = None,
     on_line: LineSink | None = None,
     clean_env: bool = False,
+    grace: float | None = None,
 ) -> ExecResult:
-    """Run command to its end or its timeout. Docker errors propagate to the caller."""
+    """Run command to its end or its timeout (and grace). Docker errors propagate to the caller."""
     marker = uuid.uuid4().hex
     started = time.monotonic()
     exec_id = api.exec_create(
         container_id,
-        exec_argv(command, env=env, clean_env=clean_env, timeout=timeout),
+        exec_argv(command, env=env, clean_env=clean_env, timeout=timeout, grace=grace),
         environment=exec_environment(env, clean_env, marker),
         workdir=workdir,
         stdout=True,
@@ -275,7 +329,7 @@ def run_exec(
     collector = OutputCollector(on_line)
     kill = partial(kill_marked, api, container_id, marker)
     close = partial(_close_quietly, stream)
-    watchdog = Watchdog(timeout, kill=kill, close=close).start()
+    watchdog = Watchdog(timeout, kill=kill, close=close, grace=grace).start()
     exit_watch = ExitWatch(partial(exec_exited, api, exec_id), kill=kill, close=close).start()
     try:
         for chunk in stream:  # ends when the command's output closes or on close()

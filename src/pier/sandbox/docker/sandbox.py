@@ -101,6 +101,7 @@ class DockerSandbox(Sandbox):
         timeout: float | None = None,
         on_line: LineSink | None = None,
         clean_env: bool = False,
+        grace: float | None = None,
     ) -> ExecResult:
         self._refuse_if_stopped()
         self._flush()
@@ -115,6 +116,7 @@ class DockerSandbox(Sandbox):
                     timeout=timeout,
                     on_line=on_line,
                     clean_env=clean_env,
+                    grace=grace,
                 )
         except SandboxError as exc:
             self._refuse_if_stopped()  # stopped under the command: say why

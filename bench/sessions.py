@@ -1,0 +1,86 @@
+"""The cost, in seconds, of keeping a sandbox, continuing in it and saving it
+as a snapshot, against the baseline of the same runbook in a fresh sandbox, in
+the same process on the same engine (the script agent; no model):
+
+- fresh: a run that creates its sandbox and deletes it (the default);
+- keep: the same run with keep_sandbox (its end deletes nothing);
+- continue: a follow-up run in the kept sandbox (no image, no create);
+- snapshot save: the kept sandbox committed as a snapshot of the collection;
+- from snapshot: a run whose sandbox starts from that snapshot.
+
+Each figure is the median of --repeat runs' wall time (the run record's
+duration_seconds), and, for continue and snapshot save, their own step.
+
+    uv run python bench/sessions.py [--image pier-base:bookworm] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+import uuid
+
+from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.sessions import save_snapshot, snapshot_ref
+from pier.runbook import parse
+from pier.tasks import task_from_runbook
+
+SCRIPT = "mkdir -p /opt/work && date > /opt/work/stamp && echo ok > /app/results/ok.txt"
+
+
+def runbook(image: str) -> str:
+    return f'---\nagent: script\nsnapshot: ""\nimage: "{image}"\n---\n# bench\n\n```bash\n{SCRIPT}\n```\n'
+
+
+def go(services: Services, text: str, collection: str, **params: object):
+    task = task_from_runbook(parse(text))
+    record = run(services, RunRequest(collection=collection, task_name="bench", task=task, run_params=params))
+    assert record.success, record.error
+    return record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default=os.environ.get("PIER_TEST_IMAGE", "pier-base:bookworm"))
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    services = Services()
+    backend = services.backend
+    collection = f"bench-{uuid.uuid4().hex[:8]}"
+    text = runbook(args.image)
+    figures: dict[str, list[float]] = {
+        k: [] for k in ("fresh", "keep", "continue", "snapshot save", "from snapshot")
+    }
+    go(services, text, collection)  # warm: the image looked up once
+    for index in range(args.repeat):
+        figures["fresh"].append(go(services, text, collection).duration_seconds or 0)
+        kept = go(services, text, collection, keep_sandbox=True)
+        figures["keep"].append(kept.duration_seconds or 0)
+        then = go(services, text, collection, keep_sandbox=True, continue_from=kept.trajectory_id)
+        figures["continue"].append(then.duration_seconds or 0)
+        name = f"bench-{index}"
+        began = time.monotonic()
+        save_snapshot(services.store, backend, collection, then.trajectory_id, name)
+        figures["snapshot save"].append(time.monotonic() - began)
+        started = go(
+            services,
+            text.replace(f'image: "{args.image}"', "image: null").replace(
+                'snapshot: ""', f"snapshot: {name}"
+            ),
+            collection,
+        )
+        figures["from snapshot"].append(started.duration_seconds or 0)
+        backend.remove(kept.outputs.sandbox.id or "")
+        backend.remove_image(snapshot_ref(collection, name))
+    base = statistics.median(figures["fresh"])
+    print(f"{'':16} {'median s':>9} {'vs fresh':>9}   (n={args.repeat}, image {args.image})")
+    for key, values in figures.items():
+        median = statistics.median(values)
+        versus = "" if key == "snapshot save" else f"{median - base:+9.2f}"  # a step, not a run
+        print(f"{key:16} {median:9.2f} {versus:>9}")
+
+
+if __name__ == "__main__":
+    main()
