@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 
 from pier.api.auth import CallerDep
 from pier.api.errors import ApiError
@@ -49,13 +49,20 @@ async def upload(
     """Stores the `files` parts; pass the returned file_paths in a run's
     init_params.file_paths."""
     name = await run_in_threadpool(service.upload_collection, state, caller, collection)
-    content_type_ = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type_ != "multipart/form-data":
-        raise ApiError(415, "send the files as multipart/form-data, one `files` part each")
-    form = await request.form(max_files=MAX_FILES)
+    form = await _multipart(
+        request, "send the files as multipart/form-data, one `files` part each", MAX_FILES
+    )
     files = [v for k, v in form.multi_items() if k == "files" and isinstance(v, UploadFile)]
     upload_id, paths = await run_in_threadpool(service.upload, state, name, files)
     return UploadResult(upload_id=upload_id, file_paths=paths, count=len(paths))
+
+
+async def _multipart(request: Request, refusal: str, max_files: int) -> FormData:
+    """The request's multipart form; a 415 saying `refusal` for any other body."""
+    content_type_ = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type_ != "multipart/form-data":
+        raise ApiError(415, refusal)
+    return await request.form(max_files=max_files)
 
 
 FILE_BODY = {
@@ -79,10 +86,7 @@ async def upload_file(
     OpenAI-style file object: pass its `id` in a chat completion's jetty.files
     (or a run's init_params.files); file_paths take storage paths instead."""
     name = await run_in_threadpool(service.upload_collection, state, caller, collection)
-    content_type_ = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type_ != "multipart/form-data":
-        raise ApiError(415, "send the file as multipart/form-data, in a `file` part")
-    form = await request.form(max_files=1)
+    form = await _multipart(request, "send the file as multipart/form-data, in a `file` part", 1)
     files = [v for k, v in form.multi_items() if k == "file" and isinstance(v, UploadFile)]
     if len(files) != 1:
         raise ApiError(
