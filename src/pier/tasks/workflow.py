@@ -215,7 +215,7 @@ def check_workflow(steps: Sequence[str], configs: Mapping[str, Mapping[str, Any]
             problems.append(StepProblem("steps", "a step may not be named init_params (paths read it)"))
         config = configs.get(step)
         if not isinstance(config, Mapping):
-            problems.append(StepProblem(field, f"step {step!r} is in steps but has no step_configs entry"))
+            problems.append(StepProblem("steps", f"step {step!r} is in steps but has no step_configs entry"))
             continue
         activity = ACTIVITIES.get(config.get("activity", "runbook"))
         if activity is None:
@@ -325,9 +325,18 @@ def _problem(field: str, error: Mapping[str, Any]) -> StepProblem:
     return StepProblem(f"{field}.{loc}" if loc else field, str(error.get("msg", "invalid")))
 
 
+class WorkflowProblems(TaskError):
+    """A workflow's problems, each naming its field (the API answers one
+    422 entry per problem, not one for the whole body)."""
+
+    def __init__(self, problems: list[StepProblem]) -> None:
+        super().__init__("; ".join(f"{p.field}: {p.message}" for p in problems))
+        self.problems = problems
+
+
 def raise_problems(problems: list[StepProblem]) -> None:
     if problems:
-        raise TaskError("; ".join(f"{p.field}: {p.message}" for p in problems))
+        raise WorkflowProblems(problems)
 
 
 # resolving one step's parameters at run time

@@ -23,6 +23,7 @@ from pier.names import check_task_name
 from pier.record import Trajectory
 from pier.settings import Settings
 from pier.tasks.model import Task, unknown_activity
+from pier.tasks.workflow import WorkflowProblems
 
 CLIENT_KEYS = frozenset(TaskUpdate.model_fields)
 RATE_RUNS = 50  # a task's summary: its success rate of the latest this many runs
@@ -43,7 +44,28 @@ def workflow_task(
         return task_from_json(workflow, settings)
     except ValidationError as exc:
         prefix = (field,) if field else ()
-        raise invalid_fields([{**e, "loc": (*prefix, *e.get("loc", ()))} for e in exc.errors()]) from None
+        raise invalid_fields([{**e, "loc": (*prefix, *loc)} for e, loc in _task_errors(exc)]) from None
+
+
+_STEP_KINDS = ("runbook", "activity")  # pier.tasks.model.AnyStep's tags: not a field the client wrote
+
+
+def _task_errors(exc: ValidationError) -> list[tuple[dict[str, Any], tuple[Any, ...]]]:
+    """(error, the field it names as the client wrote it): a workflow's
+    problems one by one, and a step's fields without the union's tag."""
+    out: list[tuple[dict[str, Any], tuple[Any, ...]]] = []
+    for error in exc.errors():
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, WorkflowProblems):
+            out += [
+                ({"msg": p.message, "type": "value_error"}, tuple(p.field.split("."))) for p in cause.problems
+            ]
+            continue
+        loc = tuple(error.get("loc", ()))
+        if len(loc) > 2 and loc[0] == "step_configs" and loc[2] in _STEP_KINDS:
+            loc = loc[:2] + loc[3:]
+        out.append((error, loc))
+    return out
 
 
 def create(
