@@ -5,6 +5,7 @@ series labelled with anything unbounded."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import httpx
@@ -14,9 +15,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pier.gateway import Budget, Gateway
 from pier.lifecycle.runner import STAGES
+from pier.outbound import parse_allowed
 from pier.record import RunStatus
 from pier.sandbox.fake import FakeEngine, Script
 from pier.telemetry import metrics, tracing
+from tests.support.model_server import ModelServer
 from tests.unit.lifecycle.test_run_on_fake import start, write_results
 
 
@@ -126,3 +129,105 @@ def test_tracing_is_off_and_free_without_the_otlp_variables(monkeypatch):
     tracing.shutdown()
     assert not tracing.configure("pier-test")
     assert tracing.trace_id("ab" * 16) is None
+
+
+# (provider, path, body, the finish reasons and the id's start the answer gives)
+CALLS = {
+    "anthropic": ("anthropic", "/v1/messages", {"max_tokens": 8}, ["end_turn"], "msg_"),
+    "anthropic-stream": (
+        "anthropic",
+        "/v1/messages",
+        {"max_tokens": 8, "stream": True},
+        ["end_turn"],
+        "msg_",
+    ),
+    "chat": ("openai", "/v1/chat/completions", {}, ["stop"], "chatcmpl-"),
+    "chat-stream": ("openai", "/v1/chat/completions", {"stream": True}, ["stop"], "chatcmpl-"),
+    "responses": ("openai", "/v1/responses", {}, ["completed"], "resp_"),
+    "responses-stream": ("openai", "/v1/responses", {"stream": True}, ["completed"], "resp_"),
+    "gemini": ("google", "/v1beta/models/gemini-2.5-pro:generateContent", {}, ["STOP"], None),
+}
+
+
+@pytest.fixture
+def model_server() -> Iterator[ModelServer]:
+    server = ModelServer("127.0.0.1").start()
+    yield server
+    server.stop()
+
+
+def _call(model_server: ModelServer, provider: str, path: str, body: dict, upstream: str | None = None,
+          allow: bool = True) -> int:  # fmt: skip
+    upstream = upstream or model_server.url
+    port = int(upstream.rsplit(":", 1)[1])
+    gateway = Gateway("127.0.0.1").start()
+    try:
+        grant = gateway.open("cd" * 16, provider, KEY, upstream, Budget(), 60,
+                             allowed=parse_allowed(f"127.0.0.1:{port}") if allow else ())  # fmt: skip
+        model = (
+            "gemini-2.5-pro" if provider == "google" else "gpt-5" if provider == "openai" else "claude-x-1"
+        )
+        sent = {"model": model, "messages": [{"role": "user", "content": "hi"}], "input": "hi", **body}
+        answer = httpx.post(f"{gateway.base_url(grant)}{path}", headers={"authorization": f"Bearer {grant.token}"},
+                            json=sent, timeout=30)  # fmt: skip
+        answer.read()
+        return answer.status_code
+    finally:
+        gateway.stop()
+
+
+@pytest.mark.parametrize("kind", sorted(CALLS))
+def test_a_model_calls_span_says_what_answered_as_the_genai_conventions_name_it(spans, model_server, kind):
+    provider, path, body, reasons, id_start = CALLS[kind]
+    assert _call(model_server, provider, path, body) == 200
+    (chat,) = [s for s in spans.get_finished_spans() if s.name.startswith("chat")]
+    attributes = chat.attributes
+    (sent,) = model_server.model_calls()
+    assert attributes["gen_ai.request.model"] == sent.model
+    assert attributes["gen_ai.response.model"] == sent.model, "the model the answer names"
+    assert list(attributes["gen_ai.response.finish_reasons"]) == reasons
+    if id_start is None:
+        assert "gen_ai.response.id" not in attributes
+    else:
+        assert attributes["gen_ai.response.id"].startswith(id_start)
+    assert attributes["gen_ai.usage.input_tokens"] == 100
+    assert attributes["gen_ai.usage.output_tokens"] == 20
+    assert attributes["server.address"] == "127.0.0.1"
+    assert attributes["server.port"] == int(model_server.url.rsplit(":", 1)[1])
+    assert "error.type" not in attributes
+
+
+def test_a_failed_model_call_names_its_error_type(spans, model_server):
+    model_server.mode = "429"
+    assert _call(model_server, "anthropic", "/v1/messages", {"max_tokens": 8}) == 429
+    with socket.socket() as closed:  # a port nothing listens on: the provider cannot be reached
+        closed.bind(("127.0.0.1", 0))
+        dead = closed.getsockname()[1]
+    assert _call(model_server, "anthropic", "/v1/messages", {}, upstream=f"http://127.0.0.1:{dead}") == 502
+    assert _call(model_server, "anthropic", "/v1/messages", {}, allow=False) == 403
+    limited, unreachable, refused = [s for s in spans.get_finished_spans() if s.name.startswith("chat")]
+    assert limited.attributes["error.type"] == "429", "the provider's answer: its status code"
+    assert limited.attributes["http.response.status_code"] == 429
+    assert unreachable.attributes["error.type"] == "httpx.ConnectError", "no answer: the exception's class"
+    assert refused.attributes["error.type"] == "upstream_refused", "pier would not connect"
+    assert all(s.status.status_code.name == "ERROR" for s in (limited, unreachable, refused))
+    assert len(model_server.model_calls()) == 1, "only the first reached the provider"
+
+
+def test_a_cached_prompt_is_counted_as_the_conventions_cache_read_tokens(spans):
+    def cached(request: httpx.Request) -> httpx.Response:
+        usage = {"input_tokens": 10, "cache_read_input_tokens": 90, "output_tokens": 5}
+        return httpx.Response(200, json={"id": "msg_1", "model": "claude-x-1", "stop_reason": "end_turn",
+                                         "usage": usage})  # fmt: skip
+
+    gateway = Gateway("127.0.0.1", transport=httpx.MockTransport(cached)).start()
+    try:
+        grant = gateway.open("ef" * 16, "anthropic", KEY, "https://api.anthropic.com", Budget(), 60)
+        answer = httpx.post(f"{gateway.base_url(grant)}/v1/messages", headers={"x-api-key": grant.token},
+                            json={"model": "claude-x-1", "messages": []})  # fmt: skip
+        assert answer.status_code == 200
+    finally:
+        gateway.stop()
+    (chat,) = [s for s in spans.get_finished_spans() if s.name.startswith("chat")]
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 100, "input_tokens holds the cached part"
+    assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 90

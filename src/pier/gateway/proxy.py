@@ -24,7 +24,15 @@ from starlette.routing import Route
 
 from pier.gateway.connect import attempt
 from pier.gateway.grants import Grant, Grants
-from pier.gateway.usage import CallUsage, call_usage, error_message, is_generation, model_of
+from pier.gateway.usage import (
+    Answer,
+    CallUsage,
+    answer_of,
+    call_usage,
+    error_message,
+    is_generation,
+    model_of,
+)
 from pier.outbound import OutboundPolicy
 from pier.telemetry import metrics, tracing
 
@@ -118,11 +126,11 @@ async def _proxy(
             grant.upstream_refused = grant.upstream_refused or tried.refused
             log.warning("gateway: refused %s's upstream for run %s: %s", grant.provider, grant.trajectory_id,
                         tried.refused)  # fmt: skip
-            call.ended(403, None)
+            call.ended(403, None, error_type="upstream_refused")
             # 403: the CLIs retry a 5xx for minutes, and this answer will not change.
             return error(403, "upstream_refused", f"pier: {tried.refused}; the run fails")
         log.warning("gateway: %s unreachable for run %s: %s", grant.provider, grant.trajectory_id, exc)
-        call.ended(502, None)
+        call.ended(502, None, error_type=_error_type(exc))
         grant.answered(502, f"pier's gateway could not reach {grant.provider}: {exc}")
         return error(502, "upstream_unreachable", f"pier gateway could not reach {grant.provider}: {exc}")
     call.first_byte()
@@ -145,6 +153,7 @@ async def _relay(
     kept: list[bytes] = []
     size = 0
     used = None
+    answer = None
     failed = upstream.status_code >= 400  # its message is kept: the run's verdict may name it
     try:
         async for chunk in upstream.aiter_bytes():
@@ -155,13 +164,15 @@ async def _relay(
     finally:
         if counting and size <= MAX_USAGE_BODY:
             content_type = upstream.headers.get("content-type", "")
-            used = call_usage(content_type, b"".join(kept), grant.provider, model)
+            whole = b"".join(kept)
+            used = call_usage(content_type, whole, grant.provider, model)
+            answer = answer_of(content_type, whole)
             if used is not None:
                 grant.record(used)
         grant.answered(
             upstream.status_code, error_message(b"".join(kept)[:MAX_ERROR_BODY]) if failed else None
         )
-        call.ended(upstream.status_code, used, model)
+        call.ended(upstream.status_code, used, model, answer)
 
 
 class _Call:
@@ -170,9 +181,8 @@ class _Call:
 
     def __init__(self, grant: Grant, path: str, body: bytes):
         self.grant = grant
-        self.model = metrics.model_label(
-            grant.provider, model_of(path, _json(body)) if is_generation(path) else None
-        )
+        self.request_model = model_of(path, _json(body)) if is_generation(path) else None
+        self.model = metrics.model_label(grant.provider, self.request_model)
         self.generation = is_generation(path)
         self.began = time.monotonic()
         self.began_ns = time.time_ns()
@@ -180,7 +190,16 @@ class _Call:
     def first_byte(self) -> None:
         metrics.gateway_ttfb.labels(self.grant.provider, self.model).observe(time.monotonic() - self.began)
 
-    def ended(self, status: int, used: CallUsage | None, model: str | None = None) -> None:
+    def ended(
+        self,
+        status: int,
+        used: CallUsage | None,
+        model: str | None = None,
+        answer: Answer | None = None,
+        error_type: str | None = None,
+    ) -> None:
+        """error_type: why pier answered for the provider (the provider's own
+        errors are named by their status code)."""
         provider = self.grant.provider
         name = metrics.model_label(provider, model) if model else self.model
         metrics.gateway_requests.labels(provider, name, str(status)).inc()
@@ -192,17 +211,29 @@ class _Call:
             if used.cost_usd is not None:
                 metrics.gateway_cost.labels(provider, name).inc(used.cost_usd)
         if self.generation:
+            answer = answer or Answer()
             tracing.model_call_span(
                 self.grant.trajectory_id,
                 provider=provider,
-                model=None if name == "-" else name,
+                model=model or self.request_model,  # the name asked for, not the metric's label
                 started_ns=self.began_ns,
                 status=status,
                 input_tokens=None if used is None else used.prompt_tokens,
                 output_tokens=None if used is None else used.completion_tokens,
+                cache_read_tokens=None if used is None else used.cache_read_tokens,
                 address=urlsplit(self.grant.upstream).hostname,
                 port=_port(self.grant.upstream),
+                response_model=answer.model,
+                response_id=answer.id,
+                finish_reasons=list(answer.finish_reasons),
+                error_type=error_type,
             )
+
+
+def _error_type(exc: Exception) -> str:
+    """error.type of a call that never got an answer: the exception's class, as
+    the conventions name one (httpx.ConnectTimeout, httpx.ConnectError ...)."""
+    return f"{type(exc).__module__.split('.')[0]}.{type(exc).__name__}"
 
 
 def _port(url: str) -> int | None:

@@ -96,6 +96,63 @@ def _response_id(content_type: str, body: bytes) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What an answer says of itself, for the GenAI span: the model that
+    answered (`gen_ai.response.model`), the answer's id and why each
+    generation stopped (`gen_ai.response.finish_reasons`), as the provider
+    words them (OpenAI `stop`, Anthropic `end_turn`, Gemini `STOP`; the
+    Responses API's final status)."""
+
+    model: str | None = None
+    id: str | None = None
+    finish_reasons: tuple[str, ...] = ()
+
+
+def answer_of(content_type: str, body: bytes) -> Answer:
+    """Read from one answer's body, streamed (SSE, a JSON array) or whole:
+    the last word wins for the model, the first id found, every finish reason
+    in the order the generations ended (one per choice or candidate)."""
+    model: str | None = None
+    reasons: dict[int, str] = {}
+    for obj in _objects(content_type, body):
+        found = _answer_model(obj)
+        model = found or model
+        for index, reason in _finish_reasons(obj):
+            reasons[index] = reason
+    ordered = tuple(reasons[index] for index in sorted(reasons))
+    return Answer(model, _response_id(content_type, body), ordered)
+
+
+def _answer_model(obj: dict) -> str | None:
+    for holder in (obj, obj.get("message"), obj.get("response")):
+        if isinstance(holder, dict):
+            found = holder.get("model") or holder.get("modelVersion")  # Gemini: modelVersion
+            if isinstance(found, str) and found:
+                return found
+    return None
+
+
+def _finish_reasons(obj: dict) -> Iterator[tuple[int, str]]:
+    """(generation index, reason) pairs one object of an answer names."""
+    for key, field in (("choices", "finish_reason"), ("candidates", "finishReason")):  # OpenAI, Gemini
+        items = obj.get(key)
+        if isinstance(items, list):
+            for number, item in enumerate(items):
+                if isinstance(item, dict) and isinstance(item.get(field), str) and item[field]:
+                    index = item.get("index")
+                    yield (index if isinstance(index, int) else number), item[field]
+    for holder in (obj, obj.get("message"), obj.get("delta")):  # Anthropic: the message, or message_delta
+        if isinstance(holder, dict) and isinstance(holder.get("stop_reason"), str) and holder["stop_reason"]:
+            yield 0, holder["stop_reason"]
+    whole = obj if obj.get("object") == "response" else None
+    for response in (obj.get("response"), whole):  # the Responses API: its final status, or why incomplete
+        if isinstance(response, dict) and response.get("status") in ("completed", "incomplete", "failed"):
+            details = response.get("incomplete_details")
+            reason = details.get("reason") if isinstance(details, dict) else None
+            yield 0, str(reason or response["status"])
+
+
 def error_message(body: bytes) -> str:
     """The message of a provider's error answer (every provider's JSON puts it
     in `error.message`, or `error` / `message`), else the start of its text."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pier.agents.base import Agent, AgentLaunch
+from pier.agents.toolcalls import ToolUse
 from pier.lifecycle.plan import RunInputs, RunPlan
 from pier.lifecycle.pool import WarmPool
 from pier.lifecycle.scratch import scratch_dir
@@ -68,6 +69,7 @@ class RunContext:
     agent: Agent | None = None
     launch: AgentLaunch | None = None
     agent_output: str = ""
+    tool_calls: list[ToolUse] = field(default_factory=list)  # what the transcript showed, for the trace
     stage: str = "prepare"
     on_step: Callable[[StageRecord], None] | None = None  # a stage started or ended
     model_route: ModelRoute | None = None  # the run's way to its model through pier's gateway

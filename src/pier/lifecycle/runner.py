@@ -243,6 +243,9 @@ def _step(ctx: RunContext, name: str, stage: Stage) -> None:
         step.duration_seconds = round(time.monotonic() - began, 3)
         metrics.stage_duration.labels(name, step.status.value).observe(step.duration_seconds)
         tracing.stage_span(record, step)
+        if name == tracing.AGENT_STAGE:
+            for call in ctx.tool_calls:
+                tracing.tool_span(record.trajectory_id, call, step.ended)
         _saved(ctx, step, store=False)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pier.agents import Agent
 from pier.agents.base import AgentLaunch
+from pier.agents.toolcalls import ToolCalls
 from pier.errors import SandboxError, StageError
 from pier.gateway.routing import ModelRoute, without_provider_keys
 from pier.lifecycle.assets import setup_tar
@@ -512,8 +513,10 @@ def run_agent(ctx: RunContext) -> None:
     plan, sandbox, agent, launch = ctx.require_plan(), ctx.require_sandbox(), ctx.agent, ctx.launch
     assert agent is not None and launch is not None
     ctx.log(f"starting agent {plan.agent}")
+    tools = ToolCalls(plan.agent)  # timed as the lines arrive: the trace's tool spans
 
     def on_line(line: str) -> None:
+        tools.line(line)
         readable = agent.readable(line)
         if readable is not None:
             ctx.agent_line(readable)
@@ -533,6 +536,7 @@ def run_agent(ctx: RunContext) -> None:
     finally:
         close_model_route(ctx)  # the token dies with the agent
         ctx.say_log_cut()
+        ctx.tool_calls = tools.calls()
     ctx.agent_output = result.output
     # the provider's error messages (in the gateway's count) may quote a key: masked like the rest
     usage = ctx.redactor.data(run_usage(agent.usage(result.output), grant.usage() if grant else None))

@@ -1,6 +1,8 @@
 """OpenTelemetry traces, off unless the standard OTLP variables are set
 (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT); then
-spans go out over OTLP/HTTP as the SDK's exporter reads those variables.
+spans go out over OTLP, over HTTP (http/protobuf, the default) or gRPC as
+OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL says, the SDK's exporter reading the
+rest of those variables.
 
 One run is one trace, whichever processes touch it: the trace id IS the
 trajectory id (both 128 bits), and the run's root span has an id derived from
@@ -51,7 +53,6 @@ def configure(service: str, exporter: Any = None) -> bool:
     with _lock:
         if _tracer is not None:
             return True
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
@@ -71,12 +72,43 @@ def configure(service: str, exporter: Any = None) -> bool:
         name = os.environ.get("OTEL_SERVICE_NAME") or service
         _provider = TracerProvider(resource=Resource.create({"service.name": name}), id_generator=RunIds())
         if exporter is None:
-            _provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+            _provider.add_span_processor(BatchSpanProcessor(otlp_exporter()))
         else:
             _provider.add_span_processor(SimpleSpanProcessor(exporter))
         _tracer = _provider.get_tracer("pier")
-    log.info("tracing: spans exported over OTLP as %s", name)
+    log.info("tracing: spans exported over OTLP (%s) as %s", protocol(), name)
     return True
+
+
+PROTOCOL_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+PROTOCOLS = ("grpc", "http/protobuf")
+
+
+def protocol() -> str:
+    """The OTLP transport the standard variables ask for (the traces' own first):
+    `grpc` or `http/protobuf` (the default); `http/json`, which the SDK's
+    exporters do not speak, and anything else fall back to http/protobuf."""
+    for name in PROTOCOL_VARIABLES:
+        asked = os.environ.get(name, "").strip().lower()
+        if asked:
+            if asked not in PROTOCOLS:
+                log.warning("tracing: %s=%s is not a protocol pier exports with (%s): http/protobuf it is",
+                            name, asked, ", ".join(PROTOCOLS))  # fmt: skip
+                return "http/protobuf"
+            return asked
+    return "http/protobuf"
+
+
+def otlp_exporter() -> Any:
+    """The SDK's OTLP span exporter for the protocol asked for; each reads the
+    endpoint, headers, timeout, compression and TLS variables itself."""
+    if protocol() == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+        return GrpcExporter()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+    return HttpExporter()
 
 
 def shutdown() -> None:
@@ -244,6 +276,36 @@ def stage_span(record: Any, step: Any) -> None:
     span.end(end_time=_ns(step.ended))
 
 
+def tool_span(trajectory_id: str, call: Any, agent_ended: datetime | None) -> None:
+    """One tool call the agent's transcript shows (call: a
+    pier.agents.toolcalls.ToolUse), as the GenAI conventions' execute_tool
+    span, a child of the run's agent span; one with no result in the
+    transcript ends with the agent."""
+    if _tracer is None:
+        return
+    from opentelemetry import trace
+
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call.name,
+        "gen_ai.tool.call.id": call.call_id,
+        "pier.trajectory_id": trajectory_id,
+    }
+    if call.error:
+        attributes["error.type"] = call.error
+    span = _tracer.start_span(
+        f"execute_tool {call.name}",
+        context=_run_context(trajectory_id, _agent_span_of(trajectory_id)),
+        kind=trace.SpanKind.INTERNAL,
+        start_time=_ns(call.started),
+        attributes=attributes,
+    )
+    if call.error:
+        span.set_status(trace.Status(trace.StatusCode.ERROR, call.error))
+    ended = call.ended or agent_ended or call.started
+    span.end(end_time=_ns(max(ended, call.started)))
+
+
 def model_call_span(
     trajectory_id: str,
     *,
@@ -253,14 +315,18 @@ def model_call_span(
     status: int,
     input_tokens: int | None,
     output_tokens: int | None,
+    cache_read_tokens: int | None = None,
     address: str | None = None,
     port: int | None = None,
     response_model: str | None = None,
     response_id: str | None = None,
     finish_reasons: list[str] | None = None,
+    error_type: str | None = None,
 ) -> None:
     """A model request through the gateway, as an OpenTelemetry GenAI client
-    span, a child of the run's agent span."""
+    span (the inference span of the GenAI semantic conventions), a child of
+    the run's agent span. error_type: why it failed when no HTTP status says
+    it (pier refused the upstream, the provider could not be reached)."""
     if _tracer is None:
         return
     from opentelemetry import trace
@@ -277,6 +343,8 @@ def model_call_span(
         attributes["gen_ai.usage.input_tokens"] = input_tokens
     if output_tokens is not None:
         attributes["gen_ai.usage.output_tokens"] = output_tokens
+    if cache_read_tokens:
+        attributes["gen_ai.usage.cache_read.input_tokens"] = cache_read_tokens  # part of input_tokens
     if address:
         attributes["server.address"] = address
     if port:
@@ -287,8 +355,8 @@ def model_call_span(
         attributes["gen_ai.response.id"] = response_id
     if finish_reasons:
         attributes["gen_ai.response.finish_reasons"] = list(finish_reasons)
-    if status >= 400:
-        attributes["error.type"] = str(status)  # the semantic conventions: the HTTP status code
+    if error_type or status >= 400:
+        attributes["error.type"] = error_type or str(status)  # the conventions: a class, or the status code
     span = _tracer.start_span(
         f"chat {model}" if model else "chat",
         context=_run_context(trajectory_id, _agent_span_of(trajectory_id)),
@@ -296,8 +364,8 @@ def model_call_span(
         start_time=started_ns,
         attributes=attributes,
     )
-    if status >= 400:
-        span.set_status(trace.Status(trace.StatusCode.ERROR, f"HTTP {status}"))
+    if error_type or status >= 400:
+        span.set_status(trace.Status(trace.StatusCode.ERROR, error_type or f"HTTP {status}"))
     span.end()
 
 
