@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from pier.cli.console import out, say
+from pier.cli.console import fail, out, say
 
 audit_app = typer.Typer(
     help="The audit log: every change a token, a signed-in user or a command made or was refused.",
@@ -58,13 +58,28 @@ def audit_command(
 
 
 @audit_app.command("verify")
-def verify_command() -> None:
-    """Check the hash chain: a changed or deleted entry is named; exit 1 then."""
+def verify_command(
+    against: Annotated[
+        Path | None,
+        typer.Option(
+            help="an export (`pier audit export` JSON lines) kept elsewhere: every entry still there"
+        ),
+    ] = None,
+) -> None:
+    """Check the hash chain: a changed or deleted entry is named, the newest
+    included (the chain must reach the head recorded in PIER_HOME/audit.head,
+    and hold every entry of --against); exit 1 then."""
     from pier.db import Store
+    from pier.db.audit import HEAD_FILE
     from pier.settings import get_settings
 
-    with Store.open(get_settings().db_url) as store:
-        report = store.verify_audit()
+    settings = get_settings()
+    exported = _exported(against) if against is not None else None
+    with Store.open(settings.db_url) as store:
+        store.anchor_audit(settings.home / HEAD_FILE)
+        report = store.verify_audit(exported=exported)
+    for note in report.notes:
+        print(f"note: {note}")
     legacy = f" ({report.legacy} older entries from before the chain, not checked)" if report.legacy else ""
     if report.intact:
         print(f"audit log intact: {report.entries} chained entries{legacy}")
@@ -75,6 +90,27 @@ def verify_command() -> None:
         f"audit log NOT intact: {len(report.problems)} problem(s) in {report.entries} chained entries{legacy}"
     )
     raise typer.Exit(1)
+
+
+def _exported(path: Path) -> dict[int, str]:
+    """id: entry hash of each line of an export (a line that is not one is an error)."""
+    import json
+
+    found: dict[int, str] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise fail(f"--against {path}: {exc.strerror or exc}") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            if entry["entry_hash"]:  # an entry from before the chain has none
+                found[int(entry["id"])] = str(entry["entry_hash"])
+        except (ValueError, KeyError, TypeError):
+            raise fail(f"--against {path}: line {number} is not an entry `pier audit export` wrote") from None
+    return found
 
 
 @audit_app.command("export")

@@ -66,15 +66,19 @@ def _change(collection: str, changes: dict[str, str | None]) -> list[str]:
     from pier.vault import load_vault
 
     services = Services()
-    services.store.get_collection(collection)
-    try:
-        return apply_environment(services.store, load_vault(services.settings), collection, changes)
-    except ApiError as exc:
-        raise InputError(str(exc.detail)) from None
-    except RequestValidationError as exc:  # a name or value the API refuses with a 422
-        raise InputError(
-            "; ".join(f"{e['field']}: {e['message']}" for e in field_errors(exc.errors()))
-        ) from None
+    action = "collection env set" if any(v is not None for v in changes.values()) else "collection env unset"
+    with audited(services.store, action, collection, collection) as note:
+        note.detail = {"set": sorted(k for k, v in changes.items() if v is not None),
+                       "removed": sorted(k for k, v in changes.items() if v is None)}  # fmt: skip
+        services.store.get_collection(collection)
+        try:
+            return apply_environment(services.store, load_vault(services.settings), collection, changes)
+        except ApiError as exc:
+            raise InputError(str(exc.detail)) from None
+        except RequestValidationError as exc:  # a name or value the API refuses with a 422
+            raise InputError(
+                "; ".join(f"{e['field']}: {e['message']}" for e in field_errors(exc.errors()))
+            ) from None
 
 
 @env_app.command("set")

@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, cast
 
 import typer
@@ -223,18 +224,30 @@ def run_id(store: Any, given: str) -> str:
     raise fail(f"{given!r} is the start of more than one run's id ({shown}): give more of it", code=1)
 
 
+@dataclass
+class AuditNote:
+    """What a change names once it is known (the id of what it created, the
+    collection of what it found)."""
+
+    object_id: str | None = None
+    collection: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)  # names only, added to the entry's target
+
+
 @contextmanager
 def audited(
     store: Any, action: str, collection: str | None = None, object_id: str | None = None
-) -> Iterator[None]:
+) -> Iterator[AuditNote]:
     """A change a command makes on this machine's store goes in its audit log
     as the API's do (actor `cli:<user>@<host>`, source cli), however it ends:
-    done (200), refused (422 bad input, 404 not found, 409 other), failed (500)."""
+    done (200), refused (422 bad input, 404 not found, 409 other), failed (500).
+    The body may set the object's id it learns (`with audited(...) as note`)."""
     from pier.errors import NotFoundError
 
     status = 200
+    note = AuditNote(object_id, collection)
     try:
-        yield
+        yield note
     except InputError:
         status = 422
         raise
@@ -248,11 +261,16 @@ def audited(
         status = 500
         raise
     finally:
-        _record_cli_change(store, action, status, collection, object_id)
+        _record_cli_change(store, action, status, note.collection, note.object_id, note.detail)
 
 
 def _record_cli_change(
-    store: Any, action: str, status: int, collection: str | None, object_id: str | None
+    store: Any,
+    action: str,
+    status: int,
+    collection: str | None,
+    object_id: str | None,
+    detail: dict[str, Any] | None = None,
 ) -> None:
     import getpass
     import socket
@@ -266,7 +284,8 @@ def _record_cli_change(
         user = str(os.getuid())
     entry = AuditEntry(
         at=utcnow(), collection=collection, actor=f"cli:{user}@{socket.gethostname()}", action=f"cli {action}",
-        target={"collection": collection} if collection else {}, status=status, client="local",
+        target={**({"collection": collection} if collection else {}), **(detail or {})}, status=status,
+        client="local",
         object_id=object_id, outcome=outcome_of(status), source="cli",
     )  # fmt: skip
     try:

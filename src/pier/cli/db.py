@@ -135,3 +135,22 @@ def restore_command(
         f"{manifest.files} stored file(s){', secret.key' if manifest.secret_key else ''}")  # fmt: skip
     for note in manifest.notes:
         say(f"note: {note}")
+    _set_audit_head_aside()
+
+
+def _set_audit_head_aside() -> None:
+    """The audit head this machine recorded names an entry of the database
+    before the restore, which the restored one may not have: it is kept aside
+    (renamed), and the next audit entry starts a new one."""
+    import time
+
+    from pier.db.audit import HEAD_FILE
+    from pier.settings import get_settings
+
+    head = get_settings().home / HEAD_FILE
+    if not head.is_file():
+        return
+    aside = head.with_name(f"{HEAD_FILE}.before-restore-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    head.replace(aside)
+    say(f"note: the audit head recorded before the restore is now {aside}: `pier audit verify` checks the "
+        "restored chain's newest entries from its next entry on")  # fmt: skip

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pier.cli.console import err, fail, out, refusals
+from pier.cli.console import audited, err, fail, out, refusals
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -136,13 +136,15 @@ def experiment_run(
     from pier.experiments.spec import load_file
 
     with refusals():
-        spec = load_file(file)
         state = _state(caller_keys=not detach)
-        if collection == "local":
-            state.store.create_collection(collection)
-        state.store.get_collection(collection)
-        task, name = task_of(state.store, collection, spec, state.settings.default_snapshot)
-        experiment = state.experiments.create(collection, spec, task, name)
+        with audited(state.store, "experiment run", collection) as note:  # refused ones too, as the API's
+            spec = load_file(file)
+            if collection == "local":
+                state.store.create_collection(collection)
+            state.store.get_collection(collection)
+            task, name = task_of(state.store, collection, spec, state.settings.default_snapshot)
+            experiment = state.experiments.create(collection, spec, task, name)
+            note.object_id = experiment.id
     err.print(f"experiment {experiment.id}: {len(experiment.cells)} cell(s) x {spec.attempts} attempt(s) = "
               f"{experiment.total_runs} run(s)", highlight=False)  # fmt: skip
     _watch(state, experiment.id, detach)
@@ -202,7 +204,10 @@ def experiment_cancel(experiment_id: ExperimentId) -> None:
     """Start no more runs and cancel those in flight."""
     with refusals():
         experiments = _state().experiments
-        experiments.cancel(experiments.get(experiment_id))
+        with audited(experiments.store, "experiment cancel", object_id=experiment_id) as note:
+            found = experiments.get(experiment_id)
+            note.collection = found.stored.collection
+            experiments.cancel(found)
     out.print(f"experiment {experiment_id} cancelled; `pier experiment resume {experiment_id}` goes on",
               highlight=False)  # fmt: skip
 
@@ -213,9 +218,11 @@ def experiment_resume(experiment_id: ExperimentId, detach: Detach = False) -> No
     with refusals():
         state = _state(caller_keys=not detach)
         experiments = state.experiments
-        experiment = experiments.get(experiment_id)
-        if experiment.stored.status != "running":
-            experiments.resume(experiment)
+        with audited(experiments.store, "experiment resume", object_id=experiment_id) as note:
+            experiment = experiments.get(experiment_id)
+            note.collection = experiment.stored.collection
+            if experiment.stored.status != "running":
+                experiments.resume(experiment)
     _watch(state, experiment_id, detach)
 
 

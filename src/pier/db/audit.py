@@ -7,15 +7,26 @@ that concurrent writers (replicas on one PostgreSQL) never fork it. A row
 changed or deleted in the database breaks the chain at that place, and
 `verify_audit` says where. Retention pruning deletes the oldest entries and
 writes an entry that names the hash the remaining chain starts from, so a
-prune is told from a deletion."""
+prune is told from a deletion.
+
+A chain alone cannot show that its newest entries were deleted: what is left
+is a shorter chain, intact. So each writer also keeps the head it last wrote
+(its id and hash) outside the database, in a file (`AuditHead`, in PIER_HOME),
+and verify checks that the chain still reaches it; an export of the entries
+(`pier audit export`, kept elsewhere) can be checked against the chain the
+same way (docs/operations.md#the-audit-logs-threat-model)."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Row, delete, func, insert, select, update
@@ -25,7 +36,10 @@ from pier.db.schemas import AuditEntry
 from pier.db.tables import audit_events, tokens
 from pier.record import utcnow
 
+log = logging.getLogger(__name__)
+
 PRUNE_ACTION = "audit prune"
+HEAD_FILE = "audit.head"  # in PIER_HOME: the newest entry this machine wrote
 CHAIN_LOCK = "pier.audit.chain"
 HASHED = ("at", "collection", "actor", "token_id", "token_name", "action", "target", "status", "client",
           "user_agent", "object_id", "outcome", "source", "request_id")  # fmt: skip
@@ -66,10 +80,66 @@ class ChainReport:
     entries: int  # chained entries checked
     legacy: int  # entries from before the chain (no hash)
     problems: list[str]  # where it breaks, and how
+    notes: list[str] = field(default_factory=list)  # what could not be checked, and why
 
     @property
     def intact(self) -> bool:
         return not self.problems
+
+
+@dataclass(frozen=True)
+class Head:
+    id: int
+    hash: str
+    database: str
+
+
+class AuditHead:
+    """The newest audit entry a process on this machine wrote (its id and
+    hash, and which database it is in), in a file beside the database's
+    credentials but outside its reach: one who can delete rows, and not write
+    this file, cannot make the chain end earlier unseen. Writers on one
+    machine share it under a lock, and it only moves forward."""
+
+    def __init__(self, path: Path, database: str) -> None:
+        self.path = path
+        self.database = database
+
+    def read(self) -> Head | None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            return Head(int(data["id"]), str(data["hash"]), str(data["database"]))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{self.path} is not an audit head pier wrote: {exc}") from exc
+
+    def advance(self, entry: AuditEntry) -> None:
+        """Record `entry` as the head, unless this file already names a newer
+        one of the same database. A failure is logged: the entry is stored."""
+        if entry.id is None or not entry.entry_hash:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                try:
+                    current = self.read()
+                except ValueError:
+                    current = None  # an unreadable head is replaced by a good one
+                if current is not None and current.database == self.database and current.id >= entry.id:
+                    return
+                data = {"id": entry.id, "hash": entry.entry_hash, "database": self.database,
+                        "at": entry.at.isoformat()}  # fmt: skip
+                spare = self.path.with_name(self.path.name + ".tmp")
+                with open(spare, "w", encoding="utf-8") as out:
+                    out.write(json.dumps(data) + "\n")
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.chmod(spare, 0o600)
+                os.replace(spare, self.path)
+        except OSError as exc:
+            log.warning("audit: could not record entry %s as the head in %s: %s", entry.id, self.path, exc)
 
 
 class AuditStore(StoreBase):
@@ -82,12 +152,24 @@ class AuditStore(StoreBase):
             self._audit_sinks = []
         self._audit_sinks.append(sink)
 
+    def anchor_audit(self, path: Path) -> AuditHead:
+        """Keep the head of the chain this store writes in `path` too (and
+        check it in verify_audit)."""
+        self._audit_head = AuditHead(path, self.engine.url.render_as_string(hide_password=True))
+        return self._audit_head
+
     def add_audit(self, entry: AuditEntry) -> AuditEntry:
         with self._write() as connection:
             stored = self._chain_append(connection, entry)
+        self._written(stored)
+        return stored
+
+    def _written(self, stored: AuditEntry) -> None:
+        head = getattr(self, "_audit_head", None)
+        if head is not None:
+            head.advance(stored)
         for sink in getattr(self, "_audit_sinks", []):
             sink(stored)
-        return stored
 
     def _chain_append(self, connection: Connection, entry: AuditEntry) -> AuditEntry:
         self._lock(connection, CHAIN_LOCK)
@@ -168,18 +250,30 @@ class AuditStore(StoreBase):
                 target={"deleted": gone, "older_than": older_than.isoformat(),
                         "first_kept_id": first_kept.id if first_kept else None, "anchor": anchor},
             )  # fmt: skip
-            self._chain_append(connection, note)
-            return gone
+            stored = self._chain_append(connection, note)
+        self._written(stored)  # the prune's entry is the new head
+        return gone
 
-    def verify_audit(self) -> ChainReport:
+    def verify_audit(self, exported: Mapping[int, str] | None = None) -> ChainReport:
         """Walk the chain oldest first: each entry's hash must be its own, and
         its prev_hash the hash of the entry before it (or, for the first one
-        kept after a prune, the anchor the prune recorded)."""
+        kept after a prune, the anchor the prune recorded). The chain must
+        reach the head this machine recorded (anchor_audit), and hold every
+        entry of `exported` (id: entry hash, an export's lines) not pruned
+        since, unchanged."""
         problems: list[str] = []
+        notes: list[str] = []
         legacy = checked = 0
         anchors = set()
         previous: AuditEntry | None = None
+        head = self._head_to_check(notes)
+        head_found: str | None = None
+        held: dict[int, str] = {}
         for entry in self._walk():
+            if head is not None and entry.id == head.id:
+                head_found = entry.entry_hash or ""
+            if exported is not None and entry.id is not None and entry.id in exported:
+                held[entry.id] = entry.entry_hash or ""
             if entry.entry_hash is None:
                 legacy += 1
                 continue
@@ -200,7 +294,45 @@ class AuditStore(StoreBase):
             problems.append(
                 f"entries before {first.id} are missing: the chain's first entry follows one no prune recorded"
             )
-        return ChainReport(checked, legacy, problems)
+        last = previous.id if previous is not None else None
+        if head is not None:
+            problems.extend(self._head_problems(head, head_found, last))
+        if exported:
+            problems.extend(
+                _export_problems(exported, held, first.id if previous is not None else None, last)
+            )
+        return ChainReport(checked, legacy, problems, notes)
+
+    def _head_to_check(self, notes: list[str]) -> Head | None:
+        anchor: AuditHead | None = getattr(self, "_audit_head", None)
+        if anchor is None:
+            return None
+        try:
+            head = anchor.read()
+        except ValueError as exc:
+            notes.append(f"the newest entries were not checked: {exc}")
+            return None
+        if head is None:
+            notes.append(f"no head recorded in {anchor.path} (nothing written from this machine yet): "
+                         "a deletion of the newest entries cannot be told here")  # fmt: skip
+        elif head.database != anchor.database:
+            notes.append(f"{anchor.path} names another database's head ({head.database}): not checked")
+            return None
+        return head
+
+    def _head_problems(self, head: Head, found: str | None, last: int | None) -> list[str]:
+        anchor: AuditHead = self._audit_head
+        if last is None or last < head.id:
+            ends = "no chained entry is left" if last is None else f"the chain ends at entry {last}"
+            after = "" if last is None else f" after {last}"
+            return [f"the newest entries are missing: {ends}, but {anchor.path} records entry {head.id} "
+                    f"(hash {head.hash[:16]}…) as written: the entries{after} up to {head.id} were deleted"]  # fmt: skip
+        if found is None:
+            return [f"entry {head.id}, the head {anchor.path} records, is missing"]
+        if found != head.hash:
+            return [f"entry {head.id} is not the entry written: its hash is not the one {anchor.path} records "
+                    "(the chain was rewritten from there)"]  # fmt: skip
+        return []
 
     def _walk(self, page: int = 1000) -> Iterator[AuditEntry]:
         after = 0
@@ -219,3 +351,25 @@ class AuditStore(StoreBase):
         with self._read() as connection:
             row = connection.execute(query).first()
         return None if row is None else (row[0], row[1], row[2])
+
+
+def _export_problems(
+    exported: Mapping[int, str], held: Mapping[int, str], first: int | None, last: int | None
+) -> list[str]:
+    """What an export says was written and the chain no longer holds: entries
+    before the chain's first were pruned (a prune entry says so), the rest
+    must be there, with the same hash."""
+    problems = []
+    missing = sorted(i for i in exported if i not in held and (first is None or i >= first))
+    if missing:
+        newest = [i for i in missing if last is None or i > last]
+        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+        tail = f" ({len(newest)} after the chain's last entry)" if newest else ""
+        problems.append(f"{len(missing)} exported entr{'y is' if len(missing) == 1 else 'ies are'} missing "
+                        f"from the database: {shown}{tail}")  # fmt: skip
+    changed = sorted(i for i, digest in held.items() if digest != exported[i])
+    if changed:
+        shown = ", ".join(map(str, changed[:10])) + (" ..." if len(changed) > 10 else "")
+        problems.append(f"{len(changed)} entr{'y differs' if len(changed) == 1 else 'ies differ'} from the "
+                        f"export (their hashes): {shown}")  # fmt: skip
+    return problems

@@ -57,9 +57,14 @@ class Services:
     @cached_property
     def store(self) -> Store:
         from pier.db import Store
+        from pier.db.audit import HEAD_FILE
 
         make_private_dir(self.settings.home)
-        return Store.open(self.settings.db_url)
+        store = Store.open(self.settings.db_url)
+        store.anchor_audit(
+            self.settings.home / HEAD_FILE
+        )  # the newest entry kept out of the database's reach
+        return store
 
     @cached_property
     def run_store(self) -> Store:

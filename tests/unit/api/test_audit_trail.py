@@ -139,3 +139,27 @@ def test_the_cli_records_its_changes_on_the_servers_store(tmp_path):
     lines = [json.loads(line) for line in exported.stdout.splitlines()]
     assert [line["action"] for line in lines] == ["cli collection create"]
     assert lines[0]["entry_hash"] and lines[0]["prev_hash"] == ""
+
+
+def test_deleting_the_newest_rows_is_detected_by_verify(client, pier_home, tmp_path):
+    """On main, deleting the newest entries left a shorter chain that verified."""
+    for name in ("team-a", "team-b", "team-c", "team-d"):
+        client.post("/api/v1/collections", json={"name": name}, headers=admin())
+    url = db_url(client)
+    exported = subprocess.run([*PIER, "audit", "export", "--output", str(tmp_path / "kept.jsonl")],
+                              env={**os.environ, "PIER_DATABASE_URL": url}, capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    clean = verify(url, pier_home)
+    assert clean.returncode == 0 and "audit log intact: 4 chained entries" in clean.stdout, clean.stdout
+    ids = sorted(e["id"] for e in entries(client))
+    tamper(url, f"DELETE FROM audit_events WHERE id >= {ids[2]}")
+    done = verify(url, pier_home)
+    assert done.returncode == 1
+    assert f"the chain ends at entry {ids[1]}" in done.stdout and f"records entry {ids[3]}" in done.stdout
+    elsewhere = tmp_path / "other-home"  # another machine: no head here, but the export kept elsewhere
+    against = subprocess.run([*PIER, "audit", "verify", "--against", str(tmp_path / "kept.jsonl")],
+                             env={**os.environ, "PIER_HOME": str(elsewhere), "PIER_DATABASE_URL": url},
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert against.returncode == 1, against.stdout
+    assert f"2 exported entries are missing from the database: {ids[2]}, {ids[3]}" in against.stdout

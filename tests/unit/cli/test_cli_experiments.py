@@ -141,3 +141,37 @@ def test_collection_env_set_list_unset_never_prints_a_value(
     assert Services().store.list_env_names("c") == ["OPENAI_API_KEY"]
     gone = env("unset", "c", "TOPIC")
     assert gone.exit_code == 2 and "has no TOPIC" in said(gone)
+
+
+def test_experiment_changes_are_audited_as_the_clis_other_writes(folder: Path) -> None:
+    """On main, `pier experiment run/cancel/resume` wrote no audit entry."""
+    ran = pier("run", str(folder / "experiment.yaml"), "--collection", "c", "--detach")
+    assert ran.exit_code == 0, ran.output
+    (listed,) = json.loads(pier("list", "--json").output)
+    assert pier("cancel", listed["id"]).exit_code == 0
+    (folder / "bad.yaml").write_text(
+        "name: bad\nrunbook: RUNBOOK.md\nmatrix:\n  vars: [{rate: 1}, {speed: 2}]\n"
+    )
+    assert pier("run", str(folder / "bad.yaml"), "--collection", "c").exit_code == 2
+    assert pier("cancel", "no-such-experiment").exit_code != 0
+    found = [(e.action, e.collection, e.object_id, e.outcome, e.status, e.source)
+             for e in reversed(Services().store.list_audit(limit=20))]  # fmt: skip
+    assert found == [
+        ("cli experiment run", "c", listed["id"], "ok", 200, "cli"),
+        ("cli experiment cancel", "c", listed["id"], "ok", 200, "cli"),
+        ("cli experiment run", "c", None, "refused", 422, "cli"),
+        ("cli experiment cancel", None, "no-such-experiment", "refused", 404, "cli"),
+    ]
+
+
+def test_collection_env_changes_are_audited_by_name_only(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On main, `pier collection env set/unset` wrote no audit entry."""
+    env = lambda *args: runner.invoke(app, ["collection", "env", *args])  # noqa: E731
+    assert env("set", "c", "TOPIC=very-secret-value").exit_code == 0
+    assert env("unset", "c", "TOPIC").exit_code == 0
+    made, removed = reversed(Services().store.list_audit(limit=2))
+    assert (made.action, made.target["set"], made.object_id) == ("cli collection env set", ["TOPIC"], "c")
+    assert (removed.action, removed.target["removed"]) == ("cli collection env unset", ["TOPIC"])
+    assert "very-secret-value" not in made.model_dump_json()
