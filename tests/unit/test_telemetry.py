@@ -231,3 +231,16 @@ def test_a_cached_prompt_is_counted_as_the_conventions_cache_read_tokens(spans):
     (chat,) = [s for s in spans.get_finished_spans() if s.name.startswith("chat")]
     assert chat.attributes["gen_ai.usage.input_tokens"] == 100, "input_tokens holds the cached part"
     assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 90
+
+
+def test_the_traces_own_protocol_variable_wins_and_an_unsendable_one_falls_back(monkeypatch, caplog):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc")
+    assert tracing.protocol() == "grpc"
+    assert type(tracing.otlp_exporter()).__module__.endswith("proto.grpc.trace_exporter")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json")
+    assert tracing.protocol() == "http/protobuf"
+    assert "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/json" in caplog.text
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+    assert type(tracing.otlp_exporter()).__module__.endswith("proto.http.trace_exporter")

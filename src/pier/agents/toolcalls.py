@@ -13,11 +13,13 @@ and times are kept: never a tool's arguments or output.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 TOOL_ERROR = "tool_error"  # error.type of a call whose result says it failed
+Reader = Callable[["ToolCalls", dict[str, Any], datetime], None]
 
 
 @dataclass
@@ -35,11 +37,14 @@ class ToolCalls:
     event by event (the script agent, hermes) shows none."""
 
     def __init__(self, agent: str) -> None:
-        self._read = _READERS.get(agent)
+        found = _READERS.get(agent)
+        self._read: Reader | None = found[0] if found else None
+        self._marks: tuple[str, ...] = found[1] if found else ()
         self._calls: dict[str, ToolUse] = {}
 
     def line(self, text: str, at: datetime | None = None) -> None:
-        if self._read is None or not text.lstrip().startswith("{"):
+        # Most lines are text, thinking or usage: a substring test spares parsing them twice.
+        if self._read is None or not any(mark in text for mark in self._marks):
             return
         try:
             event = json.loads(text)
@@ -138,4 +143,10 @@ def _opencode(calls: ToolCalls, event: dict[str, Any], at: datetime) -> None:
         calls._end(call_id, _when(times.get("end"), seen), state.get("status") == "error")
 
 
-_READERS = {"claude-code": _claude_code, "codex": _codex, "gemini-cli": _gemini_cli, "opencode": _opencode}
+# Each reader, and what a line must hold to be one it reads.
+_READERS: dict[str, tuple[Reader, tuple[str, ...]]] = {
+    "claude-code": (_claude_code, ('"tool_use"', '"tool_result"')),
+    "codex": (_codex, ('"command_execution"', '"mcp_tool_call"')),
+    "gemini-cli": (_gemini_cli, ('"tool_use"', '"tool_result"')),
+    "opencode": (_opencode, ('"tool_use"',)),
+}
