@@ -14,13 +14,13 @@ from fastapi import FastAPI
 
 from pier.api import docs as api_docs
 from pier.api import errors
-from pier.api.bus import RunBus
-from pier.api.dispatcher import Dispatcher
-from pier.api.experiments import experiments
+from pier.server.bus import RunBus
+from pier.server.dispatcher import Dispatcher
+from pier.server.experiments import experiments
 from pier.api.limits import Gate, NoTrailingSlash
 from pier.api.observe import Observe
-from pier.api.pgbus import PgBus, is_postgres
-from pier.api.recovery import Recovery
+from pier.server.pgbus import PgBus, is_postgres
+from pier.server.recovery import Recovery
 from pier.api.routes import (
     catalog,
     catalogue,
@@ -36,14 +36,14 @@ from pier.api.routes import (
     trajectories,
 )
 from pier.api.routes import experiments as experiment_routes
-from pier.api.routines import fire
-from pier.api.state import ApiState
+from pier.server.routines import fire
+from pier.server.state import ApiState
 from pier.executors import make_executor
 from pier.executors.ports import LifecycleHooks, RunPorts
 from pier.experiments.scheduler import ExperimentScheduler
 from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.service import Services
-from pier.lifecycle.webhooks import SenderConfig, WebhookSender
+from pier.policies.webhooks import SenderConfig, WebhookSender
 from pier.record import RunStatus
 from pier.routines.scheduler import Scheduler
 from pier.sandbox.base import say_runtime

@@ -12,8 +12,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from pier.api.errors import ApiError
-from pier.api.state import ApiState, StateDep
-from pier.api.tokens import hash_token
+from pier.server.state import ApiState, StateDep
+from pier.server.tokens import hash_token
 
 bearer = HTTPBearer(auto_error=False, description="a collection token, or the admin token")
 

@@ -24,7 +24,7 @@ from pier.errors import (
     SandboxError,
     ServiceUnavailable,
 )
-from pier.lifecycle.quotas import QuotaExceeded
+from pier.policies.quotas import QuotaExceeded
 from pier.limits import LimitError
 
 log = logging.getLogger(__name__)

@@ -29,8 +29,8 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pier.api.auth import SESSION_COOKIE
-from pier.api.state import ApiState
-from pier.api.tokens import hash_token
+from pier.server.state import ApiState
+from pier.server.tokens import hash_token
 from pier.db.schemas import AuditEntry, outcome_of
 from pier.record import utcnow
 from pier.telemetry import logs, metrics

@@ -17,7 +17,7 @@ from pier.cli.console import err, fail, out, refusals
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from pier.api.state import ApiState
+    from pier.server.state import ApiState
     from pier.experiments.service import Experiment
 
 experiment_app = typer.Typer(
@@ -39,7 +39,7 @@ def _state(caller_keys: bool = False) -> ApiState:
 
     state = build_state(get_settings())
     if caller_keys:
-        from pier.api.experiments import DispatcherStarter
+        from pier.server.experiments import DispatcherStarter
 
         starter = state.experiments.starter
         assert isinstance(starter, DispatcherStarter)
@@ -97,7 +97,7 @@ def _watch(state: ApiState, experiment_id: str, detach: bool) -> None:
         out.print(f"experiment {experiment_id} stored: a `pier serve` on this store runs it; "
                   f"`pier experiment show {experiment_id}` follows it", highlight=False)  # fmt: skip
         return
-    from pier.api.recovery import recover
+    from pier.server.recovery import recover
 
     recover(state.dispatcher)
     state.dispatcher.executor.start()

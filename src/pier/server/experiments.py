@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pier.api.dispatcher import Dispatcher, RunParams
+from pier.server.dispatcher import Dispatcher, RunParams
 from pier.errors import NotFoundError
 from pier.experiments.service import Experiments
 from pier.record import Label

@@ -17,7 +17,7 @@ import threading
 
 import psycopg
 
-from pier.api.bus import RunBus
+from pier.server.bus import RunBus
 from pier.db.engine import conninfo, is_postgres
 
 __all__ = ["PgBus", "PgNotifier", "is_postgres"]

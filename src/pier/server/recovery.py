@@ -34,7 +34,7 @@ import logging
 import threading
 from datetime import datetime, timedelta
 
-from pier.api.dispatcher import Dispatcher, Payload
+from pier.server.dispatcher import Dispatcher, Payload
 from pier.errors import NotFoundError
 from pier.executors.base import Holding, Job
 from pier.lifecycle.background import sweep_once

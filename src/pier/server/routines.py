@@ -8,7 +8,7 @@ import contextlib
 import logging
 import uuid
 
-from pier.api.dispatcher import Dispatcher, RunParams
+from pier.server.dispatcher import Dispatcher, RunParams
 from pier.db import StoredRoutine
 from pier.errors import InputError, NotFoundError, PierError
 from pier.lifecycle.outcomes import Outcome, failed_to_start

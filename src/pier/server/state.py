@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
-from pier.api.bus import RunBus
-from pier.api.dispatcher import Dispatcher
-from pier.api.tokens import KnownTokens
+from pier.server.bus import RunBus
+from pier.server.dispatcher import Dispatcher
+from pier.server.tokens import KnownTokens
 from pier.db import Store
-from pier.lifecycle.quotas import CollectionQuotas, StreamSlots
+from pier.policies.quotas import CollectionQuotas, StreamSlots
 from pier.lifecycle.service import Services
 from pier.settings import Settings
 from pier.storage.base import RunStorage

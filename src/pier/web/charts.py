@@ -13,7 +13,7 @@ from html import escape
 
 from markupsafe import Markup
 
-from pier.api.services.stats import task_stats
+from pier.server.services.stats import task_stats
 from pier.record import Trajectory
 
 WIDTH, HEIGHT, PAD = 480, 200, 44

@@ -11,8 +11,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from pier.api.services import experiments
-from pier.api.state import StateDep
+from pier.server.services import experiments
+from pier.server.state import StateDep
 from pier.experiments.results import failed_checks
 from pier.record import Trajectory
 from pier.web.render import page

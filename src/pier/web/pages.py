@@ -1,5 +1,5 @@
 """The web UI's pages: forms and HTML over the service layer the API's routes
-use too (pier.api.services), so a page shows and does exactly what the API
+use too (pier.server.services), so a page shows and does exactly what the API
 would for the same token."""
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from starlette.datastructures import UploadFile
 from pier.api.auth import Caller, caller_for_token, collection_access, require_admin
 from pier.api.errors import invalid
 from pier.api.observe import note
-from pier.api.services import again, audit, collections, runs, tasks
-from pier.api.services.runs import MAX_FILES
-from pier.api.services.stats import run_cost
-from pier.api.state import ApiState, StateDep
+from pier.server.services import again, audit, collections, runs, tasks
+from pier.server.services.runs import MAX_FILES
+from pier.server.services.stats import run_cost
+from pier.server.state import ApiState, StateDep
 from pier.errors import InputError, NotFoundError
 from pier.record import RunStatus, Trajectory
 from pier.web import charts, views

@@ -14,7 +14,7 @@ from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from pier.api.auth import SESSION_COOKIE, Caller, caller_for_token
-from pier.api.state import StateDep
+from pier.server.state import StateDep
 
 CSRF_FIELD = "csrf"
 SESSION_MAX_AGE = 14 * 24 * 3600

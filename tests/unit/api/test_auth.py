@@ -15,7 +15,7 @@ from pydantic import SecretStr
 
 from pier.api import errors
 from pier.api.auth import AdminDep, CallerDep, CollectionDep
-from pier.api.tokens import KnownTokens, hash_token, issue_token, new_token
+from pier.server.tokens import KnownTokens, hash_token, issue_token, new_token
 from pier.db import Store
 
 ADMIN = "admin-" + "a" * 40

@@ -1,4 +1,4 @@
-"""The service layer (pier.api.services) on its own, without HTTP: what it
+"""The service layer (pier.server.services) on its own, without HTTP: what it
 decides for the routes and the pages alike. Who sees what (a collection token
 its own, the admin every collection), checks before anything is stored, the
 answers a route and a page both render."""
@@ -17,9 +17,9 @@ from pydantic import ValidationError
 from pier.api.app import build_state
 from pier.api.auth import Caller
 from pier.api.errors import ApiError
-from pier.api.services import audit, collections, experiments, files, runs, tasks
-from pier.api.state import ApiState
-from pier.api.tokens import hash_token
+from pier.server.services import audit, collections, experiments, files, runs, tasks
+from pier.server.state import ApiState
+from pier.server.tokens import hash_token
 from pier.errors import NotFoundError
 from pier.record import RunStatus, Trajectory
 from pier.settings import Settings, get_settings

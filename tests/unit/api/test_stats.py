@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from pier.api.services.stats import run_cost, task_stats
+from pier.server.services.stats import run_cost, task_stats
 from pier.record import Label, RunStatus, Trajectory, utcnow
 
 

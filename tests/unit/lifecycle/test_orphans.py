@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pier.api.recovery import abandoned_at_start
+from pier.server.recovery import abandoned_at_start
 from pier.db import Store
 from pier.lifecycle.context import scratch_dir
 from pier.lifecycle.orphans import end_orphaned_runs, owner_gone

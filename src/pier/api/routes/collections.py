@@ -21,8 +21,8 @@ from pier.api.schemas.collections import (
     TokenRevoked,
 )
 from pier.api.schemas.common import ERROR_RESPONSES
-from pier.api.services import collections as service
-from pier.api.state import StateDep
+from pier.server.services import collections as service
+from pier.server.state import StateDep
 from pier.db import Collection
 
 router = APIRouter(prefix="/api/v1/collections", tags=["collections"], responses=ERROR_RESPONSES)

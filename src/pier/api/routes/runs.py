@@ -19,8 +19,8 @@ from pier.api.schemas.runs import (
     WorkflowResponse,
     multipart_schema,
 )
-from pier.api.services import runs as service
-from pier.api.state import ApiState, StateDep
+from pier.server.services import runs as service
+from pier.server.state import ApiState, StateDep
 from pier.record import Trajectory
 
 router = APIRouter(prefix="/api/v1", tags=["runs"], responses=ERROR_RESPONSES)

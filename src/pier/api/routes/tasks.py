@@ -14,8 +14,8 @@ from pier.api.auth import CollectionDep
 from pier.api.errors import ApiError, invalid
 from pier.api.schemas.common import ERROR_RESPONSES, inline_schema
 from pier.api.schemas.tasks import TaskCreate, TaskDeleted, TaskPublic, TaskUpdate
-from pier.api.services import tasks as service
-from pier.api.state import StateDep
+from pier.server.services import tasks as service
+from pier.server.state import StateDep
 from pier.db import StoredTask
 from pier.names import check_task_name
 from pier.tasks.model import Task

@@ -21,8 +21,8 @@ from pier.api.schemas.trajectories import (
     TaskStats,
     WorkflowLogs,
 )
-from pier.api.services import runs as service
-from pier.api.state import StateDep
+from pier.server.services import runs as service
+from pier.server.state import StateDep
 from pier.record import RunStatus, Trajectory
 
 router = APIRouter(prefix="/api/v1", tags=["trajectories"], responses=ERROR_RESPONSES)

@@ -17,8 +17,8 @@ from pydantic import ValidationError
 
 from pier.api.auth import Caller
 from pier.api.errors import invalid, invalid_fields
-from pier.api.services import runs
-from pier.api.state import ApiState
+from pier.server.services import runs
+from pier.server.state import ApiState
 from pier.errors import NotFoundError
 from pier.record import RUN_STEP, Trajectory
 from pier.storage.base import RunStorage, clean_key

@@ -4,7 +4,7 @@ entries, a collection token its own collection's."""
 from __future__ import annotations
 
 from pier.api.auth import Caller
-from pier.api.state import ApiState
+from pier.server.state import ApiState
 from pier.db import AuditEntry
 
 

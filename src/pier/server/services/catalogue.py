@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from pier.agents.providers import PROVIDERS
-from pier.api.state import ApiState
+from pier.server.state import ApiState
 from pier.db import StoredExperiment
 from pier.errors import NotFoundError
 

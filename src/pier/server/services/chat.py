@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pier.api.auth import Caller
-from pier.api.dispatcher import RunParams
+from pier.server.dispatcher import RunParams
 from pier.api.errors import invalid
-from pier.api.services.inputs import refuse_nul
-from pier.api.state import ApiState
+from pier.server.services.inputs import refuse_nul
+from pier.server.state import ApiState
 from pier.lifecycle.plan import task_from_text
 from pier.names import check_task_name
 from pier.record import Trajectory

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pier.api.auth import Caller
 from pier.api.errors import ApiError, invalid
-from pier.api.services.inputs import refuse_nul
-from pier.api.state import ApiState
+from pier.server.services.inputs import refuse_nul
+from pier.server.state import ApiState
 from pier.db import StoredAttempt
 from pier.errors import InputError, NotFoundError
 from pier.experiments import export

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from pier.api.errors import ApiError, invalid
-from pier.api.routines import start_run
-from pier.api.services.inputs import refuse_nul
-from pier.api.state import ApiState
+from pier.server.routines import start_run
+from pier.server.services.inputs import refuse_nul
+from pier.server.state import ApiState
 from pier.db import StoredRoutine
 from pier.db.routines import RoutineExists
 from pier.record import Trajectory

@@ -12,14 +12,14 @@ from typing import Any, BinaryIO, Protocol
 from pydantic import ValidationError
 
 from pier.api.auth import Caller
-from pier.api.dispatcher import RunParams
+from pier.server.dispatcher import RunParams
 from pier.api.errors import ApiError, invalid, invalid_fields
 from pier.api.schemas.runs import RunCreate
 from pier.api.schemas.trajectories import IngestRequest, LabelCreate, TaskStats
-from pier.api.services.ingest import ingest as _ingest
-from pier.api.services.inputs import refuse_nul
-from pier.api.services.stats import task_stats
-from pier.api.state import ApiState
+from pier.server.services.ingest import ingest as _ingest
+from pier.server.services.inputs import refuse_nul
+from pier.server.services.stats import task_stats
+from pier.server.state import ApiState
 from pier.db import Event, Store
 from pier.db.runs import LabelFilter
 from pier.errors import NotFoundError

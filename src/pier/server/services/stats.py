@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from pier.api.schemas.trajectories import DurationStats, TaskStats
-from pier.api.services.ingest import COST_LABEL
+from pier.server.services.ingest import COST_LABEL
 from pier.record import RunStatus, Trajectory
 
 

@@ -12,10 +12,10 @@ from pier.api.auth import Caller
 from pier.api.errors import ApiError, invalid, invalid_fields
 from pier.api.schemas.tasks import TaskUpdate
 from pier.api.schemas.trajectories import TaskStats
-from pier.api.services import collections
-from pier.api.services.inputs import refuse_nul
-from pier.api.services.stats import task_stats
-from pier.api.state import ApiState
+from pier.server.services import collections
+from pier.server.services.inputs import refuse_nul
+from pier.server.services.stats import task_stats
+from pier.server.state import ApiState
 from pier.db import StoredTask
 from pier.errors import NotFoundError
 from pier.lifecycle.plan import task_from_json, task_from_text
