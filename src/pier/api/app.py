@@ -14,13 +14,8 @@ from fastapi import FastAPI
 
 from pier.api import docs as api_docs
 from pier.api import errors
-from pier.server.bus import RunBus
-from pier.server.dispatcher import Dispatcher
-from pier.server.experiments import experiments
 from pier.api.limits import Gate, NoTrailingSlash
 from pier.api.observe import Observe
-from pier.server.pgbus import PgBus, is_postgres
-from pier.server.recovery import Recovery
 from pier.api.routes import (
     catalog,
     catalogue,
@@ -36,8 +31,6 @@ from pier.api.routes import (
     trajectories,
 )
 from pier.api.routes import experiments as experiment_routes
-from pier.server.routines import fire
-from pier.server.state import ApiState
 from pier.executors import make_executor
 from pier.executors.ports import LifecycleHooks, RunPorts
 from pier.experiments.scheduler import ExperimentScheduler
@@ -47,6 +40,13 @@ from pier.policies.webhooks import SenderConfig, WebhookSender
 from pier.record import RunStatus
 from pier.routines.scheduler import Scheduler
 from pier.sandbox.base import say_runtime
+from pier.server.bus import RunBus
+from pier.server.dispatcher import Dispatcher
+from pier.server.experiments import experiments
+from pier.server.pgbus import PgBus, is_postgres
+from pier.server.recovery import Recovery
+from pier.server.routines import fire
+from pier.server.state import ApiState
 from pier.settings import Settings, get_settings
 from pier.telemetry import metrics, tracing
 from pier.vault import load_vault

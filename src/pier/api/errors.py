@@ -24,8 +24,8 @@ from pier.errors import (
     SandboxError,
     ServiceUnavailable,
 )
-from pier.policies.quotas import QuotaExceeded
 from pier.limits import LimitError
+from pier.policies.quotas import QuotaExceeded
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ from starlette.datastructures import UploadFile
 from pier.api.errors import ApiError, invalid
 from pier.api.limits import json_depth, too_deep
 from pier.api.observe import note
+from pier.record import Trajectory
 from pier.server.services import runs
 from pier.server.services.runs import MAX_FILES
 from pier.server.state import ApiState
-from pier.record import Trajectory
 
 JSON_FIELDS = ("init_params", "secret_params")
 Body = tuple[dict[str, Any], list[UploadFile]]

@@ -29,10 +29,10 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pier.api.auth import SESSION_COOKIE
-from pier.server.state import ApiState
-from pier.server.tokens import hash_token
 from pier.db.schemas import AuditEntry, outcome_of
 from pier.record import utcnow
+from pier.server.state import ApiState
+from pier.server.tokens import hash_token
 from pier.telemetry import logs, metrics
 
 log = logging.getLogger(__name__)

@@ -19,9 +19,9 @@ collection_app = typer.Typer(
 @collection_app.command("create")
 def collection_create(name: Annotated[str, typer.Argument(help="the collection's name")]) -> None:
     """Create a collection (or reuse it) and print a new token for it, once."""
-    from pier.server.tokens import issue_token
     from pier.lifecycle.services import Services
     from pier.names import check_collection_name
+    from pier.server.tokens import issue_token
 
     try:
         check_collection_name(name)
@@ -61,8 +61,8 @@ def _change(collection: str, changes: dict[str, str | None]) -> list[str]:
     """The environment's names after the change, made as the API makes it (one
     check of every name and value, then encrypted at rest)."""
     from pier.api.errors import ApiError, RequestValidationError, field_errors
-    from pier.server.services.collections import apply_environment
     from pier.lifecycle.services import Services
+    from pier.server.services.collections import apply_environment
     from pier.vault import load_vault
 
     services = Services()

@@ -17,8 +17,8 @@ from pier.cli.console import err, fail, out, refusals
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from pier.server.state import ApiState
     from pier.experiments.service import Experiment
+    from pier.server.state import ApiState
 
 experiment_app = typer.Typer(
     help="Experiments: one task over a matrix of agents, models, inputs and attempts.", no_args_is_help=True

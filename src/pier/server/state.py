@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
+from pier.db import Store
+from pier.lifecycle.service import Services
+from pier.policies.quotas import CollectionQuotas, StreamSlots
 from pier.server.bus import RunBus
 from pier.server.dispatcher import Dispatcher
 from pier.server.tokens import KnownTokens
-from pier.db import Store
-from pier.policies.quotas import CollectionQuotas, StreamSlots
-from pier.lifecycle.service import Services
 from pier.settings import Settings
 from pier.storage.base import RunStorage
 from pier.vault import Vault

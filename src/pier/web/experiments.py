@@ -11,10 +11,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from pier.server.services import experiments
-from pier.server.state import StateDep
 from pier.experiments.results import failed_checks
 from pier.record import Trajectory
+from pier.server.services import experiments
+from pier.server.state import StateDep
 from pier.web.render import page
 from pier.web.session import PageCaller
 

@@ -19,12 +19,12 @@ from starlette.datastructures import UploadFile
 from pier.api.auth import Caller, caller_for_token, collection_access, require_admin
 from pier.api.errors import invalid
 from pier.api.observe import note
+from pier.errors import InputError, NotFoundError
+from pier.record import RunStatus, Trajectory
 from pier.server.services import again, audit, collections, runs, tasks
 from pier.server.services.runs import MAX_FILES
 from pier.server.services.stats import run_cost
 from pier.server.state import ApiState, StateDep
-from pier.errors import InputError, NotFoundError
-from pier.record import RunStatus, Trajectory
 from pier.web import charts, views
 from pier.web.render import page
 from pier.web.session import CsrfRejected, FormCaller, PageCaller, clear_session, set_session

@@ -17,11 +17,11 @@ from pydantic import ValidationError
 from pier.api.app import build_state
 from pier.api.auth import Caller
 from pier.api.errors import ApiError
+from pier.errors import NotFoundError
+from pier.record import RunStatus, Trajectory
 from pier.server.services import audit, collections, experiments, files, runs, tasks
 from pier.server.state import ApiState
 from pier.server.tokens import hash_token
-from pier.errors import NotFoundError
-from pier.record import RunStatus, Trajectory
 from pier.settings import Settings, get_settings
 
 ADMIN = Caller(collection=None, admin=True)

@@ -21,6 +21,7 @@ from cryptography.fernet import Fernet
 
 from pier.db import Store
 from pier.db.deliveries import DELIVERED, FAILED
+from pier.outbound import OutboundPolicy, allowing
 from pier.policies.webhooks import (
     ID_HEADER,
     SIGNATURE_HEADER,
@@ -33,7 +34,6 @@ from pier.policies.webhooks import (
     sign,
     verify,
 )
-from pier.outbound import OutboundPolicy, allowing
 from pier.vault import Vault
 
 # The receivers below listen on loopback, which the operator must allow.

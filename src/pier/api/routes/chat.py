@@ -28,9 +28,9 @@ from pier.api.auth import CallerDep
 from pier.api.errors import invalid
 from pier.api.routes.runs import wait_for_end
 from pier.api.schemas.common import ERROR_RESPONSES
+from pier.record import Trajectory
 from pier.server.services import chat as service
 from pier.server.state import ApiState, StateDep
-from pier.record import Trajectory
 
 router = APIRouter(tags=["chat"], responses=ERROR_RESPONSES)
 BATCH = 500

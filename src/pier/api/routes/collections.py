@@ -21,9 +21,9 @@ from pier.api.schemas.collections import (
     TokenRevoked,
 )
 from pier.api.schemas.common import ERROR_RESPONSES
+from pier.db import Collection
 from pier.server.services import collections as service
 from pier.server.state import StateDep
-from pier.db import Collection
 
 router = APIRouter(prefix="/api/v1/collections", tags=["collections"], responses=ERROR_RESPONSES)
 MAX_ID = 2**31 - 1  # token ids are 32-bit integers in the store

@@ -19,9 +19,9 @@ from pier.api.schemas.runs import (
     WorkflowResponse,
     multipart_schema,
 )
+from pier.record import Trajectory
 from pier.server.services import runs as service
 from pier.server.state import ApiState, StateDep
-from pier.record import Trajectory
 
 router = APIRouter(prefix="/api/v1", tags=["runs"], responses=ERROR_RESPONSES)
 

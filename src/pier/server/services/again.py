@@ -17,10 +17,10 @@ from pydantic import ValidationError
 
 from pier.api.auth import Caller
 from pier.api.errors import invalid, invalid_fields
-from pier.server.services import runs
-from pier.server.state import ApiState
 from pier.errors import NotFoundError
 from pier.record import RUN_STEP, Trajectory
+from pier.server.services import runs
+from pier.server.state import ApiState
 from pier.storage.base import RunStorage, clean_key
 from pier.tasks.model import Task
 

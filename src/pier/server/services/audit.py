@@ -4,8 +4,8 @@ entries, a collection token its own collection's."""
 from __future__ import annotations
 
 from pier.api.auth import Caller
-from pier.server.state import ApiState
 from pier.db import AuditEntry
+from pier.server.state import ApiState
 
 
 def scope(caller: Caller, collection: str | None) -> str | None:

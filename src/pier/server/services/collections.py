@@ -10,11 +10,11 @@ from typing import Any
 from pier.api.auth import Caller
 from pier.api.errors import ApiError, invalid
 from pier.api.schemas.collections import ENV_NAME_PATTERN, MAX_ENV_VALUE
-from pier.server.state import ApiState
-from pier.server.tokens import issue_token as _issue
 from pier.db import Collection, Store
 from pier.db.schemas import TokenInfo
 from pier.errors import NotFoundError
+from pier.server.state import ApiState
+from pier.server.tokens import issue_token as _issue
 from pier.vault import Vault
 
 _ENV_NAME = re.compile(ENV_NAME_PATTERN)

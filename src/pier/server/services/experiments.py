@@ -13,14 +13,14 @@ from typing import Any, Literal
 
 from pier.api.auth import Caller
 from pier.api.errors import ApiError, invalid
-from pier.server.services.inputs import refuse_nul
-from pier.server.state import ApiState
 from pier.db import StoredAttempt
 from pier.errors import InputError, NotFoundError
 from pier.experiments import export
 from pier.experiments.service import Experiment, task_of
 from pier.experiments.spec import Cell, ExperimentError, ExperimentSpec
 from pier.record import Trajectory
+from pier.server.services.inputs import refuse_nul
+from pier.server.state import ApiState
 
 Tries = list[tuple[StoredAttempt, Trajectory | None]]
 

@@ -9,14 +9,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from pier.api.errors import ApiError, invalid
-from pier.server.routines import start_run
-from pier.server.services.inputs import refuse_nul
-from pier.server.state import ApiState
 from pier.db import StoredRoutine
 from pier.db.routines import RoutineExists
 from pier.record import Trajectory
 from pier.routines import RoutineError, Routines
 from pier.routines.service import NO_EXTRAS, Extras, RoutineRefused
+from pier.server.routines import start_run
+from pier.server.services.inputs import refuse_nul
+from pier.server.state import ApiState
 
 
 @contextmanager

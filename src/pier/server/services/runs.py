@@ -12,20 +12,20 @@ from typing import Any, BinaryIO, Protocol
 from pydantic import ValidationError
 
 from pier.api.auth import Caller
-from pier.server.dispatcher import RunParams
 from pier.api.errors import ApiError, invalid, invalid_fields
 from pier.api.schemas.runs import RunCreate
 from pier.api.schemas.trajectories import IngestRequest, LabelCreate, TaskStats
-from pier.server.services.ingest import ingest as _ingest
-from pier.server.services.inputs import refuse_nul
-from pier.server.services.stats import task_stats
-from pier.server.state import ApiState
 from pier.db import Event, Store
 from pier.db.runs import LabelFilter
 from pier.errors import NotFoundError
 from pier.lifecycle.files import save_uploads
 from pier.names import check_task_name, trajectory_id_of
 from pier.record import Label, RunStatus, Trajectory, storage_key
+from pier.server.dispatcher import RunParams
+from pier.server.services.ingest import ingest as _ingest
+from pier.server.services.inputs import refuse_nul
+from pier.server.services.stats import task_stats
+from pier.server.state import ApiState
 from pier.storage.archive import zip_stream
 from pier.storage.base import upload_prefix
 from pier.tasks.model import Task

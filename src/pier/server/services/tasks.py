@@ -12,15 +12,15 @@ from pier.api.auth import Caller
 from pier.api.errors import ApiError, invalid, invalid_fields
 from pier.api.schemas.tasks import TaskUpdate
 from pier.api.schemas.trajectories import TaskStats
-from pier.server.services import collections
-from pier.server.services.inputs import refuse_nul
-from pier.server.services.stats import task_stats
-from pier.server.state import ApiState
 from pier.db import StoredTask
 from pier.errors import NotFoundError
 from pier.lifecycle.plan import task_from_json, task_from_text
 from pier.names import check_task_name
 from pier.record import Trajectory
+from pier.server.services import collections
+from pier.server.services.inputs import refuse_nul
+from pier.server.services.stats import task_stats
+from pier.server.state import ApiState
 from pier.settings import Settings
 from pier.tasks.model import Task, unknown_activity
 from pier.tasks.workflow import WorkflowProblems
