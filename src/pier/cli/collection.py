@@ -60,8 +60,8 @@ Collection = Annotated[str, typer.Argument(help="the collection's name")]
 def _change(collection: str, changes: dict[str, str | None]) -> list[str]:
     """The environment's names after the change, made as the API makes it (one
     check of every name and value, then encrypted at rest)."""
-    from pier.api.errors import ApiError, RequestValidationError, field_errors
     from pier.lifecycle.services import Services
+    from pier.server.errors import Invalid, ServiceError, field_errors
     from pier.server.services.collections import apply_environment
     from pier.vault import load_vault
 
@@ -69,12 +69,12 @@ def _change(collection: str, changes: dict[str, str | None]) -> list[str]:
     services.store.get_collection(collection)
     try:
         return apply_environment(services.store, load_vault(services.settings), collection, changes)
-    except ApiError as exc:
-        raise InputError(str(exc.detail)) from None
-    except RequestValidationError as exc:  # a name or value the API refuses with a 422
+    except Invalid as exc:  # a name or value the API refuses with a 422
         raise InputError(
             "; ".join(f"{e['field']}: {e['message']}" for e in field_errors(exc.errors()))
         ) from None
+    except ServiceError as exc:
+        raise InputError(exc.detail) from None
 
 
 @env_app.command("set")

@@ -34,7 +34,7 @@ def _state(caller_keys: bool = False) -> ApiState:
     """The server's state on this machine's store; with caller_keys, its
     experiments' runs get the keys and secrets they name from this shell's
     environment, as `pier run` gives them (over the collection's own)."""
-    from pier.api.app import build_state
+    from pier.server.build import build_state
     from pier.settings import get_settings
 
     state = build_state(get_settings())

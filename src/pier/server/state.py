@@ -1,11 +1,9 @@
-"""What the routes share, built once per server (see app.py's lifespan)."""
+"""What the routes and pages share, built once per server (pier.server.build)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated
-
-from fastapi import Depends, Request
+from typing import TYPE_CHECKING
 
 from pier.db import Store
 from pier.lifecycle.service import Services
@@ -57,11 +55,3 @@ class ApiState:
     @property
     def storage(self) -> RunStorage:
         return self.services.storage
-
-
-def get_state(request: Request) -> ApiState:
-    return request.app.state.pier
-
-
-# What a route (or a dependency) takes to reach the server's shared state.
-StateDep = Annotated[ApiState, Depends(get_state)]

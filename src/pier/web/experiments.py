@@ -14,9 +14,8 @@ from fastapi.responses import HTMLResponse
 from pier.experiments.results import failed_checks
 from pier.record import Trajectory
 from pier.server.services import experiments
-from pier.server.state import StateDep
 from pier.web.render import page
-from pier.web.session import PageCaller
+from pier.web.session import PageCaller, StateDep
 
 router = APIRouter(include_in_schema=False)
 PART_HEADER = "x-pier-part"

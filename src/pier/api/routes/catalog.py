@@ -10,9 +10,9 @@ from pydantic import BaseModel
 
 from pier.api.auth import CallerDep, CollectionDep
 from pier.api.schemas.common import ERROR_RESPONSES
+from pier.api.state import StateDep
 from pier.errors import NotFoundError
 from pier.policies.trial import TrialStatus
-from pier.server.state import StateDep
 from pier.tasks.workflow import ACTIVITIES, CATEGORIES, config_schema, known_activities
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES)

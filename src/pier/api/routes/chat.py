@@ -25,12 +25,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from pier.api.auth import CallerDep
-from pier.api.errors import invalid
 from pier.api.routes.runs import wait_for_end
 from pier.api.schemas.common import ERROR_RESPONSES
+from pier.api.state import StateDep
 from pier.record import Trajectory
+from pier.server.errors import invalid
 from pier.server.services import chat as service
-from pier.server.state import ApiState, StateDep
+from pier.server.state import ApiState
 
 router = APIRouter(tags=["chat"], responses=ERROR_RESPONSES)
 BATCH = 500

@@ -3,8 +3,8 @@ entries, a collection token its own collection's."""
 
 from __future__ import annotations
 
-from pier.api.auth import Caller
 from pier.db import AuditEntry
+from pier.server.auth import Caller
 from pier.server.state import ApiState
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pier.api.auth import Caller
-from pier.api.errors import invalid
 from pier.lifecycle.plan import task_from_text
 from pier.names import check_task_name
 from pier.record import Trajectory
+from pier.server.auth import Caller
 from pier.server.dispatcher import RunParams
+from pier.server.errors import invalid
 from pier.server.services.inputs import refuse_nul
 from pier.server.state import ApiState
 
