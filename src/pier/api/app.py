@@ -1,6 +1,6 @@
-"""The FastAPI app: wiring only. Routes live in routes/, bodies in schemas/,
-what routes and the web UI's pages both do in services/, the run machinery in
-dispatcher.py, start-up recovery in recovery.py."""
+"""The FastAPI app: wiring only. Routes live in routes/, bodies in schemas/;
+what routes and the web UI's pages both do is pier.server.services, the run
+machinery pier.server.dispatcher, start-up recovery pier.server.recovery."""
 
 from __future__ import annotations
 

@@ -183,7 +183,7 @@ def experiment_show(experiment_id: ExperimentId, as_json: AsJson = False) -> Non
         experiment = experiments.get(experiment_id)
         found = experiments.results(experiment)
     if as_json:
-        from pier.api.schemas.experiments import ExperimentPublic
+        from pier.server.models import ExperimentPublic
 
         out.print_json(ExperimentPublic.of(experiment, found).model_dump_json())
         return

@@ -7,12 +7,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pier.api.schemas.collections import ENV_NAME_PATTERN, MAX_ENV_VALUE
 from pier.db import Collection, Store
 from pier.db.schemas import TokenInfo
 from pier.errors import NotFoundError
 from pier.server.auth import Caller
 from pier.server.errors import ServiceError, invalid
+from pier.server.models import ENV_NAME_PATTERN, MAX_ENV_VALUE
 from pier.server.state import ApiState
 from pier.server.tokens import issue_token as _issue
 from pier.vault import Vault

@@ -11,8 +11,6 @@ from typing import Any, BinaryIO, Protocol
 
 from pydantic import ValidationError
 
-from pier.api.schemas.runs import RunCreate
-from pier.api.schemas.trajectories import IngestRequest, LabelCreate, TaskStats
 from pier.db import Event, Store
 from pier.db.runs import LabelFilter
 from pier.errors import NotFoundError
@@ -22,6 +20,7 @@ from pier.record import Label, RunStatus, Trajectory, storage_key
 from pier.server.auth import Caller
 from pier.server.dispatcher import RunParams
 from pier.server.errors import ServiceError, invalid, invalid_fields
+from pier.server.models import IngestRequest, LabelCreate, RunCreate, TaskStats
 from pier.server.services.ingest import ingest as _ingest
 from pier.server.services.inputs import refuse_nul
 from pier.server.services.stats import task_stats

@@ -8,8 +8,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pier.api.schemas.tasks import TaskUpdate
-from pier.api.schemas.trajectories import TaskStats
 from pier.db import StoredTask
 from pier.errors import NotFoundError
 from pier.lifecycle.plan import task_from_json, task_from_text
@@ -17,6 +15,7 @@ from pier.names import check_task_name
 from pier.record import Trajectory
 from pier.server.auth import Caller
 from pier.server.errors import ServiceError, invalid, invalid_fields
+from pier.server.models import TaskStats, TaskUpdate
 from pier.server.services import collections
 from pier.server.services.inputs import refuse_nul
 from pier.server.services.stats import task_stats
