@@ -22,12 +22,12 @@ from pier.executors.spec import Payload
 from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.files import resolve_api_path
 from pier.lifecycle.outcomes import Outcome, cancelled_waiting, failed_to_start
-from pier.lifecycle.quotas import CollectionQuotas
 from pier.lifecycle.sandbox_env import sandbox_env
 from pier.lifecycle.service import Observer, RunRequest, Services, new_context
-from pier.lifecycle.trial import Trials
 from pier.lifecycle.uploads import expired_message, upload_of
-from pier.lifecycle.webhooks import Delivery, WebhookSender
+from pier.policies.quotas import CollectionQuotas
+from pier.policies.trial import Trials
+from pier.policies.webhooks import Delivery, WebhookSender
 from pier.record import Trajectory
 from pier.tasks.resolve import resolve
 from pier.vault import Vault

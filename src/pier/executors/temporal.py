@@ -32,7 +32,7 @@ from pier.executors.base import CancelOutcome, Holding, Job
 from pier.executors.spec import RunSpec
 from pier.executors.temporal_client import TemporalUnavailable, connect, control_queue
 from pier.executors.temporal_workflow import WORKFLOW
-from pier.lifecycle import webhooks
+from pier.policies import webhooks
 from pier.settings import Settings
 from pier.telemetry import tracing
 
@@ -79,7 +79,7 @@ def workflow_config(settings: Settings) -> dict[str, Any]:
         "run_timeout_sec": settings.create_timeout_sec + settings.max_timeout_sec + 3600,
         "cleanup_timeout_sec": settings.cleanup_timeout_sec + 30,
         # the run's webhook: the activity stores it in the durable queue the
-        # servers deliver from (pier.lifecycle.webhooks); Temporal retries the storing
+        # servers deliver from (pier.policies.webhooks); Temporal retries the storing
         "webhook_attempts": STORE_WEBHOOK_ATTEMPTS,
         "webhook_backoff_sec": 1.0,
         # a control activity's attempt (a few record writes, riding out a short database outage)

@@ -47,7 +47,7 @@ from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.outcomes import end_record
 from pier.lifecycle.service import Services
-from pier.lifecycle.webhooks import Delivery, enqueue
+from pier.policies.webhooks import Delivery, enqueue
 from pier.record import STAGES, RunStatus, StageRecord, StageStatus, Trajectory
 from pier.settings import Settings
 from pier.telemetry import metrics, tracing
