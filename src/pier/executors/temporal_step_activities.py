@@ -26,6 +26,7 @@ from pier.errors import PierError
 from pier.executors.base import Job
 from pier.executors.ports import ChildRuns, LifecycleHooks
 from pier.executors.spec import RunSpec
+from pier.executors.temporal import fair_share
 from pier.executors.temporal_workflow import WORKER_LOST
 from pier.lifecycle import workflow as steps
 from pier.lifecycle.context import RunContext
@@ -107,6 +108,8 @@ class StepActivities:
                 "trajectory_id": tid,
                 "steps": payload.task.is_workflow,
                 "spec": spec.model_dump(mode="json"),
+                # the child's place in the fleet's fair dispatch: its collection's, as any run's
+                "fairness_key": fair_share(Job(tid, payload)).fairness_key,
             }
 
         return await self._supervise(work)

@@ -29,7 +29,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import ActivityError, ChildWorkflowError, is_cancelled_exception
 
 from pier.executors.temporal_workflow import WORKFLOW, queue_webhook
@@ -141,11 +141,16 @@ class StepsWorkflow:
                 args=[child["spec"], config],
                 id=child["trajectory_id"],
                 task_queue=config["task_queue"],
+                priority=Priority(fairness_key=child["fairness_key"])
+                if child.get("fairness_key")
+                else Priority.default,
             )
         except ChildWorkflowError as exc:
-            if is_cancelled_exception(exc):
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # the parent is cancelled: so is its fan-out
                 raise
-            ref["error"] = f"its workflow failed: {exc.cause or exc}"
+            # the child's own end (its workflow failed, or it was cancelled by itself): its item's error
+            ref["error"] = f"its workflow ended: {exc.cause or exc}"
         finally:
             self._open -= 1
 

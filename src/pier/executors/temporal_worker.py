@@ -1,9 +1,11 @@
 """`pier worker`: polls Temporal and runs the lifecycle on this host's sandbox
 backend (the workflow is in temporal_workflow.py).
 
-A worker listens on two task queues: the shared one (workflows, and `claim`:
-a run waits there until a worker has a free slot) and its own queue, named
-after its identity, where the stages that touch its sandboxes run. A run's
+A worker listens on three task queues: the shared one (workflows, and `claim`:
+a run waits there until a worker has a free slot), its own queue, named
+after its identity, where the stages that touch its sandboxes run, and the
+steps queue, where any workflow task's steps wait for any worker
+(temporal_steps.py). A run's
 context (its sandbox, plan, agent) lives in this process between `begin` and
 `conclude`. The control queue (a lost worker's run failed, a run cancelled
 before it started, webhooks) is the servers' alone: a worker frozen with its
