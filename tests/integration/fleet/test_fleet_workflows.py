@@ -265,3 +265,39 @@ def test_a_worker_restarted_mid_workflow_resumes_it_with_no_server_up(fleet: Fle
         store.close()
     finally:
         model.stop()
+
+
+def test_a_workflow_cancelled_mid_fan_out_cancels_its_open_children_and_starts_no_more(fleet: Fleet) -> None:
+    model = GatedModel()
+    try:
+        child = {"init_params": {"item": ""}, "step_configs": {"answer": chat("init_params.item")},
+                 "steps": ["answer"]}  # fmt: skip
+        parent = {
+            "init_params": {"items": [f"think {i}" for i in range(6)]},
+            "step_configs": {
+                "fan": {"activity": "list_emit_await", "items_path": "init_params.items", "child_workflow_name": "say",
+                        "item_param_name": "item", "max_concurrency": 2},
+                "after": {"activity": "text_echo", "text": "never"},
+            },
+            "steps": ["fan", "after"],
+        }  # fmt: skip
+        collection = model_collection(fleet, model, {"say": child, "parent": parent})
+        up(fleet.worker("w1"))
+        tid = collection.run("parent")
+        wait_for(lambda: model.holding() == ["think 0", "think 1"], 180, "two children waiting on the model")
+        with collection.client() as c:
+            r = c.post(f"/api/v1/trajectory/{collection.name}/parent/statuses", json={tid: "cancelled"})
+            assert r.status_code == 200, r.text
+        record = collection.wait("parent", tid, timeout=120)
+        assert record["status"] == "cancelled", record["error"]
+        assert record["steps"]["after"]["status"] == "skipped"
+        store = fleet.store()
+        kids = store.list_runs(collection.name, "say", limit=100)[0]
+        assert sorted(k.init_params["item"] for k in kids) == ["think 0", "think 1"]  # no child started after
+        assert all(k.status.value == "cancelled" for k in kids), [(k.status, k.error) for k in kids]
+        store.close()
+        model.release_all()
+        time.sleep(2)
+        assert sorted(model.calls) == ["think 0", "think 1"], model.calls
+    finally:
+        model.stop()
