@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODULES=(
-  pier.lifecycle.assets pier.redact pier.api.auth pier.api.tokens
+  pier.lifecycle.assets pier.redact pier.api.auth pier.server.tokens
   pier.checks.runner pier.checks.program pier.sandbox.sweeper
   pier.storage.local pier.lifecycle.outputs pier.vault
 )

@@ -137,7 +137,7 @@ def test_other_ipv4_embeddings_are_refused_as_loopback_but_never_permitted_as_it
 @pytest.mark.parametrize("url_host", ["[::127.0.0.1]", "[::ffff:0:127.0.0.1]", "0177.0.0.1", "2130706433"])
 def test_a_webhook_to_loopback_in_any_spelling_is_refused(url_host):
     """httpx refuses some spellings as URLs itself; the rest are read as loopback."""
-    from pier.lifecycle.webhooks import check_url
+    from pier.policies.webhooks import check_url
 
     with pytest.raises(InputError, match=r"loopback|is not a URL"):
         check_url(f"http://{url_host}:19555/hook", OutboundPolicy())

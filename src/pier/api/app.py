@@ -1,11 +1,10 @@
-"""The FastAPI app: wiring only. Routes live in routes/, bodies in schemas/,
-what routes and the web UI's pages both do in services/, the run machinery in
-dispatcher.py, start-up recovery in recovery.py."""
+"""The FastAPI app: wiring only. Routes live in routes/, bodies in schemas/;
+what routes and the web UI's pages both do is pier.server.services, the run
+machinery pier.server.dispatcher, start-up recovery pier.server.recovery."""
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import version
@@ -14,13 +13,8 @@ from fastapi import FastAPI
 
 from pier.api import docs as api_docs
 from pier.api import errors
-from pier.api.bus import RunBus
-from pier.api.dispatcher import Dispatcher
-from pier.api.experiments import experiments
 from pier.api.limits import Gate, NoTrailingSlash
 from pier.api.observe import Observe
-from pier.api.pgbus import PgBus, is_postgres
-from pier.api.recovery import Recovery
 from pier.api.routes import (
     catalog,
     catalogue,
@@ -36,20 +30,15 @@ from pier.api.routes import (
     trajectories,
 )
 from pier.api.routes import experiments as experiment_routes
-from pier.api.routines import fire
-from pier.api.state import ApiState
-from pier.executors import make_executor
-from pier.executors.ports import LifecycleHooks, RunPorts
-from pier.experiments.scheduler import ExperimentScheduler
 from pier.lifecycle.background import PeriodicSweeper
-from pier.lifecycle.service import Services
-from pier.lifecycle.webhooks import SenderConfig, WebhookSender
 from pier.record import RunStatus
 from pier.routines.scheduler import Scheduler
 from pier.sandbox.base import say_runtime
+from pier.server.build import build_state
+from pier.server.recovery import Recovery
+from pier.server.routines import fire
 from pier.settings import Settings, get_settings
 from pier.telemetry import metrics, tracing
-from pier.vault import load_vault
 
 log = logging.getLogger(__name__)
 
@@ -59,24 +48,6 @@ Every route but the health checks (`/health`, `/health/live`, `/health/ready`)
 and the docs needs `Authorization: Bearer <token>`:
 a collection's token (`pier collection create NAME`) or the admin token
 (`PIER_ADMIN_TOKEN`). Errors are JSON: `{"detail": "<what to do>"}`."""
-
-
-def build_state(settings: Settings) -> ApiState:
-    services = Services(settings)
-    services.store  # noqa: B018 - open it now: migrations run before the first request
-    # Runs may execute in other processes (workers, replicas) on a shared
-    # PostgreSQL: their wake-ups then come through it.
-    bus = PgBus(settings.db_url) if is_postgres(settings.db_url) else RunBus()
-    vault = load_vault(settings)
-    webhooks = WebhookSender(services.store, vault, SenderConfig.of(settings), settings.outbound)
-    wake_experiments = threading.Event()  # a run ended: an experiment may start its next attempt now
-    ended = lambda _trajectory_id: wake_experiments.set()  # noqa: E731
-    hooks = LifecycleHooks(RunPorts(services, vault, bus.publish, webhooks, ended))
-    dispatcher = Dispatcher(hooks, make_executor(hooks))
-    scheduler = ExperimentScheduler(
-        experiments(dispatcher, settings), settings.experiment_poll_sec, wake=wake_experiments
-    )
-    return ApiState(services, vault, bus, dispatcher, experiment_scheduler=scheduler)
 
 
 def create_app(

@@ -24,8 +24,9 @@ from pier.errors import (
     SandboxError,
     ServiceUnavailable,
 )
-from pier.lifecycle.quotas import QuotaExceeded
 from pier.limits import LimitError
+from pier.policies.quotas import QuotaExceeded
+from pier.server.errors import Invalid, ServiceError, field_errors
 
 log = logging.getLogger(__name__)
 
@@ -57,27 +58,8 @@ class ApiError(HTTPException):
         super().__init__(status_code=status_code, detail=detail, headers=headers)
 
 
-def invalid(field: str, message: str) -> RequestValidationError:
-    """A 422 naming one field, as FastAPI's own body checks answer."""
-    return RequestValidationError([{"loc": (field,), "msg": message, "type": "value_error"}])
-
-
-def invalid_fields(errors: Any) -> RequestValidationError:
-    """A 422 of pydantic's errors (each naming its field by `loc`)."""
-    return RequestValidationError(errors)
-
-
 def body(detail: str, errors: list[dict[str, str]] | None = None) -> dict[str, Any]:
     return {"detail": detail} if errors is None else {"detail": detail, "errors": errors}
-
-
-def field_errors(errors: Any, skip: tuple[str, ...] = ("body",)) -> list[dict[str, str]]:
-    """[{field, message}] from pydantic's errors; `field` is a dotted path."""
-    result = []
-    for error in errors:
-        loc = [str(part) for part in error.get("loc", ()) if part not in skip]
-        result.append({"field": ".".join(loc) or "body", "message": error.get("msg", "invalid")})
-    return result
 
 
 def validation_response(errors: list[dict[str, str]]) -> JSONResponse:
@@ -123,6 +105,14 @@ async def _http(_request: Request, exc: HTTPException) -> JSONResponse:
     if not isinstance(exc, ApiError):
         detail = _HINTS.get(detail, detail)
     return JSONResponse(body(detail), status_code=exc.status_code, headers=exc.headers)
+
+
+async def _service(request: Request, exc: ServiceError) -> JSONResponse:
+    """A service's refusal, answered as the API's own: an `Invalid` as a 422 of
+    its fields (FastAPI's body checks' answer), else its status and message."""
+    if isinstance(exc, Invalid):
+        return await _validation(request, RequestValidationError(exc.errors()))
+    return await _http(request, ApiError(exc.status, exc.detail, exc.headers))
 
 
 async def _pier(request: Request, exc: PierError) -> JSONResponse:
@@ -196,6 +186,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)  # type: ignore[arg-type]
     app.add_exception_handler(ValidationError, _pydantic)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http)  # type: ignore[arg-type]
+    app.add_exception_handler(ServiceError, _service)  # type: ignore[arg-type]
     app.add_exception_handler(PierError, _pier)  # type: ignore[arg-type]
     app.add_exception_handler(RecursionError, _too_deep)  # type: ignore[arg-type]
     for driver_error in driver_errors():  # handled here, not left to the last resort, which re-raises

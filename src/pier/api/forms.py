@@ -1,5 +1,5 @@
 """A run's body, JSON or multipart, read into fields and files for the runs
-service (pier.api.services.runs.accept), which checks both forms through
+service (pier.server.services.runs.accept), which checks both forms through
 RunCreate, so a bad field gets the same 422 either way.
 """
 
@@ -12,13 +12,14 @@ from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from pier.api.errors import ApiError, invalid
+from pier.api.errors import ApiError
 from pier.api.limits import json_depth, too_deep
-from pier.api.observe import note
-from pier.api.services import runs
-from pier.api.services.runs import MAX_FILES
-from pier.api.state import ApiState
 from pier.record import Trajectory
+from pier.server.errors import invalid
+from pier.server.services import runs
+from pier.server.services.runs import MAX_FILES
+from pier.server.state import ApiState
+from pier.telemetry.audit import note
 
 JSON_FIELDS = ("init_params", "secret_params")
 Body = tuple[dict[str, Any], list[UploadFile]]

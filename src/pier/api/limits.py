@@ -28,6 +28,7 @@ from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pier.api.errors import ApiError, body
+from pier.server.services.inputs import unstorable_field
 
 PARSE_IN_THREAD_BYTES = 64 << 10  # bigger JSON bodies are parsed off the event loop
 
@@ -239,38 +240,6 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return replayed
-
-
-def _unstorable(text: str) -> bool:
-    if "\x00" in text:
-        return True
-    try:
-        text.encode()
-    except UnicodeEncodeError:  # an unpaired surrogate, which JSON's \uD800 can spell
-        return True
-    return False
-
-
-def unstorable_field(value: object, field: str = "body") -> str | None:
-    """The first field (dotted path) whose key or text no store can keep."""
-    if isinstance(value, str):
-        return field if _unstorable(value) else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            name = f"{field}.{key}" if field != "body" else str(key)
-            found = _printable(name) if _unstorable(str(key)) else unstorable_field(item, name)
-            if found:
-                return found
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = unstorable_field(item, f"{field}.{index}")
-            if found:
-                return found
-    return None
-
-
-def _printable(name: str) -> str:
-    return name.replace("\x00", "\\0").encode("utf-8", "backslashreplace").decode()
 
 
 def _counting(receive: Receive, error: ApiError, limit: int) -> Receive:

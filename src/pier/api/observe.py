@@ -23,17 +23,17 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pier.api.auth import SESSION_COOKIE
-from pier.api.state import ApiState
-from pier.api.tokens import hash_token
 from pier.db.schemas import AuditEntry, outcome_of
 from pier.record import utcnow
+from pier.server.state import ApiState
+from pier.server.tokens import hash_token
 from pier.telemetry import logs, metrics
+from pier.telemetry.audit import AUDIT_DETAIL
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,6 @@ OBJECT_PARAMS = ("trajectory_id", "token_id", "routine_id", "experiment_id", "up
                  "collection")  # fmt: skip
 PRUNE_EVERY_SEC = 600.0
 REQUEST_ID = "request_id"  # request.state key: this request's id (X-Request-ID)
-AUDIT_DETAIL = "audit_detail"  # request.state key: what a route adds to its entry (names only)
 
 
 class Observe:
@@ -211,8 +210,3 @@ def _entry(
         request_id=request_id,
         source="api" if route.startswith("/api/") or route.startswith("/metrics") else "web",
     )
-
-
-def note(request: Request, **detail: Any) -> None:
-    """What a route adds to its audit entry (names, counts; never a value)."""
-    request.state.audit_detail = {**getattr(request.state, AUDIT_DETAIL, {}), **detail}

@@ -19,9 +19,9 @@ collection_app = typer.Typer(
 @collection_app.command("create")
 def collection_create(name: Annotated[str, typer.Argument(help="the collection's name")]) -> None:
     """Create a collection (or reuse it) and print a new token for it, once."""
-    from pier.api.tokens import issue_token
     from pier.lifecycle.services import Services
     from pier.names import check_collection_name
+    from pier.server.tokens import issue_token
 
     try:
         check_collection_name(name)
@@ -60,9 +60,9 @@ Collection = Annotated[str, typer.Argument(help="the collection's name")]
 def _change(collection: str, changes: dict[str, str | None]) -> list[str]:
     """The environment's names after the change, made as the API makes it (one
     check of every name and value, then encrypted at rest)."""
-    from pier.api.errors import ApiError, RequestValidationError, field_errors
-    from pier.api.services.collections import apply_environment
     from pier.lifecycle.services import Services
+    from pier.server.errors import Invalid, ServiceError, field_errors
+    from pier.server.services.collections import apply_environment
     from pier.vault import load_vault
 
     services = Services()
@@ -73,12 +73,12 @@ def _change(collection: str, changes: dict[str, str | None]) -> list[str]:
         services.store.get_collection(collection)
         try:
             return apply_environment(services.store, load_vault(services.settings), collection, changes)
-        except ApiError as exc:
-            raise InputError(str(exc.detail)) from None
-        except RequestValidationError as exc:  # a name or value the API refuses with a 422
+        except Invalid as exc:  # a name or value the API refuses with a 422
             raise InputError(
                 "; ".join(f"{e['field']}: {e['message']}" for e in field_errors(exc.errors()))
             ) from None
+        except ServiceError as exc:
+            raise InputError(exc.detail) from None
 
 
 @env_app.command("set")

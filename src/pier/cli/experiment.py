@@ -17,8 +17,8 @@ from pier.cli.console import audited, err, fail, out, refusals
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from pier.api.state import ApiState
     from pier.experiments.service import Experiment
+    from pier.server.state import ApiState
 
 experiment_app = typer.Typer(
     help="Experiments: one task over a matrix of agents, models, inputs and attempts.", no_args_is_help=True
@@ -34,12 +34,12 @@ def _state(caller_keys: bool = False) -> ApiState:
     """The server's state on this machine's store; with caller_keys, its
     experiments' runs get the keys and secrets they name from this shell's
     environment, as `pier run` gives them (over the collection's own)."""
-    from pier.api.app import build_state
+    from pier.server.build import build_state
     from pier.settings import get_settings
 
     state = build_state(get_settings())
     if caller_keys:
-        from pier.api.experiments import DispatcherStarter
+        from pier.server.experiments import DispatcherStarter
 
         starter = state.experiments.starter
         assert isinstance(starter, DispatcherStarter)
@@ -97,7 +97,7 @@ def _watch(state: ApiState, experiment_id: str, detach: bool) -> None:
         out.print(f"experiment {experiment_id} stored: a `pier serve` on this store runs it; "
                   f"`pier experiment show {experiment_id}` follows it", highlight=False)  # fmt: skip
         return
-    from pier.api.recovery import recover
+    from pier.server.recovery import recover
 
     recover(state.dispatcher)
     state.dispatcher.executor.start()
@@ -185,7 +185,7 @@ def experiment_show(experiment_id: ExperimentId, as_json: AsJson = False) -> Non
         experiment = experiments.get(experiment_id)
         found = experiments.results(experiment)
     if as_json:
-        from pier.api.schemas.experiments import ExperimentPublic
+        from pier.server.models import ExperimentPublic
 
         out.print_json(ExperimentPublic.of(experiment, found).model_dump_json())
         return

@@ -24,12 +24,12 @@ from pier.cli.console import err, out
 from pier.errors import InputError
 
 if TYPE_CHECKING:
-    from pier.api.pgbus import PgBus
     from pier.cli.progress import Progress
     from pier.db import Store
     from pier.executors.temporal import TemporalExecutor
     from pier.lifecycle.service import Observer, RunRequest, Services
     from pier.record import Trajectory
+    from pier.server.pgbus import PgBus
     from pier.settings import Settings
 
 BATCH = 500
@@ -82,9 +82,9 @@ class RemoteRun:
     """One run submitted to the fleet, and what follows it."""
 
     def __init__(self, services: Services):
-        from pier.api.pgbus import PgBus
         from pier.executors.ports import LifecycleHooks, RunPorts
         from pier.executors.temporal import TemporalExecutor
+        from pier.server.pgbus import PgBus
         from pier.vault import load_vault
 
         settings = services.settings
@@ -97,7 +97,7 @@ class RemoteRun:
 
     def submit(self, request: RunRequest) -> Trajectory:
         """Accept the run as the API does and start its workflow."""
-        from pier.api.dispatcher import Dispatcher, RunParams
+        from pier.server.dispatcher import Dispatcher, RunParams
 
         self.executor.connect()
         self.bus.start()

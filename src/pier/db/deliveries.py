@@ -1,7 +1,7 @@
 """The durable webhook queue: one row per delivery, kept until a receiver took
 it or its window closed, so deliveries survive restarts and any server of a
 fleet can make the next attempt. Storage only: timing and signing belong to
-pier.lifecycle.webhooks."""
+pier.policies.webhooks."""
 
 from __future__ import annotations
 

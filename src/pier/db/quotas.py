@@ -1,5 +1,5 @@
 """Per-collection quota overrides (the admin's), and the counts quotas are
-checked against. What a quota means belongs to the caller (pier.lifecycle.quotas)."""
+checked against. What a quota means belongs to the caller (pier.policies.quotas)."""
 
 from __future__ import annotations
 

@@ -22,12 +22,12 @@ from pier.executors.spec import Payload
 from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.files import resolve_api_path
 from pier.lifecycle.outcomes import Outcome, cancelled_waiting, failed_to_start
-from pier.lifecycle.quotas import CollectionQuotas
 from pier.lifecycle.sandbox_env import sandbox_env
 from pier.lifecycle.service import Observer, RunRequest, Services, new_context
-from pier.lifecycle.trial import Trials
 from pier.lifecycle.uploads import expired_message, upload_of
-from pier.lifecycle.webhooks import Delivery, WebhookSender
+from pier.policies.quotas import CollectionQuotas
+from pier.policies.trial import Trials
+from pier.policies.webhooks import Delivery, WebhookSender
 from pier.record import Trajectory
 from pier.tasks.resolve import resolve
 from pier.vault import Vault
@@ -204,19 +204,27 @@ class ChildRuns:
         for ctx in running:
             cancel(ctx)
 
-    def run(self, parent: Trajectory, step: str, task: str, init_params: dict, created=None) -> Trajectory:
-        from pier.lifecycle.runner import execute
+    def payload(self, parent: Trajectory, task: str, init_params: dict) -> Payload:
+        """A child's payload: the task of the parent's collection (NotFoundError,
+        naming it, when there is none) with the item's init_params."""
         from pier.tasks.model import Task
 
-        store = self.hooks.store
-        stored = store.get_task(parent.collection, task)  # NotFoundError: the message names it
+        stored = self.hooks.store.get_task(parent.collection, task)  # NotFoundError: the message names it
         child_task = Task.model_validate(stored.definition)
         if not child_task.is_workflow:
             init_params = runbook_child_params(child_task, init_params)
-        payload = replace(self.parent, task_name=task, task=child_task, run_params=dict(init_params),
-                          webhook_url=None, webhook_secret=None)  # fmt: skip
-        tid = uuid.uuid4().hex
-        env = self.hooks.environment(payload)
+        return replace(self.parent, task_name=task, task=child_task, run_params=dict(init_params),
+                       webhook_url=None, webhook_secret=None)  # fmt: skip
+
+    def create(self, parent: Trajectory, step: str, payload: Payload, tid: str) -> Trajectory:
+        """The child's pending record, linked to its parent; the one stored
+        already when a record of that id exists (a fleet's activity tried again)."""
+        store = self.hooks.store
+        try:
+            return store.get_run(tid, parent.collection)
+        except NotFoundError:
+            pass
+        child_task, task, init_params = payload.task, payload.task_name, payload.run_params
         kw = {"parent_trajectory_id": parent.trajectory_id, "parent_task": parent.name, "parent_step": step}
         if child_task.is_workflow:
             record = Trajectory.new_workflow(tid, parent.collection, task, child_task, init_params, **kw)
@@ -224,6 +232,17 @@ class ChildRuns:
             record = Trajectory.new(tid, parent.collection, task, init_params=init_params,
                                     step_config=child_task.run_step().model_dump(mode="json"), **kw)  # fmt: skip
         store.create_run(record)
+        return record
+
+    def run(self, parent: Trajectory, step: str, task: str, init_params: dict, created=None) -> Trajectory:
+        from pier.lifecycle.runner import execute
+
+        store = self.hooks.store
+        payload = self.payload(parent, task, init_params)
+        child_task = payload.task
+        tid = uuid.uuid4().hex
+        env = self.hooks.environment(payload)
+        record = self.create(parent, step, payload, tid)
         if created is not None:
             created(tid)
         try:

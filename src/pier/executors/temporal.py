@@ -30,9 +30,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from pier.executors.base import CancelOutcome, Holding, Job
 from pier.executors.spec import RunSpec
-from pier.executors.temporal_client import TemporalUnavailable, connect, control_queue
+from pier.executors.temporal_client import TemporalUnavailable, connect, control_queue, steps_queue
+from pier.executors.temporal_steps import STEPS_WORKFLOW
 from pier.executors.temporal_workflow import WORKFLOW
-from pier.lifecycle import webhooks
+from pier.policies import webhooks
 from pier.settings import Settings
 from pier.telemetry import tracing
 
@@ -45,7 +46,10 @@ __all__ = ["TemporalExecutor", "TemporalUnavailable", "connect", "control_queue"
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 CALL_TIMEOUT_SEC = 30
-STORE_WEBHOOK_ATTEMPTS = 20  # about an hour of doubling waits: a database outage passes
+STORE_WEBHOOK_ATTEMPTS = 20
+# a workflow task's step: tried again on another worker when its worker is lost
+# or stops mid-step (a step's own failure is no reason: it fails the run)
+STEP_ATTEMPTS = 20  # about an hour of doubling waits: a database outage passes
 
 
 HEALTH_TIMEOUT_SEC = 3.0
@@ -73,13 +77,15 @@ def workflow_config(settings: Settings) -> dict[str, Any]:
     return {
         "task_queue": settings.temporal_task_queue,
         "control_queue": control_queue(settings),
+        "steps_queue": steps_queue(settings),  # a workflow task's steps, for any worker
+        "step_attempts": STEP_ATTEMPTS,
         "heartbeat_timeout_sec": settings.heartbeat_timeout_sec,
         "schedule_to_start_sec": settings.schedule_to_start_sec,
         # prepare + create (an image build) + setup, or the agent + collect + check
         "run_timeout_sec": settings.create_timeout_sec + settings.max_timeout_sec + 3600,
         "cleanup_timeout_sec": settings.cleanup_timeout_sec + 30,
         # the run's webhook: the activity stores it in the durable queue the
-        # servers deliver from (pier.lifecycle.webhooks); Temporal retries the storing
+        # servers deliver from (pier.policies.webhooks); Temporal retries the storing
         "webhook_attempts": STORE_WEBHOOK_ATTEMPTS,
         "webhook_backoff_sec": 1.0,
         # a control activity's attempt (a few record writes, riding out a short database outage)
@@ -164,14 +170,16 @@ class TemporalExecutor:
 
     def submit(self, job: Job) -> None:
         """Start the run's workflow (id: its trajectory id, so a second submit of
-        one run is a no-op); TemporalUnavailable when Temporal does not answer
+        one run is a no-op): a runbook run's (temporal_workflow.py) or a
+        workflow task's (temporal_steps.py); TemporalUnavailable when Temporal does not answer
         within PIER_SUBMIT_TIMEOUT_SEC."""
         spec = RunSpec.seal(job.trajectory_id, job.payload, self._vault)
 
         async def start() -> Any:
             with tracing.in_run(job.trajectory_id):  # the workflow's spans go in the run's trace
                 return await self._require().start_workflow(
-                    WORKFLOW,
+                    # a workflow task's steps are activities of a workflow of their own
+                    STEPS_WORKFLOW if getattr(job.payload.task, "is_workflow", False) else WORKFLOW,
                     args=[spec.model_dump(mode="json"), workflow_config(self._settings)],
                     id=job.trajectory_id,
                     task_queue=self._settings.temporal_task_queue,

@@ -19,6 +19,11 @@ def control_queue(settings: Settings) -> str:
     return f"{settings.temporal_task_queue}-control"
 
 
+def steps_queue(settings: Settings) -> str:
+    """Where a workflow task's steps wait for any worker (temporal_steps.py)."""
+    return f"{settings.temporal_task_queue}-steps"
+
+
 async def connect(settings: Settings) -> Client:
     try:
         return await Client.connect(

@@ -1,9 +1,11 @@
 """`pier worker`: polls Temporal and runs the lifecycle on this host's sandbox
 backend (the workflow is in temporal_workflow.py).
 
-A worker listens on two task queues: the shared one (workflows, and `claim`:
-a run waits there until a worker has a free slot) and its own queue, named
-after its identity, where the stages that touch its sandboxes run. A run's
+A worker listens on three task queues: the shared one (workflows, and `claim`:
+a run waits there until a worker has a free slot), its own queue, named
+after its identity, where the stages that touch its sandboxes run, and the
+steps queue, where any workflow task's steps wait for any worker
+(temporal_steps.py). A run's
 context (its sandbox, plan, agent) lives in this process between `begin` and
 `conclude`. The control queue (a lost worker's run failed, a run cancelled
 before it started, webhooks) is the servers' alone: a worker frozen with its
@@ -40,14 +42,16 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from pier.executors.base import Job
 from pier.executors.ports import EventSink, LifecycleHooks, RunPorts
 from pier.executors.spec import RunSpec
-from pier.executors.temporal_client import TemporalUnavailable, connect, control_queue
+from pier.executors.temporal_client import TemporalUnavailable, connect, control_queue, steps_queue
+from pier.executors.temporal_step_activities import StepActivities
+from pier.executors.temporal_steps import StepsWorkflow
 from pier.executors.temporal_workflow import WHOLE_RUN, WORKER_LOST, WORKER_LOST_RUNNING, RunWorkflow
 from pier.lifecycle import runner
 from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.outcomes import end_record
 from pier.lifecycle.service import Services
-from pier.lifecycle.webhooks import Delivery, enqueue
+from pier.policies.webhooks import Delivery, enqueue
 from pier.record import STAGES, RunStatus, StageRecord, StageStatus, Trajectory
 from pier.settings import Settings
 from pier.telemetry import metrics, tracing
@@ -63,6 +67,7 @@ CONNECT_MAX_WAIT_SEC = 5.0
 # The workflow's module imports only temporalio; pier (already loaded, with its
 # database models) is passed through rather than re-imported in the sandbox.
 RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("pier"))
+WORKFLOWS = [RunWorkflow, StepsWorkflow]  # a runbook run's, a workflow task's
 # Claims a worker takes beyond its run slots: the next run's claim and the
 # workflow's round trips to its `begin` overlap the runs in progress, so a
 # slot that frees takes the next run at once (the run waits in `begin`).
@@ -442,7 +447,7 @@ def control_worker(client: Client, hooks: LifecycleHooks, settings: Settings, id
 def workflow_worker(client: Client, settings: Settings, identity: str) -> Worker:
     """Runs workflows only (they decide, they execute nothing): a server polls
     with it too, so a run cancelled while no worker is up still ends."""
-    return Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow],
+    return Worker(client, task_queue=settings.temporal_task_queue, workflows=WORKFLOWS,
                   workflow_runner=RUNNER, identity=identity)  # fmt: skip
 
 
@@ -467,23 +472,33 @@ async def serve_worker(
     acts = FleetActivities(hooks, identity, queue, settings)
     beat = timedelta(seconds=HEARTBEAT_EVERY_SEC)  # heartbeats (and so cancels) go out this often
     workers = [
-        Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow],
+        Worker(client, task_queue=settings.temporal_task_queue, workflows=WORKFLOWS,
                workflow_runner=RUNNER, activities=[acts.claim], max_concurrent_activities=1,
                identity=identity, max_heartbeat_throttle_interval=beat, default_heartbeat_throttle_interval=beat),
         Worker(client, task_queue=queue, activities=[acts.run, acts.begin, acts.conclude, acts.release],
                max_concurrent_activities=3 * settings.worker_slots,
                identity=identity, max_heartbeat_throttle_interval=beat, default_heartbeat_throttle_interval=beat),
     ]  # fmt: skip
+    # a workflow task's steps, whoever's run they are: in flight at a stop, they
+    # have the drain's time to finish, then go back to be tried elsewhere
+    step_acts = StepActivities(hooks, settings, identity)
+    steps = Worker(client, task_queue=steps_queue(settings), activities=step_acts.activities(),
+                   max_concurrent_activities=settings.worker_steps, identity=identity,
+                   graceful_shutdown_timeout=timedelta(seconds=settings.drain_timeout_sec),
+                   max_heartbeat_throttle_interval=beat, default_heartbeat_throttle_interval=beat)  # fmt: skip
     sweeper = PeriodicSweeper(lambda: services.backend, services.store, settings)  # this host's sandboxes
     sweeper.start()
     metrics.watch_queue(lambda: 0, lambda: len(acts.held()))  # a worker queues nothing: Temporal does
     log.info("pier worker %s: %d slot(s), queue %s", identity, settings.worker_slots, queue)
     try:
         async with workers[1]:  # this worker's own queue: its runs' stages, served to the end
-            async with workers[0]:  # the shared queue: claims and workflow tasks
+            # the steps queue (any workflow task's steps), then the shared queue
+            # (claims and workflow tasks), stopped in the other order
+            async with steps, workers[0]:
                 await stop.wait()
                 acts.draining = True
                 acts._wake()  # claims waiting here for a slot go back to the fleet now
+                step_acts.stopping = True
             await acts.drain(settings.drain_timeout_sec, force)
             acts.stopping = True
     finally:

@@ -210,32 +210,7 @@ class RunWorkflow:
             pass
 
     async def _webhook(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
-        """Queue the ended run's webhook for delivery, retried with a doubling
-        wait for webhook_attempts attempts; giving up is logged, the run's
-        outcome stays."""
-        if not spec.get("webhook_url"):
-            return
-        arg = {
-            "trajectory_id": spec["trajectory_id"],
-            "url": spec["webhook_url"],
-            "sealed_secret": spec.get("sealed_webhook_secret"),
-        }
-        retry = RetryPolicy(
-            initial_interval=timedelta(seconds=max(config.get("webhook_backoff_sec", 1.0), 0.1)),
-            backoff_coefficient=2.0,
-            maximum_interval=timedelta(seconds=config.get("webhook_max_delay_sec", 300)),
-            maximum_attempts=config.get("webhook_attempts", 6),
-        )
-        try:
-            await workflow.execute_activity(
-                "pier.webhook",
-                arg,
-                task_queue=config["control_queue"],
-                start_to_close_timeout=timedelta(seconds=config.get("webhook_attempt_sec", 30)),
-                retry_policy=retry,
-            )
-        except ActivityError as exc:
-            workflow.logger.warning("run %s: its webhook gave up: %s", spec["trajectory_id"], exc.cause)
+        await queue_webhook(spec, config)
 
     async def _control(self, name: str, arg: Any, config: dict[str, Any]) -> Any:
         """Record-keeping any worker can do (the run's own worker may be gone)."""
@@ -247,3 +222,32 @@ class RunWorkflow:
             start_to_close_timeout=timedelta(seconds=config.get("control_attempt_sec", 60)),
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
         )
+
+
+async def queue_webhook(spec: dict[str, Any], config: dict[str, Any]) -> None:
+    """Queue the ended run's webhook for delivery, retried with a doubling
+    wait for webhook_attempts attempts; giving up is logged, the run's
+    outcome stays."""
+    if not spec.get("webhook_url"):
+        return
+    arg = {
+        "trajectory_id": spec["trajectory_id"],
+        "url": spec["webhook_url"],
+        "sealed_secret": spec.get("sealed_webhook_secret"),
+    }
+    retry = RetryPolicy(
+        initial_interval=timedelta(seconds=max(config.get("webhook_backoff_sec", 1.0), 0.1)),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=config.get("webhook_max_delay_sec", 300)),
+        maximum_attempts=config.get("webhook_attempts", 6),
+    )
+    try:
+        await workflow.execute_activity(
+            "pier.webhook",
+            arg,
+            task_queue=config["control_queue"],
+            start_to_close_timeout=timedelta(seconds=config.get("webhook_attempt_sec", 30)),
+            retry_policy=retry,
+        )
+    except ActivityError as exc:
+        workflow.logger.warning("run %s: its webhook gave up: %s", spec["trajectory_id"], exc.cause)

@@ -190,25 +190,38 @@ def _skip(ctx: RunContext, step: Step, why: str | None) -> None:
 def _run_step(ctx: RunContext, name: str, step: Step, context: dict[str, Any]) -> Outcome | None:
     record = ctx.record
     config = record.step_configs[name]
-    step.status, step.created = StageStatus.running, utcnow()
-    ctx.save_record(record)
-    ctx.log(f"step {name} ({step.activity}) started", name)
-    began = time.monotonic()
-    outcome: Outcome | None = None
-    try:
+    _start_step(ctx, name, step)
+
+    def body() -> Outcome:
         inputs, params = resolve_params(name, config, context)
         step.inputs = ctx.redactor.data(inputs)
         ctx.log(f"inputs: {_brief(step.inputs)}", name)
-        outcome = RUNNERS[step.activity](ctx, name, params)
+        return RUNNERS[step.activity](ctx, name, params)
+
+    return _end_step(ctx, name, step, context, body, time.monotonic())
+
+
+def _start_step(ctx: RunContext, name: str, step: Step) -> None:
+    step.status, step.created = StageStatus.running, utcnow()
+    ctx.save_record(ctx.record)
+    ctx.log(f"step {name} ({step.activity}) started", name)
+
+
+def _end_step(
+    ctx: RunContext, name: str, step: Step, context: dict[str, Any], body: Callable[[], Outcome], began: float
+) -> Outcome | None:
+    """Run the step's body and record how it went: its outputs and the
+    usage it reports, or its error (which fails the run, naming the step)."""
+    record = ctx.record
+    outcome: Outcome | None = None
+    try:
+        outcome = body()
         step.outputs = ActivityOutputs.model_validate(ctx.redactor.data(outcome.outputs))
         step.status = StageStatus.completed
         if outcome.usage:
             _add_usage(record, outcome.usage)
     except Exception as exc:
-        message = _message(name, step.activity, exc)
-        step.status, step.error = StageStatus.failed, ctx.redactor.text(message)
-        record.fail(name, step.error)
-        ctx.log(f"step {name} failed: {step.error}", name)
+        _failed(ctx, name, step, exc)
         outcome = None
     finally:
         step.ended = utcnow()
@@ -218,6 +231,14 @@ def _run_step(ctx: RunContext, name: str, step: Step, context: dict[str, Any]) -
         ctx.log(f"outputs: {_brief(context[name]['outputs'])}", name)
         ctx.log(f"step {name} completed in {step.duration_seconds:.2f}s", name)
     return outcome
+
+
+def _failed(ctx: RunContext, name: str, step: Step, exc: Exception) -> None:
+    """The step failed, and the run with it (naming the step)."""
+    message = _message(name, step.activity, exc)
+    step.status, step.error = StageStatus.failed, ctx.redactor.text(message)
+    ctx.record.fail(name, step.error)
+    ctx.log(f"step {name} failed: {step.error}", name)
 
 
 BRIEF_CHARS = 500  # of a step's inputs or outputs in the log; the record has them whole
@@ -350,15 +371,7 @@ def list_emit_await(ctx: RunContext, name: str, p: ListEmitAwait) -> Outcome:
         raise StepFailed(
             "this process cannot start child runs (a fan-out runs under pier serve or pier worker)"
         )
-    if "/" in p.child_workflow_name:
-        collection, _, task = p.child_workflow_name.partition("/")
-        if collection != ctx.record.collection:
-            raise StepFailed(
-                f"child_workflow_name {p.child_workflow_name!r} is in another collection: "
-                "a fan-out's children are tasks of the parent's own collection"
-            )
-    else:
-        task = p.child_workflow_name
+    task = _child_task(ctx, p)
     results: list[Trajectory | None] = [None] * len(p.items)
     errors: list[str | None] = [None] * len(p.items)
     lock = threading.Lock()
@@ -415,6 +428,27 @@ def list_emit_await(ctx: RunContext, name: str, p: ListEmitAwait) -> Outcome:
 
     with ThreadPoolExecutor(max_workers=p.max_concurrency, thread_name_prefix=f"pier-fanout-{name}") as pool:
         list(pool.map(one, range(len(p.items))))
+    return _fan_out_outcome(task, results, errors, p.continue_on_error)
+
+
+def _child_task(ctx: RunContext, p: ListEmitAwait) -> str:
+    """The children's task: one of the parent's own collection."""
+    if "/" not in p.child_workflow_name:
+        return p.child_workflow_name
+    collection, _, task = p.child_workflow_name.partition("/")
+    if collection != ctx.record.collection:
+        raise StepFailed(
+            f"child_workflow_name {p.child_workflow_name!r} is in another collection: "
+            "a fan-out's children are tasks of the parent's own collection"
+        )
+    return task
+
+
+def _fan_out_outcome(
+    task: str, results: list[Trajectory | None], errors: list[str | None], continue_on_error: bool
+) -> Outcome:
+    """The fan-out's outputs from its children's records (in item order), or
+    StepFailed when one failed and continue_on_error is not set."""
     references = [
         {
             "trajectory_id": r.trajectory_id, "name": r.name, "collection": r.collection,
@@ -426,15 +460,15 @@ def list_emit_await(ctx: RunContext, name: str, p: ListEmitAwait) -> Outcome:
     failed = [(i, e) for i, e in enumerate(errors) if e]
     outputs = {
         "trajectory_references": references,
-        "count": len(p.items),
+        "count": len(results),
         "completed": sum(1 for r in references if r["status"] == "completed"),
         "failed": len(failed),
         "errors": [{"index": i, "error": e} for i, e in failed],
     }
-    if failed and not p.continue_on_error:
+    if failed and not continue_on_error:
         i, e = failed[0]
         raise StepFailed(
-            f"{len(failed)} of {len(p.items)} children of {task} failed (item {i}: {e}); "
+            f"{len(failed)} of {len(results)} children of {task} failed (item {i}: {e}); "
             "set continue_on_error to go on without them"
         )
     return Outcome(outputs)
@@ -679,3 +713,140 @@ def preflight_workflow(
                         InputError(f"step_configs.{name}: {exc}").at(f"step_configs.{name}.model")
                     )
     Problems.raise_any(problems)
+
+
+# The fleet's steps (pier.executors.temporal_steps): a Temporal workflow
+# decides the order, the branches and the fan-out's children; each call below
+# is one of its activities, on whichever worker takes it, with the context
+# (init_params and the earlier steps' inputs and outputs, as the record keeps
+# them) handed in from the workflow's history and the step's result handed
+# back to it. No process owns such a run: its workflow does.
+
+
+def begin_steps(ctx: RunContext) -> dict[str, Any]:
+    """The run starts: its record as the workflow's, running. What the
+    workflow needs: the init_params the steps read, each step's activity."""
+    record, task = ctx.record, ctx.task
+    params = {**task.init_params, **ctx.run_params}
+    _as_workflow(record, task, params, ctx)
+    record.status, record.started, record.owner = RunStatus.running, record.started or utcnow(), None
+    ctx.save_record(record)
+    return {
+        "init_params": params,
+        "steps": [{"name": name, "activity": record.steps[name].activity} for name in task.steps],
+    }
+
+
+def step_result(ctx: RunContext, name: str, outcome: Outcome | None) -> dict[str, Any]:
+    """What the workflow keeps of a step that ended: its status, inputs and
+    outputs (as the record has them), and where a branch goes on."""
+    step = ctx.record.steps[name]
+    return {
+        "status": step.status.value if step.status else "pending",
+        "inputs": step.inputs,
+        "outputs": step.outputs.model_dump(mode="json"),
+        "error": step.error,
+        "next_step": outcome.next_step if outcome else None,
+        "skip": outcome.skip if outcome else None,
+    }
+
+
+def run_one_step(ctx: RunContext, name: str, context: dict[str, Any]) -> dict[str, Any]:
+    """One step that is not a fan-out, recorded (the run fails with it when it fails)."""
+    outcome = _run_step(ctx, name, ctx.record.steps[name], dict(context))
+    ctx.save_record(ctx.record)
+    return step_result(ctx, name, outcome)
+
+
+def plan_fan_out(ctx: RunContext, name: str, context: dict[str, Any]) -> dict[str, Any]:
+    """A fan-out's start: its parameters read, the step running. The
+    children's task and each child's init_params, in item order; or the
+    step's result when it failed already (a path that names nothing)."""
+    record = ctx.record
+    step = record.steps[name]
+    _start_step(ctx, name, step)
+    try:
+        inputs, p = resolve_params(name, record.step_configs[name], context)
+        step.inputs = ctx.redactor.data(inputs)
+        ctx.log(f"inputs: {_brief(step.inputs)}", name)
+        task = _child_task(ctx, p)
+    except Exception as exc:
+        _failed(ctx, name, step, exc)
+        step.ended = utcnow()
+        step.duration_seconds = round(max(0.0, (step.ended - step.created).total_seconds()), 3)
+        ctx.save_record(record)
+        return {**step_result(ctx, name, None), "status": "failed"}
+    ctx.log(f"fanning {task} out over {len(p.items)} items, {p.max_concurrency} at once", name)
+    ctx.save_record(record)
+    return {
+        "status": "running",
+        "task": task,
+        "max_concurrency": p.max_concurrency,
+        "continue_on_error": p.continue_on_error,
+        "inits": [{**p.child_init_params, p.item_param_name: item} for item in p.items],
+    }
+
+
+def note_child(ctx: RunContext, name: str, index: int, trajectory_id: str) -> None:
+    """The fan-out started this item's child: the record says so while it runs."""
+    step = ctx.record.steps[name]
+    started = {
+        ref["index"]: ref["trajectory_id"]
+        for ref in (step.outputs.model_dump(mode="json").get("started") or [])
+        if isinstance(ref, dict)
+    }
+    started[index] = trajectory_id
+    step.outputs = ActivityOutputs(
+        started=[{"index": i, "trajectory_id": t} for i, t in sorted(started.items())]
+    )
+    ctx.save_record(ctx.record)
+
+
+def gather_fan_out(
+    ctx: RunContext, name: str, task: str, children: list[dict[str, Any] | None], continue_on_error: bool,
+    context: dict[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    """The fan-out's end, once every child has: its outputs from the
+    children's records (`children`, in item order: a trajectory id, or why the
+    item's child did not start), recorded as the step's."""
+    record = ctx.record
+    step = record.steps[name]
+    began = time.monotonic() - max(0.0, (utcnow() - step.created).total_seconds())
+
+    def body() -> Outcome:
+        results: list[Trajectory | None] = []
+        errors: list[str | None] = []
+        for ref in children:
+            child = None
+            error = (ref or {}).get("error") or (None if ref else "not started: the run was cancelled")
+            if ref and ref.get("trajectory_id"):
+                child = ctx.children.get(ref["trajectory_id"]) if ctx.children else None
+            if child is not None and child.status != RunStatus.completed:
+                error = error or child.error or child.status.value
+            results.append(child)
+            errors.append(error)
+        return _fan_out_outcome(task, results, errors, continue_on_error)
+
+    outcome = _end_step(ctx, name, step, dict(context), body, began)
+    ctx.save_record(record)
+    return step_result(ctx, name, outcome)
+
+
+def end_steps(
+    ctx: RunContext, skipped: Mapping[str, str | None], cancelled: bool, error: str | None
+) -> Trajectory:
+    """The run's end: the steps the workflow skipped (and why), then the
+    record finished (completed, failed naming its step, or cancelled) and
+    stored, run.json with it."""
+    record = ctx.record
+    for name, why in skipped.items():
+        if name in record.steps and record.steps[name].status in (StageStatus.pending, None):
+            _skip(ctx, record.steps[name], why)
+    if cancelled:
+        ctx.cancel.set()
+    elif error:
+        running = next((n for n, s in record.steps.items() if s.status == StageStatus.running), None)
+        record.fail(running or next(iter(record.steps), "run"), error)
+    started = record.started or record.created
+    _finish(ctx, max(0.0, (utcnow() - started).total_seconds()))
+    return record

@@ -22,6 +22,12 @@ class FleetSettings(BaseModel):
     temporal_task_queue: str = Field("pier-runs", description="the queue runs wait on for a worker")
     worker_identity: str | None = Field(None, description="a `pier worker`'s name; default host-pid")
     worker_slots: int = Field(default_factory=_default_concurrency, ge=1, description="runs a worker holds")
+    worker_steps: int = Field(
+        16,
+        ge=1,
+        description="workflow steps (model calls, text steps, a fan-out's bookkeeping) a worker runs at once; "
+        "a fan-out's runbook children take run slots",
+    )
     heartbeat_timeout_sec: float = Field(
         15, gt=0, description="a worker silent this long is lost: its run restarts or fails"
     )

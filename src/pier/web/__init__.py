@@ -1,5 +1,5 @@
 """pier's web UI, served by `pier serve` at `/`: server-rendered pages over the
-API's service layer (pier.api.services), one small script for the live parts,
+API's service layer (pier.server.services), one small script for the live parts,
 no build step."""
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from html import escape
 
 from markupsafe import Markup
 
-from pier.api.services.stats import task_stats
 from pier.record import Trajectory
+from pier.server.services.stats import task_stats
 
 WIDTH, HEIGHT, PAD = 480, 200, 44
 MAX_BAR = 40.0

@@ -11,12 +11,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from pier.api.services import experiments
-from pier.api.state import StateDep
 from pier.experiments.results import failed_checks
 from pier.record import Trajectory
+from pier.server.services import experiments
 from pier.web.render import page
-from pier.web.session import PageCaller
+from pier.web.session import PageCaller, StateDep
 
 router = APIRouter(include_in_schema=False)
 PART_HEADER = "x-pier-part"

@@ -1,5 +1,5 @@
 """The web UI's pages: forms and HTML over the service layer the API's routes
-use too (pier.api.services), so a page shows and does exactly what the API
+use too (pier.server.services), so a page shows and does exactly what the API
 would for the same token."""
 
 from __future__ import annotations
@@ -11,23 +11,22 @@ from urllib.parse import urlencode, urlsplit
 
 from fastapi import APIRouter, Query, Request
 from fastapi import Path as FastPath
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from pier.api.auth import Caller, caller_for_token, collection_access, require_admin
-from pier.api.errors import invalid
-from pier.api.observe import note
-from pier.api.services import again, audit, collections, runs, tasks
-from pier.api.services.runs import MAX_FILES
-from pier.api.services.stats import run_cost
-from pier.api.state import ApiState, StateDep
 from pier.errors import InputError, NotFoundError
 from pier.record import RunStatus, Trajectory
+from pier.server.auth import Caller, caller_for_token, collection_access, require_admin
+from pier.server.errors import Invalid, invalid
+from pier.server.services import again, audit, collections, runs, tasks
+from pier.server.services.runs import MAX_FILES
+from pier.server.services.stats import run_cost
+from pier.server.state import ApiState
+from pier.telemetry.audit import note
 from pier.web import charts, views
 from pier.web.render import page
-from pier.web.session import CsrfRejected, FormCaller, PageCaller, clear_session, set_session
+from pier.web.session import CsrfRejected, FormCaller, PageCaller, StateDep, clear_session, set_session
 
 router = APIRouter(include_in_schema=False)
 
@@ -317,7 +316,7 @@ def _form_values(form: Any) -> tuple[dict[str, str], dict[str, str], list[Upload
 
 
 def _refusal(exc: Exception) -> str:
-    if isinstance(exc, RequestValidationError):
+    if isinstance(exc, Invalid):
         return "; ".join(
             f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()
         )
@@ -339,7 +338,7 @@ async def start_run(
     fields: dict[str, Any] = {"init_params": again.run_fields(variables, settings)}
     try:
         record = await run_in_threadpool(runs.accept, state, collection, task, fields, files)
-    except (RequestValidationError, InputError) as exc:
+    except (Invalid, InputError) as exc:
         if isinstance(exc, NotFoundError):
             raise
         stored = tasks.get(state, collection, task)
@@ -367,7 +366,7 @@ async def start_again(request: Request, state: StateDep, caller: FormCaller, tra
         record = await run_in_threadpool(
             again.start, state, caller, trajectory_id, variables, settings, keep, files
         )
-    except (RequestValidationError, InputError) as exc:
+    except (Invalid, InputError) as exc:
         if isinstance(exc, NotFoundError):
             raise
         source = again.of_run(state, caller, trajectory_id)

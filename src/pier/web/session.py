@@ -13,11 +13,19 @@ from urllib.parse import quote
 from fastapi import Depends, Request
 from fastapi.responses import Response
 
-from pier.api.auth import SESSION_COOKIE, Caller, caller_for_token
-from pier.api.state import StateDep
+from pier.server.auth import SESSION_COOKIE, Caller, caller_for_token
+from pier.server.state import ApiState
 
 CSRF_FIELD = "csrf"
 SESSION_MAX_AGE = 14 * 24 * 3600
+
+
+def get_state(request: Request) -> ApiState:
+    return request.app.state.pier  # where the API's lifespan keeps it (pier.api.app)
+
+
+# What a page (or a dependency) takes to reach the server's shared state.
+StateDep = Annotated[ApiState, Depends(get_state)]
 
 
 class SignInRequired(Exception):

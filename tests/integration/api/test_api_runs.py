@@ -17,7 +17,7 @@ import pytest
 from tests.support.api_server import SLOTS, Collection
 
 from pier.db import Store
-from pier.lifecycle.webhooks import SIGNATURE_HEADER, verify
+from pier.policies.webhooks import SIGNATURE_HEADER, verify
 
 pytestmark = pytest.mark.integration
 

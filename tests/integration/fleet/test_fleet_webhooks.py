@@ -14,7 +14,7 @@ from typing import ClassVar
 from tests.integration.fleet.test_fleet_fake import setup
 from tests.support.fleet import Fleet, history_json, ran_on, wait_for
 
-from pier.lifecycle.webhooks import EVENT_HEADER, SIGNATURE_HEADER, verify
+from pier.policies.webhooks import EVENT_HEADER, SIGNATURE_HEADER, verify
 
 SECRET = "whsec-" + "k" * 26
 REFUSED = 2  # deliveries answered 500 before one is accepted

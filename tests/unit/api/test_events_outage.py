@@ -13,10 +13,10 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from pier.api.bus import RunBus
 from pier.api.routes import events as sse
 from pier.db.schemas import Event
 from pier.record import RunStatus
+from pier.server.bus import RunBus
 from tests.support.aio import run_coroutine
 
 

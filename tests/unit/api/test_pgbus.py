@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from pier.api.pgbus import PgBus, PgNotifier
+from pier.server.pgbus import PgBus, PgNotifier
 from tests.support.services import postgres_url
 
 T = TypeVar("T")

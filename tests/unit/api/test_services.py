@@ -1,4 +1,4 @@
-"""The service layer (pier.api.services) on its own, without HTTP: what it
+"""The service layer (pier.server.services) on its own, without HTTP: what it
 decides for the routes and the pages alike. Who sees what (a collection token
 its own, the admin every collection), checks before anything is stored, the
 answers a route and a page both render."""
@@ -11,17 +11,16 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from pier.api.app import build_state
-from pier.api.auth import Caller
-from pier.api.errors import ApiError
-from pier.api.services import audit, collections, experiments, files, runs, tasks
-from pier.api.state import ApiState
-from pier.api.tokens import hash_token
 from pier.errors import NotFoundError
 from pier.record import RunStatus, Trajectory
+from pier.server.auth import Caller
+from pier.server.build import build_state
+from pier.server.errors import Invalid, ServiceError
+from pier.server.services import audit, collections, experiments, files, runs, tasks
+from pier.server.state import ApiState
+from pier.server.tokens import hash_token
 from pier.settings import Settings, get_settings
 
 ADMIN = Caller(collection=None, admin=True)
@@ -57,7 +56,7 @@ def run(state: ApiState, collection: str, task: str = "t", status=RunStatus.comp
     return record
 
 
-def field(exc: pytest.ExceptionInfo[RequestValidationError]) -> str:
+def field(exc: pytest.ExceptionInfo[Invalid]) -> str:
     return ".".join(str(p) for p in exc.value.errors()[0]["loc"])
 
 
@@ -72,9 +71,9 @@ def test_the_admin_sees_every_collection_and_those_with_runs_only(state):
 
 
 def test_a_collection_is_created_once(state):
-    with pytest.raises(ApiError) as exc:
+    with pytest.raises(ServiceError) as exc:
         collections.create(state, "team")
-    assert exc.value.status_code == 409 and "POST /api/v1/collections/team/tokens" in exc.value.detail
+    assert exc.value.status == 409 and "POST /api/v1/collections/team/tokens" in exc.value.detail
 
 
 def test_a_revoked_token_is_forgotten_at_once(state):
@@ -87,7 +86,7 @@ def test_a_revoked_token_is_forgotten_at_once(state):
 
 
 def test_an_environment_change_is_checked_whole_before_anything_is_stored(state):
-    with pytest.raises(RequestValidationError) as exc:
+    with pytest.raises(Invalid) as exc:
         collections.change_environment(state, "team", {"GOOD": "1", "1BAD": "2"})
     assert field(exc) == "environment_variables.1BAD"
     assert collections.environment(state, "team") == []
@@ -117,9 +116,9 @@ def test_a_collection_token_finds_its_own_runs_only(state):
     assert [r.trajectory_id for r in found] == [mine.trajectory_id] and total == 1
     found, total = runs.find(state, ADMIN)
     assert {r.trajectory_id for r in found} == {mine.trajectory_id, theirs.trajectory_id}
-    with pytest.raises(ApiError) as exc:
+    with pytest.raises(ServiceError) as exc:
         runs.find(state, TEAM, collection="other")
-    assert exc.value.status_code == 403
+    assert exc.value.status == 403
 
 
 def test_a_time_without_a_zone_is_utc_and_a_label_names_a_key(state):
@@ -128,7 +127,7 @@ def test_a_time_without_a_zone_is_utc_and_a_label_names_a_key(state):
     assert [r.trajectory_id for r in found] == [old.trajectory_id]
     found, _ = runs.find(state, TEAM, since=datetime(2026, 1, 1, 12, 30))
     assert found == []
-    with pytest.raises(RequestValidationError) as exc:
+    with pytest.raises(Invalid) as exc:
         runs.find(state, TEAM, labels=["=x"])
     assert field(exc) == "label"
 
@@ -158,7 +157,7 @@ def test_cancelling_runs_cancels_none_when_one_is_missing(state):
     with pytest.raises(NotFoundError):
         runs.cancel(state, "team", "t", [pending.trajectory_id, "0" * 32])
     assert state.store.get_run(pending.trajectory_id).status == RunStatus.pending
-    with pytest.raises(RequestValidationError):
+    with pytest.raises(Invalid):
         runs.cancel(state, "team", "t", ["bad\x00id"])
 
 
@@ -178,9 +177,9 @@ def test_a_workflow_log_is_read_in_pages(state):
 
 def test_outputs_wait_for_the_end_of_the_run(state):
     record = run(state, "team", status=RunStatus.running)
-    with pytest.raises(ApiError) as exc:
+    with pytest.raises(ServiceError) as exc:
         runs.outputs_zip(state, "team", "t", record.trajectory_id)
-    assert exc.value.status_code == 409 and "is running" in exc.value.detail
+    assert exc.value.status == 409 and "is running" in exc.value.detail
     ended = run(state, "team")
     with pytest.raises(NotFoundError, match="no stored outputs"):
         runs.outputs_zip(state, "team", "t", ended.trajectory_id)
@@ -194,10 +193,10 @@ class Part:
 
 
 def test_a_run_is_refused_before_any_file_is_stored(state):
-    with pytest.raises(ApiError) as exc:
+    with pytest.raises(ServiceError) as exc:
         runs.accept(state, "team", "t", {}, key=" ")
-    assert exc.value.status_code == 422 and "Idempotency-Key" in exc.value.detail
-    with pytest.raises(RequestValidationError) as bad:
+    assert exc.value.status == 422 and "Idempotency-Key" in exc.value.detail
+    with pytest.raises(Invalid) as bad:
         runs.accept(state, "team", "t", {"init_params": {"x": "a\x00b"}})
     assert field(bad) == "init_params.x"
     with pytest.raises(NotFoundError):  # no such task: 404, and the files are never kept
@@ -211,12 +210,12 @@ def test_a_run_is_refused_before_any_file_is_stored(state):
 def test_a_task_is_created_once_and_updated_in_part(state):
     stored = tasks.create(state, "team", "hello", RUNBOOK, "says hello")
     assert tasks.definition(stored).init_params["agent"] == "script"
-    with pytest.raises(ApiError) as exc:
+    with pytest.raises(ServiceError) as exc:
         tasks.create(state, "team", "hello", RUNBOOK, None)
-    assert exc.value.status_code == 409
+    assert exc.value.status == 409
     changed = tasks.put(state, "team", "hello", {"description": "says hello twice"})
     assert changed.description == "says hello twice" and changed.definition == stored.definition
-    with pytest.raises(RequestValidationError) as bad:
+    with pytest.raises(Invalid) as bad:
         tasks.put(state, "team", "hello", {"steps": "no"})
     assert field(bad).startswith("steps")
 
@@ -249,30 +248,30 @@ def test_tasks_with_runs_come_first_then_stored_ones_without(state):
 def test_the_audit_log_is_read_in_the_callers_scope():
     assert audit.scope(ADMIN, None) is None and audit.scope(ADMIN, "other") == "other"
     assert audit.scope(TEAM, None) == "team" and audit.scope(TEAM, "team") == "team"
-    with pytest.raises(ApiError) as exc:
+    with pytest.raises(ServiceError) as exc:
         audit.scope(TEAM, "other")
-    assert exc.value.status_code == 403
+    assert exc.value.status == 403
 
 
 def test_an_unknown_experiment_is_not_found_either_way(state):
     with pytest.raises(NotFoundError, match="see the experiments list"):
         experiments.visible(state, TEAM, "nope")
-    with pytest.raises(ApiError) as exc:
+    with pytest.raises(ServiceError) as exc:
         experiments.of_collection(state, "team", "nope")
-    assert exc.value.status_code == 404 and "GET /api/v1/experiments/team" in exc.value.detail
+    assert exc.value.status == 404 and "GET /api/v1/experiments/team" in exc.value.detail
     assert experiments.visible_list(state, TEAM) == []
 
 
 def test_an_upload_goes_to_the_callers_collection(state):
     assert files.upload_collection(state, TEAM, None) == "team"
     assert files.upload_collection(state, ADMIN, "other") == "other"
-    with pytest.raises(RequestValidationError):
+    with pytest.raises(Invalid):
         files.upload_collection(state, ADMIN, None)
     with pytest.raises(NotFoundError):
         files.upload_collection(state, ADMIN, "nope")
-    with pytest.raises(ApiError):
+    with pytest.raises(ServiceError):
         files.upload_collection(state, TEAM, "other")
-    with pytest.raises(RequestValidationError) as exc:
+    with pytest.raises(Invalid) as exc:
         files.upload(state, "team", [])
     assert field(exc) == "files"
     upload_id, paths = files.upload(state, "team", [Part("a.txt", b"hello")])

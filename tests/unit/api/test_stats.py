@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from pier.api.services.stats import run_cost, task_stats
 from pier.record import Label, RunStatus, Trajectory, utcnow
+from pier.server.services.stats import run_cost, task_stats
 
 
 def _run(tid: str, status: RunStatus, duration: float | None, cost: float | None = None, passed=True):

@@ -21,7 +21,8 @@ from cryptography.fernet import Fernet
 
 from pier.db import Store
 from pier.db.deliveries import DELIVERED, FAILED
-from pier.lifecycle.webhooks import (
+from pier.outbound import OutboundPolicy, allowing
+from pier.policies.webhooks import (
     ID_HEADER,
     SIGNATURE_HEADER,
     STANDARD_SIGNATURE_HEADER,
@@ -33,7 +34,6 @@ from pier.lifecycle.webhooks import (
     sign,
     verify,
 )
-from pier.outbound import OutboundPolicy, allowing
 from pier.vault import Vault
 
 # The receivers below listen on loopback, which the operator must allow.
@@ -289,7 +289,7 @@ def counting_receiver() -> ThreadingHTTPServer:
 def test_the_sender_refuses_a_local_receiver_at_connect_time_without_connecting():
     """A name that passed accept and now resolves to loopback (DNS rebinding), and
     loopback itself: refused before a connection, saying only 'not allowed'."""
-    from pier.lifecycle.webhooks import new_client, post
+    from pier.policies.webhooks import new_client, post
 
     server = counting_receiver()
     port = server.server_address[1]
@@ -305,7 +305,7 @@ def test_the_sender_refuses_a_local_receiver_at_connect_time_without_connecting(
 
 
 def test_the_sender_connects_to_the_checked_address_keeping_the_host_header():
-    from pier.lifecycle.webhooks import new_client, post
+    from pier.policies.webhooks import new_client, post
 
     seen: list[str] = []
 

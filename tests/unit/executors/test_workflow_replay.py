@@ -12,8 +12,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from pier.executors.temporal_worker import RUNNER
-from pier.executors.temporal_workflow import RunWorkflow
+from pier.executors.temporal_worker import RUNNER, WORKFLOWS
 from tests.support.aio import run_coroutine
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
@@ -22,7 +21,7 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 def test_recorded_history_replays(path: Path):
     history = WorkflowHistory.from_json(path.stem, path.read_text())
-    replayer = Replayer(workflows=[RunWorkflow], workflow_runner=RUNNER)
+    replayer = Replayer(workflows=WORKFLOWS, workflow_runner=RUNNER)
     result = run_coroutine(replayer.replay_workflow(history, raise_on_replay_failure=False))
     assert result.replay_failure is None, result.replay_failure
 
@@ -32,3 +31,6 @@ def test_there_are_histories_to_replay():
     # then); claim-run: the lifecycle in one activity
     assert any("claim-begin-conclude" in p.name for p in HISTORIES)
     assert any("claim-run" in p.name for p in HISTORIES)
+    # a workflow task's (pier-steps): its steps, a fan-out's child workflows,
+    # a worker SIGKILLed mid-fan-out (test_fleet_workflows.py)
+    assert any(p.name.startswith("steps-") for p in HISTORIES)

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from pier.api.recovery import abandoned_at_start
 from pier.db import Store
 from pier.lifecycle.context import scratch_dir
 from pier.lifecycle.orphans import end_orphaned_runs, owner_gone
 from pier.record import RunStatus, StageStatus, Trajectory
 from pier.sandbox.base import LABEL_RUN, SandboxBackend, SandboxInfo
 from pier.sandbox.sweeper import owner_label
+from pier.server.recovery import abandoned_at_start
 from pier.settings import Settings
 
 

@@ -115,7 +115,7 @@ def test_pier_run_passes_keep_and_continue_from(tmp_path):
 def test_kept_sandboxes_hold_the_collections_concurrent_runs(store, tmp_path):
     import time
 
-    from pier.lifecycle.quotas import CollectionQuotas, QuotaExceeded
+    from pier.policies.quotas import CollectionQuotas, QuotaExceeded
 
     settings = Settings(home=tmp_path / "home", ca_bundle=None, quota_concurrent_runs=2)
     from pier.storage.local import LocalStorage

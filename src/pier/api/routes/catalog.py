@@ -12,7 +12,7 @@ from pier.api.auth import CallerDep, CollectionDep
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.state import StateDep
 from pier.errors import NotFoundError
-from pier.lifecycle.trial import TrialStatus
+from pier.policies.trial import TrialStatus
 from pier.tasks.workflow import ACTIVITIES, CATEGORIES, config_schema, known_activities
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES)

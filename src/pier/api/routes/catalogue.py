@@ -10,9 +10,9 @@ from pydantic import BaseModel, Field
 
 from pier.api.auth import CollectionDep
 from pier.api.schemas.common import ERROR_RESPONSES
-from pier.api.services import catalogue as service
 from pier.api.state import StateDep
 from pier.errors import NotFoundError
+from pier.server.services import catalogue as service
 
 router = APIRouter(prefix="/api/v1", tags=["catalogue"], responses=ERROR_RESPONSES)
 

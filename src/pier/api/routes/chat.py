@@ -1,7 +1,7 @@
 """POST /v1/chat/completions, the platform's OpenAI-compatible endpoint.
 
 With a `jetty` block asking for a runbook (`"runbook": true`), the request is
-an ordinary run of `jetty.task` (see pier.api.services.chat): without
+an ordinary run of `jetty.task` (see pier.server.services.chat): without
 `stream` the answer comes when the run has ended, a chat completion whose
 message names the trajectory, its status and its outputs; with `stream: true`
 it is chat-completion chunks as Server-Sent Events: the run's start, each
@@ -25,12 +25,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from pier.api.auth import CallerDep
-from pier.api.errors import invalid
 from pier.api.routes.runs import wait_for_end
 from pier.api.schemas.common import ERROR_RESPONSES
-from pier.api.services import chat as service
-from pier.api.state import ApiState, StateDep
+from pier.api.state import StateDep
 from pier.record import Trajectory
+from pier.server.errors import invalid
+from pier.server.services import chat as service
+from pier.server.state import ApiState
 
 router = APIRouter(tags=["chat"], responses=ERROR_RESPONSES)
 BATCH = 500

@@ -8,7 +8,6 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request, status
 
 from pier.api.auth import AdminDep, CallerDep, CollectionDep
-from pier.api.observe import note
 from pier.api.schemas.collections import (
     CollectionCreate,
     CollectionPublic,
@@ -21,9 +20,10 @@ from pier.api.schemas.collections import (
     TokenRevoked,
 )
 from pier.api.schemas.common import ERROR_RESPONSES
-from pier.api.services import collections as service
 from pier.api.state import StateDep
 from pier.db import Collection
+from pier.server.services import collections as service
+from pier.telemetry.audit import note
 
 router = APIRouter(prefix="/api/v1/collections", tags=["collections"], responses=ERROR_RESPONSES)
 MAX_ID = 2**31 - 1  # token ids are 32-bit integers in the store

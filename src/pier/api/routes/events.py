@@ -31,12 +31,13 @@ from starlette.concurrency import run_in_threadpool
 from pier.api.auth import CallerDep, bearer, request_token
 from pier.api.errors import ApiError
 from pier.api.schemas.common import ERROR_RESPONSES
-from pier.api.services import runs
-from pier.api.state import ApiState, StateDep
-from pier.api.tokens import hash_token
+from pier.api.state import StateDep
 from pier.db.retry import unreachable
 from pier.db.schemas import Event
 from pier.record import Trajectory
+from pier.server.services import runs
+from pier.server.state import ApiState
+from pier.server.tokens import hash_token
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/v1", tags=["runs"], responses=ERROR_RESPONSES)

@@ -12,9 +12,9 @@ from fastapi.responses import PlainTextResponse, Response
 from pier.api.auth import CollectionDep
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.experiments import ExperimentPublic, ExperimentRun
-from pier.api.services import experiments as service
 from pier.api.state import StateDep
 from pier.experiments.spec import ExperimentSpec
+from pier.server.services import experiments as service
 
 router = APIRouter(prefix="/api/v1/experiments", tags=["experiments"], responses=ERROR_RESPONSES)
 ONE = "/{collection}/{experiment_id}"

@@ -22,9 +22,9 @@ from pier.api.schemas.files import (
     file_upload_schema,
     upload_schema,
 )
-from pier.api.services import files as service
-from pier.api.services.runs import MAX_FILES
 from pier.api.state import StateDep
+from pier.server.services import files as service
+from pier.server.services.runs import MAX_FILES
 from pier.storage.files import attachment, content_type
 
 CHUNK = 1 << 20

@@ -16,9 +16,10 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from pier.api.schemas.common import Health, Readiness
-from pier.api.state import ApiState, StateDep
+from pier.api.state import StateDep
 from pier.db.retry import disk_full
 from pier.errors import PierError
+from pier.server.state import ApiState
 
 router = APIRouter(tags=["health"])
 

@@ -13,9 +13,10 @@ from pier.api.auth import CallerDep
 from pier.api.errors import ApiError
 from pier.api.observe import bearer_token
 from pier.api.schemas.common import ERROR_RESPONSES
-from pier.api.services import audit
-from pier.api.state import ApiState, StateDep
+from pier.api.state import StateDep
 from pier.db.schemas import AuditEntry
+from pier.server.services import audit
+from pier.server.state import ApiState
 from pier.telemetry import metrics
 
 router = APIRouter(tags=["operations"], responses=ERROR_RESPONSES)

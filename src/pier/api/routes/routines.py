@@ -13,9 +13,10 @@ from pier.api.auth import CollectionDep
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.schemas.routines import RoutineCreate, RoutinePublic, RoutineRuns, RoutineUpdate
 from pier.api.schemas.runs import WorkflowResponse
-from pier.api.services import routines as service
-from pier.api.state import ApiState, StateDep
+from pier.api.state import StateDep
 from pier.db import StoredRoutine
+from pier.server.services import routines as service
+from pier.server.state import ApiState
 
 router = APIRouter(prefix="/api/v1/routines", tags=["routines"], responses=ERROR_RESPONSES)
 ONE = "/{collection}/{task}/{name}"

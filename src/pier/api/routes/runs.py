@@ -19,9 +19,10 @@ from pier.api.schemas.runs import (
     WorkflowResponse,
     multipart_schema,
 )
-from pier.api.services import runs as service
-from pier.api.state import ApiState, StateDep
+from pier.api.state import StateDep
 from pier.record import Trajectory
+from pier.server.services import runs as service
+from pier.server.state import ApiState
 
 router = APIRouter(prefix="/api/v1", tags=["runs"], responses=ERROR_RESPONSES)
 

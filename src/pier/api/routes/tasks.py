@@ -11,13 +11,14 @@ from fastapi import APIRouter, Request, status
 from starlette.concurrency import run_in_threadpool
 
 from pier.api.auth import CollectionDep
-from pier.api.errors import ApiError, invalid
+from pier.api.errors import ApiError
 from pier.api.schemas.common import ERROR_RESPONSES, inline_schema
 from pier.api.schemas.tasks import TaskCreate, TaskDeleted, TaskPublic, TaskUpdate
-from pier.api.services import tasks as service
 from pier.api.state import StateDep
 from pier.db import StoredTask
 from pier.names import check_task_name
+from pier.server.errors import invalid
+from pier.server.services import tasks as service
 from pier.tasks.model import Task
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"], responses=ERROR_RESPONSES)

@@ -21,9 +21,9 @@ from pier.api.schemas.trajectories import (
     TaskStats,
     WorkflowLogs,
 )
-from pier.api.services import runs as service
 from pier.api.state import StateDep
 from pier.record import RunStatus, Trajectory
+from pier.server.services import runs as service
 
 router = APIRouter(prefix="/api/v1", tags=["trajectories"], responses=ERROR_RESPONSES)
 

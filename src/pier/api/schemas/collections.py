@@ -8,9 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pier.names import COLLECTION_NAME_PATTERN as NAME_PATTERN
 from pier.names import COLLECTION_NAME_RULE
-
-ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
-MAX_ENV_VALUE = 64 * 1024
+from pier.server.models import ENV_NAME_PATTERN as ENV_NAME_PATTERN
+from pier.server.models import MAX_ENV_VALUE as MAX_ENV_VALUE
 
 
 class CollectionCreate(BaseModel):

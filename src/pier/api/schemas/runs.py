@@ -4,38 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, Field, RootModel
 
 from pier.record import RUN_STEP, RunStatus, Trajectory
-
-SecretParams = dict[str, str]
-
-
-class RunCreate(BaseModel):
-    """A run's parameters as JSON. The same fields come as multipart form fields
-    (init_params and secret_params as JSON strings) with repeatable `files`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    init_params: dict[str, Any] = Field(
-        default_factory=dict,
-        description="merged into the task's init_params per top-level key",
-    )
-    secret_params: SecretParams = Field(
-        default_factory=dict,
-        description="environment variables for this run only; never stored or returned",
-    )
-    webhook_url: str | None = Field(None, description="POSTed the run record when the run ends")
-    webhook_secret: str | None = Field(None, description="signs the webhook (X-Pier-Signature)")
-    use_trial_keys: bool = Field(
-        False,
-        description="fill missing provider keys from the server's trial keys (counts against the budget)",
-    )
-    subscription_credential: Literal["anthropic", "codex", "nous"] | None = Field(
-        None,
-        description="run on that provider's own API (anthropic, or codex = openai) with the collection's key; "
-        "nous is not available on pier",
-    )
+from pier.server.models import RunCreate as RunCreate
+from pier.server.models import SecretParams as SecretParams
 
 
 class WorkflowResponse(BaseModel):

@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pier.server.models import WORKFLOW_DOC as WORKFLOW_DOC
+from pier.server.models import TaskUpdate as TaskUpdate
 from pier.tasks.model import Task
-
-WORKFLOW_DOC = "the task JSON ({init_params, steps, step_configs}) or a RUNBOOK.md's text"
 
 
 class TaskPublic(BaseModel):
@@ -28,15 +28,6 @@ class TaskCreate(BaseModel):
     name: str
     description: str = ""
     workflow: dict[str, Any] | str = Field(description=WORKFLOW_DOC)
-
-
-class TaskUpdate(BaseModel):
-    """Either field may be left out; a missing one is kept."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    workflow: dict[str, Any] | str | None = Field(None, description=WORKFLOW_DOC)
-    description: str | None = None
 
 
 class TaskDeleted(BaseModel):

@@ -34,7 +34,6 @@ import logging
 import threading
 from datetime import datetime, timedelta
 
-from pier.api.dispatcher import Dispatcher, Payload
 from pier.errors import NotFoundError
 from pier.executors.base import Holding, Job
 from pier.lifecycle.background import sweep_once
@@ -42,6 +41,7 @@ from pier.lifecycle.orphans import end_orphaned_runs
 from pier.lifecycle.outcomes import CANCELLED, end_record, failed_to_start
 from pier.record import RunStatus, Trajectory, utcnow
 from pier.sandbox.sweeper import owner_alive
+from pier.server.dispatcher import Dispatcher, Payload
 
 log = logging.getLogger(__name__)
 

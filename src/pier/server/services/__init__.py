@@ -5,11 +5,13 @@ what a caller asked, in Python values: names, dicts, a `Caller`, the files
 a form carried (anything with a filename, a size and a file, as Starlette's
 UploadFile has). It answers with records (`Trajectory`, `StoredTask`,
 an `Experiment`) or a small result of its own, and refuses with pier's errors
-(`pier.errors`) or the API's (`ApiError` with its status, `invalid()` naming a
-field), which the app's error handlers answer the same on a route and on a page.
+(`pier.errors`) or the server's (`pier.server.errors`: `ServiceError` with its
+status, `invalid()` naming a field), which the app's error handlers answer the
+same on a route and on a page.
 
-It knows no HTTP: no Request, no Response, no FastAPI (an import-linter
-contract in pyproject.toml says so). Reading a body, a header or a form, and
+It knows no HTTP: no Request, no Response, no FastAPI, not even through
+another module (import-linter contracts in pyproject.toml say so). Reading a
+body, a header or a form, and
 writing an answer (JSON, a page, a stream, a redirect) is the route's or the
 page's; whatever a route and a page both decide lives here, once. The
 functions are synchronous: they read the store and the files, so an async

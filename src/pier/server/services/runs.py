@@ -11,21 +11,20 @@ from typing import Any, BinaryIO, Protocol
 
 from pydantic import ValidationError
 
-from pier.api.auth import Caller
-from pier.api.dispatcher import RunParams
-from pier.api.errors import ApiError, invalid, invalid_fields
-from pier.api.schemas.runs import RunCreate
-from pier.api.schemas.trajectories import IngestRequest, LabelCreate, TaskStats
-from pier.api.services.ingest import ingest as _ingest
-from pier.api.services.inputs import refuse_nul
-from pier.api.services.stats import task_stats
-from pier.api.state import ApiState
 from pier.db import Event, Store
 from pier.db.runs import LabelFilter
 from pier.errors import NotFoundError
 from pier.lifecycle.files import save_uploads
 from pier.names import check_task_name, trajectory_id_of
 from pier.record import Label, RunStatus, Trajectory, storage_key
+from pier.server.auth import Caller
+from pier.server.dispatcher import RunParams
+from pier.server.errors import ServiceError, invalid, invalid_fields
+from pier.server.models import IngestRequest, LabelCreate, RunCreate, TaskStats
+from pier.server.services.ingest import ingest as _ingest
+from pier.server.services.inputs import refuse_nul
+from pier.server.services.stats import task_stats
+from pier.server.state import ApiState
 from pier.storage.archive import zip_stream
 from pier.storage.base import upload_prefix
 from pier.tasks.model import Task
@@ -225,7 +224,7 @@ def _key(key: str | None) -> str | None:
     if key is None:
         return None
     if not key.strip() or len(key) > MAX_KEY or not key.isprintable():
-        raise ApiError(422, f"the Idempotency-Key header must be 1 to {MAX_KEY} printable characters")
+        raise ServiceError(422, f"the Idempotency-Key header must be 1 to {MAX_KEY} printable characters")
     return key
 
 
@@ -312,7 +311,7 @@ def outputs_zip(state: ApiState, collection: str, task: str, trajectory_id: str)
     (nothing whole in memory or on disk); 409 while it runs."""
     record = run_of(state.store, collection, task, trajectory_id)
     if not record.status.terminal:
-        raise ApiError(
+        raise ServiceError(
             409, f"run {trajectory_id} is {record.status.value}: download its outputs when it has ended"
         )
     try:

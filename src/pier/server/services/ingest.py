@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import uuid
 
-from pier.api.schemas.trajectories import IngestRequest
 from pier.db import Store
 from pier.errors import InputError, NotFoundError
 from pier.record import (
@@ -20,6 +19,7 @@ from pier.record import (
     storage_key,
     utcnow,
 )
+from pier.server.models import IngestRequest
 from pier.storage.base import RunStorage
 
 INGEST_ACTIVITY = "ingest"

@@ -6,9 +6,9 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from pier.api.schemas.trajectories import DurationStats, TaskStats
-from pier.api.services.ingest import COST_LABEL
 from pier.record import RunStatus, Trajectory
+from pier.server.models import DurationStats, TaskStats
+from pier.server.services.ingest import COST_LABEL
 
 
 def run_cost(record: Trajectory) -> float | None:

@@ -7,14 +7,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pier.api.auth import Caller
-from pier.api.errors import ApiError, invalid
-from pier.api.schemas.collections import ENV_NAME_PATTERN, MAX_ENV_VALUE
-from pier.api.state import ApiState
-from pier.api.tokens import issue_token as _issue
 from pier.db import Collection, Store
 from pier.db.schemas import TokenInfo
 from pier.errors import NotFoundError
+from pier.server.auth import Caller
+from pier.server.errors import ServiceError, invalid
+from pier.server.models import ENV_NAME_PATTERN, MAX_ENV_VALUE
+from pier.server.state import ApiState
+from pier.server.tokens import issue_token as _issue
 from pier.vault import Vault
 
 _ENV_NAME = re.compile(ENV_NAME_PATTERN)
@@ -28,7 +28,9 @@ def create(state: ApiState, name: str) -> str:
     except NotFoundError:
         store.create_collection(name)
         return _issue(store, name, "created")
-    raise ApiError(409, f"collection {name!r} exists: POST /api/v1/collections/{name}/tokens for a new token")
+    raise ServiceError(
+        409, f"collection {name!r} exists: POST /api/v1/collections/{name}/tokens for a new token"
+    )
 
 
 def get(state: ApiState, collection: str) -> Collection:

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from pier.api.auth import Caller
-from pier.api.errors import invalid
-from pier.api.services.runs import Upload
-from pier.api.state import ApiState
 from pier.lifecycle.assets import AssetLimits
 from pier.lifecycle.files import resolve_api_path, save_checked_uploads
 from pier.lifecycle.uploads import FILE_ID, file_id, file_of_id
+from pier.server.auth import Caller
+from pier.server.errors import invalid
+from pier.server.services.runs import Upload
+from pier.server.state import ApiState
 from pier.storage.base import upload_prefix
 
 

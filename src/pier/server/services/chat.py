@@ -8,14 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pier.api.auth import Caller
-from pier.api.dispatcher import RunParams
-from pier.api.errors import invalid
-from pier.api.services.inputs import refuse_nul
-from pier.api.state import ApiState
 from pier.lifecycle.plan import task_from_text
 from pier.names import check_task_name
 from pier.record import Trajectory
+from pier.server.auth import Caller
+from pier.server.dispatcher import RunParams
+from pier.server.errors import invalid
+from pier.server.services.inputs import refuse_nul
+from pier.server.state import ApiState
 
 # The jetty block's fields that become the run's init_params, by their names there.
 PARAMS = {"agent": "agent", "model_provider": "model_provider", "snapshot": "snapshot"}

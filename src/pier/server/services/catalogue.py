@@ -9,9 +9,9 @@ from datetime import datetime
 from typing import Any
 
 from pier.agents.providers import PROVIDERS
-from pier.api.state import ApiState
 from pier.db import StoredExperiment
 from pier.errors import NotFoundError
+from pier.server.state import ApiState
 
 # pier's providers under the price table's names (genai-prices), which lists their models.
 PRICE_TABLE_NAMES = {"anthropic": "anthropic", "openai": "openai", "google": "google",

@@ -29,8 +29,8 @@ from pier.lifecycle.outcomes import SERVER_STOPPED, cancelled, drain_expired, in
 from pier.lifecycle.runner import cancel as cancel_run
 from pier.lifecycle.service import RunRequest, preflight
 from pier.lifecycle.uploads import file_of_id, refuse_file_ids
-from pier.lifecycle.webhooks import check_url
 from pier.lifecycle.workflow import preflight_workflow
+from pier.policies.webhooks import check_url
 from pier.record import Label, RunStatus, Trajectory
 from pier.redact import Redactor
 from pier.tasks.model import Task

@@ -3,9 +3,9 @@ entries, a collection token its own collection's."""
 
 from __future__ import annotations
 
-from pier.api.auth import Caller
-from pier.api.state import ApiState
 from pier.db import AuditEntry
+from pier.server.auth import Caller
+from pier.server.state import ApiState
 
 
 def scope(caller: Caller, collection: str | None) -> str | None:

@@ -8,15 +8,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from pier.api.errors import ApiError, invalid
-from pier.api.routines import start_run
-from pier.api.services.inputs import refuse_nul
-from pier.api.state import ApiState
 from pier.db import StoredRoutine
 from pier.db.routines import RoutineExists
 from pier.record import Trajectory
 from pier.routines import RoutineError, Routines
 from pier.routines.service import NO_EXTRAS, Extras, RoutineRefused
+from pier.server.errors import ServiceError, invalid
+from pier.server.routines import start_run
+from pier.server.services.inputs import refuse_nul
+from pier.server.state import ApiState
 
 
 @contextmanager
@@ -26,11 +26,11 @@ def _checked() -> Iterator[None]:
     try:
         yield
     except RoutineRefused as exc:
-        raise ApiError(400, f"{exc.field}: {exc.message}") from None
+        raise ServiceError(400, f"{exc.field}: {exc.message}") from None
     except RoutineError as exc:
         raise invalid(exc.field, exc.message) from None
     except RoutineExists as exc:
-        raise ApiError(409, str(exc)) from None
+        raise ServiceError(409, str(exc)) from None
 
 
 def _routines(state: ApiState) -> Routines:

@@ -11,16 +11,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pier.api.auth import Caller
-from pier.api.errors import ApiError, invalid
-from pier.api.services.inputs import refuse_nul
-from pier.api.state import ApiState
 from pier.db import StoredAttempt
 from pier.errors import InputError, NotFoundError
 from pier.experiments import export
 from pier.experiments.service import Experiment, task_of
 from pier.experiments.spec import Cell, ExperimentError, ExperimentSpec
 from pier.record import Trajectory
+from pier.server.auth import Caller
+from pier.server.errors import ServiceError, invalid
+from pier.server.services.inputs import refuse_nul
+from pier.server.state import ApiState
 
 Tries = list[tuple[StoredAttempt, Trajectory | None]]
 
@@ -33,7 +33,7 @@ def _checked() -> Iterator[None]:
     except ExperimentError as exc:
         raise invalid(exc.field, exc.detail) from None
     except InputError as exc:
-        raise ApiError(409, str(exc)) from None
+        raise ServiceError(409, str(exc)) from None
 
 
 def _found(state: ApiState, experiment_id: str) -> Experiment | None:
@@ -47,7 +47,7 @@ def of_collection(state: ApiState, collection: str, experiment_id: str) -> Exper
     """The experiment when it is the collection's (another's is as not found)."""
     experiment = _found(state, experiment_id)
     if experiment is None or experiment.stored.collection != collection:
-        raise ApiError(404, f"experiment {experiment_id!r} not found in collection {collection!r}: "
+        raise ServiceError(404, f"experiment {experiment_id!r} not found in collection {collection!r}: "
                        f"list them with GET /api/v1/experiments/{collection}")  # fmt: skip
     return experiment
 

@@ -8,19 +8,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pier.api.auth import Caller
-from pier.api.errors import ApiError, invalid, invalid_fields
-from pier.api.schemas.tasks import TaskUpdate
-from pier.api.schemas.trajectories import TaskStats
-from pier.api.services import collections
-from pier.api.services.inputs import refuse_nul
-from pier.api.services.stats import task_stats
-from pier.api.state import ApiState
 from pier.db import StoredTask
 from pier.errors import NotFoundError
 from pier.lifecycle.plan import task_from_json, task_from_text
 from pier.names import check_task_name
 from pier.record import Trajectory
+from pier.server.auth import Caller
+from pier.server.errors import ServiceError, invalid, invalid_fields
+from pier.server.models import TaskStats, TaskUpdate
+from pier.server.services import collections
+from pier.server.services.inputs import refuse_nul
+from pier.server.services.stats import task_stats
+from pier.server.state import ApiState
 from pier.settings import Settings
 from pier.tasks.model import Task, unknown_activity
 from pier.tasks.workflow import WorkflowProblems
@@ -78,7 +77,7 @@ def create(
         state.store.get_task(collection, name)
     except NotFoundError:
         return state.store.put_task(collection, name, definition.model_dump(mode="json"), description)
-    raise ApiError(
+    raise ServiceError(
         409, f"task {name!r} exists in {collection!r}: update it with PUT /api/v1/tasks/{collection}/{name}"
     )
 

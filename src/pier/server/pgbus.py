@@ -17,8 +17,8 @@ import threading
 
 import psycopg
 
-from pier.api.bus import RunBus
 from pier.db.engine import conninfo, is_postgres
+from pier.server.bus import RunBus
 
 __all__ = ["PgBus", "PgNotifier", "is_postgres"]
 

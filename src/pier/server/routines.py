@@ -8,12 +8,12 @@ import contextlib
 import logging
 import uuid
 
-from pier.api.dispatcher import Dispatcher, RunParams
 from pier.db import StoredRoutine
 from pier.errors import InputError, NotFoundError, PierError
 from pier.lifecycle.outcomes import Outcome, failed_to_start
 from pier.record import Trajectory, utcnow
 from pier.routines import Routines
+from pier.server.dispatcher import Dispatcher, RunParams
 from pier.vault import Vault
 
 log = logging.getLogger(__name__)

@@ -15,12 +15,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pier.api.auth import Caller
-from pier.api.errors import invalid, invalid_fields
-from pier.api.services import runs
-from pier.api.state import ApiState
 from pier.errors import NotFoundError
 from pier.record import RUN_STEP, Trajectory
+from pier.server.auth import Caller
+from pier.server.errors import invalid, invalid_fields
+from pier.server.services import runs
+from pier.server.state import ApiState
 from pier.storage.base import RunStorage, clean_key
 from pier.tasks.model import Task
 
