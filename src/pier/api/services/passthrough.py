@@ -21,6 +21,7 @@ through OpenRouter, or is refused naming the models the collection reaches."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -158,8 +159,15 @@ def prepare(state: ApiState, caller: Caller, payload: dict[str, Any]) -> Call:
         hide_usage = options.get("include_usage") is not True
         body["stream_options"] = {**options, "include_usage": True}
     gateway = _gateway(state)
+    # The grant's label is the run's trajectory id for an agent: here the call's own (its trace's id).
     grant = gateway.open(
-        f"chat:{collection}", provider, key, chosen.url, Budget(), GRANT_TTL_S, allowed=chosen.allowed
+        f"chat:{collection}:{uuid.uuid4().hex[:12]}",
+        provider,
+        key,
+        chosen.url,
+        Budget(),
+        GRANT_TTL_S,
+        allowed=chosen.allowed,
     )
     url = f"{gateway.base_url(grant)}/chat/completions"
     return Call(collection, provider, provider_model, via, gateway, grant, url, json.dumps(body).encode(),
