@@ -57,7 +57,9 @@ def decoy() -> Iterator[HangingReceiver]:
 def server(tmp_path_factory, provider: ModelServer) -> Iterator[Server]:
     home = tmp_path_factory.mktemp("pier-passthrough")
     settings = {
-        "PIER_UPSTREAMS": json.dumps({"openai": f"{provider.url}/v1"}),
+        "PIER_UPSTREAMS": json.dumps(
+            {"openai": f"{provider.url}/v1", "openrouter": f"{provider.url}/api/v1"}
+        ),
         "PIER_TRIAL_KEYS": json.dumps({"OPENAI_API_KEY": TRIAL_KEY}),
         "PIER_TRIAL_RUNS": "2",
     }
@@ -221,6 +223,26 @@ def test_unreachable_model_names_the_reachable_ones(keyed: Collection, provider:
         )
     assert refused.value.status_code == 400 and "openai, openrouter" in refused.value.message
     assert provider.model_calls("chat") == []
+
+
+def test_other_vendors_models_go_through_openrouter(server: Server, provider: ModelServer):
+    both = collection(server, {"OPENROUTER_API_KEY": "sk-or-" + OWN_KEY, "ANTHROPIC_API_KEY": "sk-ant-x"})
+    answer = sdk(both).chat.completions.create(model="claude-sonnet-4-5", messages=hello())
+    assert answer.choices[0].message.content == "ok"
+    [call] = provider.model_calls("chat")
+    assert call.path == "/api/v1/chat/completions" and call.body["model"] == "anthropic/claude-sonnet-4-5"
+    assert call.credential == "sk-or-" + OWN_KEY
+    assert usage(both)["models"][0]["provider"] == "openrouter"
+    # a key whose API speaks another protocol reaches nothing here, and the refusal says so
+    anthropic_only = collection(server, {"ANTHROPIC_API_KEY": "sk-ant-x"})
+    with pytest.raises(APIStatusError) as refused:
+        sdk(anthropic_only).chat.completions.create(model="claude-sonnet-4-5", messages=hello())
+    assert refused.value.status_code == 400
+    assert (
+        "OPENROUTER_API_KEY" in refused.value.message
+        and "ANTHROPIC_API_KEY is not used" in refused.value.message
+    )
+    assert len(provider.model_calls("chat")) == 1
 
 
 def test_the_providers_refusal_comes_back_with_its_status(keyed: Collection, provider: ModelServer):

@@ -21,6 +21,7 @@ through OpenRouter, or is refused naming the models the collection reaches."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ OWN, TRIAL = "collection", "trial"
 REDIRECTING = ("api_base", "api_key", "base_url", "custom_llm_provider", "extra_headers", "headers")
 GRANT_TTL_S = 1800.0
 MAX_NAMED = 8  # reachable models named in a refusal
+SETTLE_S = 5.0  # how long a call's end waits for the gateway to count its answer
 
 
 class Refused(Exception):
@@ -178,7 +180,13 @@ def finish(state: ApiState, call: Call) -> dict[str, Any]:
     """The call ended (answered, failed or hung up): close its grant and add
     what the gateway counted to the collection's usage. Returns the counts."""
     call.gateway.close(call.grant)
+    # A client that hung up once it read the last chunk can be ahead of the
+    # gateway, which counts the answer when its own relay of it ends.
+    deadline = time.monotonic() + SETTLE_S
     used = call.grant.usage()
+    while sum((used.get("answers") or {}).values()) < used.get("requests", 0) and time.monotonic() < deadline:
+        time.sleep(0.01)
+        used = call.grant.usage()
     errors = sum(n for status, n in (used.get("answers") or {}).items() if int(status) >= 400)
     state.store.add_model_usage(
         call.collection, call.provider, call.model, call.via,
