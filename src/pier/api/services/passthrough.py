@@ -96,10 +96,7 @@ def collection_of(caller: Caller, jetty: Mapping[str, Any]) -> str:
 
 def prepare(state: ApiState, caller: Caller, payload: dict[str, Any]) -> Call:
     """Check the request, choose the provider and key, open the gateway's grant."""
-    try:
-        refuse_nul(payload)
-    except ApiError as exc:
-        raise Refused(400, "invalid_request_error", str(exc.detail)) from None
+    refuse_nul(payload)  # a 422 naming the field, as every body's
     jetty = payload.get("jetty") or {}
     if not isinstance(jetty, dict):
         raise Refused(400, "invalid_request_error", "jetty must be an object", "jetty")
