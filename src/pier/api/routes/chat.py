@@ -152,15 +152,13 @@ async def _passthrough(state: ApiState, caller: Caller, payload: dict[str, Any])
         call = await run_in_threadpool(passthrough.prepare, state, caller, payload)
     except passthrough.Refused as exc:
         return _openai_error(exc.status, exc.kind, exc.message, exc.param)
-    # The gateway is on loopback: no proxy of the environment stands between.
-    client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT, trust_env=False, follow_redirects=False)
+    client = _gateway_client()
     headers = {"authorization": f"Bearer {call.grant.token}", "content-type": "application/json",
                "accept": "text/event-stream" if call.stream else "application/json"}  # fmt: skip
     try:
         answer = await client.send(client.build_request("POST", call.url, content=call.body, headers=headers),
                                    stream=True)  # fmt: skip
     except httpx.HTTPError as exc:
-        await client.aclose()
         await run_in_threadpool(passthrough.finish, state, call)
         return _openai_error(502, "upstream_unreachable", f"pier's model gateway did not answer: {exc}")
     kept = {k: v for k, v in answer.headers.items() if k not in DROP_RESPONSE and k not in ("date", "server")}
@@ -174,7 +172,6 @@ async def _passthrough(state: ApiState, caller: Caller, payload: dict[str, Any])
             content = await answer.aread()
         finally:
             await answer.aclose()
-            await client.aclose()
             await run_in_threadpool(passthrough.finish, state, call)
         return Response(content, status_code=answer.status_code, headers=kept)
 
@@ -192,11 +189,27 @@ async def _passthrough(state: ApiState, caller: Caller, payload: dict[str, Any])
         finally:  # also when the client hung up, which cancels this task: the usage is still added
             with anyio.CancelScope(shield=True):
                 await answer.aclose()
-                await client.aclose()
                 await run_in_threadpool(passthrough.finish, state, call)
 
     kept.update({"cache-control": "no-cache", "x-accel-buffering": "no"})
     return StreamingResponse(relay(), status_code=answer.status_code, headers=kept)
+
+
+_clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+
+
+def _gateway_client() -> httpx.AsyncClient:
+    """The client to the loopback gateway, one per event loop and kept: making
+    one loads TLS certificates, which took 200-500 ms a call (bench/passthrough.py).
+    The gateway is on loopback: no proxy of the environment stands between."""
+    loop = asyncio.get_running_loop()
+    for closed in [other for other in _clients if other.is_closed()]:
+        del _clients[closed]
+    client = _clients.get(loop)
+    if client is None:
+        client = _clients[loop] = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT, trust_env=False,
+                                                    follow_redirects=False)  # fmt: skip
+    return client
 
 
 def _usage_only(data: str) -> bool:
