@@ -60,7 +60,9 @@ class ChatRequest(BaseModel):
     jetty: dict[str, Any] | None = Field(
         None,
         description="runbook mode: {runbook: true, collection, task, agent, model_provider, snapshot, "
-        "template_variables, file_paths, files, use_trial_keys, secret_params}",
+        "template_variables, file_paths, files, use_trial_keys, secret_params}; without runbook: true, "
+        "passthrough to the provider, with {collection (the admin token's), model_provider (openai, "
+        "openrouter), use_trial_keys}",
     )
 
 
