@@ -1,5 +1,5 @@
 """pier's database: runs, their log events, collections, tokens, tasks,
-collection environment, routines and experiments. SQLite by default, PostgreSQL for shared deployments.
+collection environment, routines, experiments and model usage outside runs. SQLite by default, PostgreSQL for shared deployments.
 
     store = Store.open(settings.db_url)   # migrates to head
     store.create_run(record); store.append_event(record.trajectory_id, "started")
@@ -29,6 +29,7 @@ from pier.db.schemas import (
     StoredTask,
 )
 from pier.db.trials import TrialStore
+from pier.db.usage import UsageStore
 
 __all__ = [
     "AuditEntry", "Collection", "Event", "Store", "StoredAttempt", "StoredExperiment", "StoredRoutine", "StoredTask",
@@ -46,6 +47,7 @@ class Store(
     DeliveryStore,
     AuditStore,
     ExperimentStore,
+    UsageStore,
 ):
     """Thread-safe: share one instance; each call uses its own connection."""
 

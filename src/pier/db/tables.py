@@ -17,8 +17,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
+    Float,
     Index,
     Integer,
     MetaData,
@@ -84,6 +86,27 @@ trials = Table(
     _name("collection", primary_key=True),
     _time("activated_at", nullable=True),
     Column("runs_used", Integer, nullable=False, server_default="0"),
+)
+
+# What a collection's calls through the chat-completions passthrough used, one
+# row per provider, model and key source (its own key, or the server's trial
+# key): counted as each call's answer ends (pier.server.services.passthrough).
+model_usage = Table(
+    "model_usage",
+    metadata,
+    _name("collection", primary_key=True),
+    _name("provider", primary_key=True),
+    _name("model", primary_key=True),
+    Column("via", String(16), primary_key=True),
+    Column("requests", BigInteger, nullable=False, server_default="0"),
+    Column("errors", BigInteger, nullable=False, server_default="0"),
+    Column("prompt_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("completion_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("cached_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("cost_usd", Float, nullable=False, server_default="0"),
+    Column("unpriced_calls", BigInteger, nullable=False, server_default="0"),
+    _time("first_at"),
+    _time("last_at"),
 )
 
 # A label on a run. Apart from the record, so that adding one while the run is

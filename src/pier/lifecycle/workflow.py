@@ -524,7 +524,8 @@ def _gateway(ctx: RunContext) -> Gateway | None:
         return None
     from pier.gateway.server import shared_gateway
 
-    return shared_gateway("127.0.0.1", 0, ctx.settings.ca_bundle)
+    # The same loopback gateway as the chat-completions passthrough's, under the server's outbound policy.
+    return shared_gateway("127.0.0.1", 0, ctx.settings.ca_bundle, ctx.settings.outbound)
 
 
 def _budget(ctx: RunContext) -> Budget:

@@ -27,7 +27,18 @@ PAGE_HEADERS = {
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
-API_PREFIXES = ("/api/", "/health", "/docs", "/redoc", "/openapi.json", "/metrics")
+# The OpenAI-compatible endpoint (/v1/chat/completions, /chat/completions) is
+# the API's too: its client reads JSON errors, and a 401 is no sign-in page.
+API_PREFIXES = (
+    "/api/",
+    "/health",
+    "/docs",
+    "/redoc",
+    "/openapi.json",
+    "/metrics",
+    "/v1/",
+    "/chat/completions",
+)
 
 
 def page(request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> HTMLResponse:

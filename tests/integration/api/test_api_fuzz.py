@@ -27,7 +27,7 @@ NO_2XX_FROM_RANDOM_DATA = {
     "POST /api/v1/sandbox/upload": "needs multipart files",
     "POST /api/v1/files": "needs one multipart file",
     "GET /api/v1/files": "the admin token must name an existing collection (?collection=)",
-    "POST /v1/chat/completions": "needs a runbook as the system message and a jetty block naming the collection",
+    "POST /v1/chat/completions": "runbook mode needs a runbook; passthrough, a provider key (the admin token names no collection)",
     "POST /api/v1/trial/{collection}/activate": "the test server has no trial keys",
     "POST /api/v1/experiments/{collection}": "needs a stored task and a matrix of known agents",
 }

@@ -13,6 +13,8 @@ from pier.api.schemas.collections import (
     CollectionPublic,
     EnvironmentPatch,
     EnvironmentPublic,
+    ModelUsagePublic,
+    ModelUsageRow,
     QuotaOverrides,
     QuotasPublic,
     TokenIssued,
@@ -23,6 +25,7 @@ from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.state import StateDep
 from pier.db import Collection
 from pier.server.services import collections as service
+from pier.server.services import passthrough
 from pier.telemetry.audit import note
 
 router = APIRouter(prefix="/api/v1/collections", tags=["collections"], responses=ERROR_RESPONSES)
@@ -99,6 +102,17 @@ def _quotas(found: service.Quotas) -> QuotasPublic:
     return QuotasPublic(
         collection=found.collection, quotas=found.in_force, overrides=found.overrides, defaults=found.defaults
     )
+
+
+@router.get("/{collection}/usage", summary="The collection's model usage outside runs")
+def get_usage(collection: CollectionDep, state: StateDep) -> ModelUsagePublic:
+    """What the collection's calls through the chat-completions passthrough
+    (`POST /v1/chat/completions` without a runbook) used: requests, tokens and
+    cost by provider, model and key source, as pier's model gateway counted
+    them. A run's own model usage is on its record (`steps.run.outputs.usage`)."""
+    found = passthrough.usage(state, collection)
+    return ModelUsagePublic(collection=collection, totals=found.totals,
+                            models=[ModelUsageRow(**row) for row in found.rows])  # fmt: skip
 
 
 @router.get("/{collection}/quotas", summary="The collection's quotas")

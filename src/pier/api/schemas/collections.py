@@ -92,3 +92,24 @@ class QuotasPublic(BaseModel):
     defaults: dict[str, int | None] = Field(
         description="the server's (PIER_QUOTA_*); concurrent_runs null: any slot"
     )
+
+
+class ModelUsageRow(BaseModel):
+    provider: str
+    model: str = Field(description="as the provider names it")
+    via: str = Field(description="collection: its own key; trial: the server's trial key")
+    requests: int
+    errors: int = Field(description="requests the provider (or the gateway) answered 4xx/5xx")
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_usd: float = Field(description="the list price (genai-prices), or the provider's own reported cost")
+    unpriced_calls: int = Field(description="calls whose model has no known price (not in cost_usd)")
+    first_at: datetime
+    last_at: datetime
+
+
+class ModelUsagePublic(BaseModel):
+    collection: str
+    totals: dict[str, int | float]
+    models: list[ModelUsageRow]
