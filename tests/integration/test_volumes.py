@@ -116,10 +116,15 @@ def test_a_read_only_volume_is_read_only_to_the_agent(base_image, docker_backend
     assert (results / "read.txt").read_text() == "rows\n"
     assert (results / "write.txt").read_text() == "refused\n", "the agent wrote into a read-only volume"
     assert "Read-only file system" in (results / "error.txt").read_text()
-    check = go("cat /seed/table.csv > {{results_dir}}/after.txt; ls /seed > {{results_dir}}/ls.txt",
-               collection, SEED, base_image)  # fmt: skip
-    assert (run_folder(check) / "results" / "after.txt").read_text() == "rows\n"
-    assert (run_folder(check) / "results" / "ls.txt").read_text() == "table.csv\n"
+    check = go(
+        "cat /seed/table.csv > {{results_dir}}/after.txt; [ -e /seed/new ] && echo present > {{results_dir}}/new.txt"
+        " || echo absent > {{results_dir}}/new.txt",
+        collection, SEED, base_image,
+    )  # fmt: skip
+    assert (run_folder(check) / "results" / "after.txt").read_text() == "rows\n", (
+        "the refused append changed it"
+    )
+    assert (run_folder(check) / "results" / "new.txt").read_text() == "absent\n", "a file was made in it"
 
 
 def test_the_api_lists_and_removes_only_the_collections_volumes(
