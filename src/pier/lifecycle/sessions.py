@@ -7,8 +7,9 @@
   end); the sweep deletes it after.
 - Continue: a run with `continue_from` claims that run's kept sandbox instead
   of creating one: the claim is written on the earlier run's record
-  (`continued_by`), so the sandbox is in use by one run at a time, and the new
-  run's record names its `parent`. It may keep the sandbox again.
+  (`continued_by`) as a compare-and-set in the store (Store.swap_run), so the
+  sandbox is in use by one run at a time across every process of a fleet, and
+  the new run's record names its `parent`. It may keep the sandbox again.
 - The sweep asks `sweep_status` what a sandbox's run is: a sandbox is labelled
   with the run that made it, so the chain of runs that continued in it is
   followed to its last run; a kept one not yet expired, or one a continuing run
