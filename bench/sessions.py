@@ -6,7 +6,9 @@ the same process on the same engine (the script agent; no model):
 - keep: the same run with keep_sandbox (its end deletes nothing);
 - continue: a follow-up run in the kept sandbox (no image, no create);
 - snapshot save: the kept sandbox committed as a snapshot of the collection;
-- from snapshot: a run whose sandbox starts from that snapshot.
+- from snapshot: a run whose sandbox starts from that snapshot;
+- with a volume: the fresh run with one of the collection's volumes mounted
+  (`volumes: {cache: {path: /opt/cache}}`; made by the first, reused after).
 
 Each figure is the median of --repeat runs' wall time (the run record's
 duration_seconds), and, for continue and snapshot save, their own step.
@@ -24,6 +26,7 @@ import uuid
 
 from pier.lifecycle.service import RunRequest, Services, run
 from pier.lifecycle.sessions import save_snapshot, snapshot_ref
+from pier.lifecycle.volumes import list_volumes
 from pier.runbook import parse
 from pier.tasks import task_from_runbook
 
@@ -51,8 +54,9 @@ def main() -> None:
     collection = f"bench-{uuid.uuid4().hex[:8]}"
     text = runbook(args.image)
     figures: dict[str, list[float]] = {
-        k: [] for k in ("fresh", "keep", "continue", "snapshot save", "from snapshot")
+        k: [] for k in ("fresh", "keep", "continue", "snapshot save", "from snapshot", "with a volume")
     }
+    with_volume = text.replace("agent: script\n", "agent: script\nvolumes: {cache: {path: /opt/cache}}\n")
     go(services, text, collection)  # warm: the image looked up once
     for index in range(args.repeat):
         figures["fresh"].append(go(services, text, collection).duration_seconds or 0)
@@ -72,8 +76,11 @@ def main() -> None:
             collection,
         )
         figures["from snapshot"].append(started.duration_seconds or 0)
+        figures["with a volume"].append(go(services, with_volume, collection).duration_seconds or 0)
         backend.remove(kept.outputs.sandbox.id or "")
         backend.remove_image(snapshot_ref(collection, name))
+    for volume in list_volumes(backend, collection):
+        backend.remove_volume(volume.engine_name)
     base = statistics.median(figures["fresh"])
     print(f"{'':16} {'median s':>9} {'vs fresh':>9}   (n={args.repeat}, image {args.image})")
     for key, values in figures.items():

@@ -82,6 +82,10 @@ class ImageError(SandboxError):
     """An image could not be pulled or built."""
 
 
+class VolumeInUse(SandboxError):
+    """A named volume cannot be removed: a sandbox mounts it (HTTP 409)."""
+
+
 class CapabilityError(SandboxError):
     """The spec asks for something the sandbox backend cannot enforce (network off,
     an egress allow-list, GPUs...). Raised before anything is created; retrying

@@ -1,5 +1,6 @@
-"""A follow-up turn: claude-code run with --keep, then --continue-from, against
-the scripted model; the second run's requests carry the first run's conversation."""
+"""A follow-up turn: an agent CLI (claude-code, codex, opencode, gemini-cli) run
+with --keep, then --continue-from, against the scripted model; the second run's
+requests carry the first run's conversation."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def go(text: str, image: str, env: dict, **params: object):
     return run(Services(get_settings()), request)
 
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[4], CASES[5]], ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[4], CASES[5]], ids=lambda c: c.id)
 def test_a_follow_up_turn_carries_the_first_turns_conversation(
     case, agent_image, model_server, docker_backend
 ):

@@ -34,6 +34,7 @@ class CliRun:
     config_files: Mapping[str, bytes] = field(default_factory=dict)
     collect: str = ""
     after: str = ""  # shell run right after the CLI; its output joins the CLI's
+    before: str = ""  # shell run in /app just before the CLI (its config files are in place)
 
 
 class CliAgent(Agent):
@@ -82,7 +83,7 @@ class CliAgent(Agent):
         pin = self.install_spec.pin
         via = "pier's model gateway" if routed else choice.provider.key_env
         return AgentLaunch(
-            command=self._wrapped(run.argv, run.after),
+            command=self._wrapped(run.argv, run.after, run.before),
             env=run.env,
             files={PROMPT_PATH: plan.instruction.encode()},
             credential_files=run.config_files,
@@ -95,15 +96,16 @@ class CliAgent(Agent):
     def stream_path(self) -> str:
         return f"{AGENT_LOG_DIR}/{self.name}.{self.stream_name}"
 
-    def _wrapped(self, argv: list[Any], after: str) -> str:
+    def _wrapped(self, argv: list[Any], after: str, before: str = "") -> str:
         words = [f'"$(cat {PROMPT_PATH})"' if a is PROMPT else shlex.quote(str(a)) for a in argv]
         stderr = f"{AGENT_LOG_DIR}/{self.name}.stderr.log"
         # stdout (the structured stream) is kept whole; stderr goes beside it and its
         # end is shown when the CLI fails, so the run log says why.
         return (
-            f"set -o pipefail\ncd /app\n"
+            "set -o pipefail\ncd /app\n"
+            + (f"{before}\n" if before else "")
             # The agent ends when the CLI does: what it left running is stopped then.
-            f"{stop_leftovers_after(' '.join(words) + ' </dev/null 2>>' + stderr)} | "
+            + f"{stop_leftovers_after(' '.join(words) + ' </dev/null 2>>' + stderr)} | "
             f"{through_term(f'tee {self.stream_path}')}\n"
             "status=$?\n"
             + (f"{after}\n" if after else "")

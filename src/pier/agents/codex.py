@@ -13,6 +13,15 @@ from pier.agents.pins import PINS
 from pier.agents.providers import ProviderChoice
 
 CODEX_HOME = f"{PIER_RUN_DIR}/codex"  # config, sessions; deleted after the run
+# Where codex's own state (its sessions, their index; never config.toml or a login)
+# stays in the sandbox between runs, outside /run/pier, so a run that continues in a
+# kept sandbox resumes the conversation (`codex exec resume --last`): docs/sessions.md.
+CODEX_STATE = "/root/.local/state/pier/codex"
+_SAVE_STATE = (
+    f"rm -rf {CODEX_STATE} && mkdir -p {CODEX_STATE} && cp -a {CODEX_HOME}/. {CODEX_STATE}/ 2>/dev/null; "
+    f"rm -f {CODEX_STATE}/config.toml {CODEX_STATE}/auth.json"
+)
+_RESTORE_STATE = f"if [ -d {CODEX_STATE} ]; then cp -a {CODEX_STATE}/. {CODEX_HOME}/; fi"
 
 
 class CodexAgent(CliAgent):
@@ -26,6 +35,9 @@ class CodexAgent(CliAgent):
                            "--dangerously-bypass-approvals-and-sandbox"]  # fmt: skip
         if choice.model:
             argv += ["--model", choice.model]
+        resume = bool(getattr(plan, "continue_from", None))  # in a kept sandbox: its last session goes on
+        if resume:
+            argv += ["resume", "--last"]
         argv.append(PROMPT)
         # Both providers get the key as OPENAI_API_KEY and their endpoint as the base URL.
         env = {"CODEX_HOME": CODEX_HOME, "OPENAI_API_KEY": choice.key, "OPENAI_BASE_URL": choice.base_url}
@@ -33,7 +45,8 @@ class CodexAgent(CliAgent):
             argv=argv,
             env=env,
             config_files={f"{CODEX_HOME}/config.toml": config_toml(choice, servers).encode()},
-            collect=f"cp -r {CODEX_HOME}/sessions {AGENT_LOG_DIR}/codex-sessions 2>/dev/null",
+            collect=f"cp -r {CODEX_HOME}/sessions {AGENT_LOG_DIR}/codex-sessions 2>/dev/null; {_SAVE_STATE}",
+            before=_RESTORE_STATE if resume else "",
         )
 
     def readable(self, line: str) -> str | None:

@@ -28,6 +28,7 @@ from pier.api.routes import (
     runs,
     tasks,
     trajectories,
+    volumes,
 )
 from pier.api.routes import experiments as experiment_routes
 from pier.lifecycle.background import PeriodicSweeper
@@ -129,7 +130,7 @@ def create_app(
     app.add_middleware(Observe)  # outside the limits: refused requests are counted (and audited) too
     app.add_middleware(NoTrailingSlash)
     for module in (health, collections, tasks, runs, trajectories, files, events, catalog, catalogue,
-                   chat, routines, experiment_routes):  # fmt: skip
+                   chat, routines, experiment_routes, volumes):  # fmt: skip
         app.include_router(module.router)
     app.include_router(operations.router)
     if pages is not None:

@@ -34,6 +34,7 @@ from pier.cli import (
     sweep,
     task,
     validate,
+    volume,
     worker,
 )
 from pier.errors import ConfigurationError, DatabaseTooNew
@@ -186,6 +187,7 @@ app.add_typer(task.task_app, name="task")
 app.add_typer(routine.routine_app, name="routine")
 app.add_typer(experiment.experiment_app, name="experiment")
 app.add_typer(sandbox.sandbox_app, name="sandbox")
+app.add_typer(volume.volume_app, name="volume")
 app.add_typer(storage.storage_app, name="storage")
 app.add_typer(db.db_app, name="db")
 app.add_typer(audit.audit_app, name="audit")

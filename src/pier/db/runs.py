@@ -4,10 +4,10 @@ and their labels (a table of their own)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, delete, func, insert, select, tuple_
+from sqlalchemy import Connection, Row, Select, delete, func, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from pier.db.base import StoreBase
@@ -82,6 +82,11 @@ class RunStore(StoreBase):
         there is none, or, without a collection, when several collections
         have chosen that id for runs they ingested: name the collection then.
         The ids pier makes are random, so are one run's wherever they are used."""
+        return self.get_run_seen(trajectory_id, collection)[0]
+
+    def get_run_seen(self, trajectory_id: str, collection: str | None = None) -> tuple[Trajectory, datetime]:
+        """The run (as get_run) and the stored `updated_at` it was read at: the
+        version `swap_run` compares with."""
         query = select(runs).where(runs.c.trajectory_id == trajectory_id)
         if collection is not None:
             query = query.where(runs.c.collection == collection)
@@ -91,7 +96,28 @@ class RunStore(StoreBase):
                 where = "" if collection is None else f" in {collection}"
                 hint = "check the trajectory id" if not rows else "name its collection"
                 raise NotFoundError(f"run {trajectory_id!r} not found{where}: {hint}")
-            return self._records(connection, rows)[0]
+            return self._records(connection, rows)[0], rows[0].updated_at
+
+    def swap_run(self, record: Trajectory, seen: datetime) -> bool:
+        """Compare-and-set: replace the stored run (ended or not) only when its
+        `updated_at` is still `seen` (from get_run_seen), in one conditional
+        UPDATE, so of two processes that read the same version and both write,
+        exactly one does. False when another write came first (read again)."""
+        values = run_columns(record)
+        if values["updated_at"] <= seen:  # a clock at the same microsecond: the version still moves on
+            record.updated = values["updated_at"] = seen + timedelta(microseconds=1)
+            values["record"] = record.stored()
+        statement = (
+            update(runs)
+            .where(
+                runs.c.trajectory_id == record.trajectory_id,
+                runs.c.collection == record.collection,
+                runs.c.updated_at == seen,
+            )
+            .values(**{k: v for k, v in values.items() if k not in ("trajectory_id", "collection")})
+        )
+        with self._write() as connection:
+            return connection.execute(statement).rowcount == 1
 
     def runs_with_id(self, trajectory_id: str) -> list[Trajectory]:
         """Every run with that trajectory id: one, or several collections' own

@@ -79,6 +79,8 @@ class RunPlan:
     operator_keys: frozenset[str] = frozenset()
     keep_sandbox: bool = False  # the sandbox outlives the run, for PIER_KEEP_TTL_SEC
     continue_from: str | None = None  # the run whose kept sandbox this run runs in
+    # The collection's named volumes the sandbox mounts: (name, path, read_only), docs/sessions.md#volumes
+    volumes: tuple[tuple[str, str, bool], ...] = ()
     # The platform's evaluation (docs/runbook-format.md): `code_checks:`, strict_evaluation,
     # `evaluation:` (programmatic | rubric), and the secrets withheld from the agent
     # and given to the checks pier runs.
@@ -309,6 +311,14 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     )
     keep = checked(lambda: _keep_sandbox(step.keep_sandbox), False, "keep_sandbox")
     parent = checked(lambda: _continue_from(step.continue_from, allow), None, "continue_from")
+    volumes = tuple((name, v.path, v.read_only) for name, v in step.frontmatter.volumes.items())
+    if volumes and parent is not None:
+        problems.append(
+            InputError(
+                "continue_from with `volumes:` is not supported: a kept sandbox keeps the volumes it was "
+                "made with; drop `volumes:` from the follow-up runbook"
+            ).at("volumes")
+        )
     Problems.raise_any(problems)
     return RunPlan(
         trajectory_id=inputs.trajectory_id,
@@ -342,6 +352,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
         operator_keys=inputs.operator_keys,
         keep_sandbox=keep,
         continue_from=parent,
+        volumes=volumes,
         upstreams=upstreams,
         code_checks=config,
         strict_evaluation=step.strict_evaluation,

@@ -240,7 +240,7 @@ class WarmPool:
         matches (the caller creates one). Only specs that need nothing at create
         beyond image and limits can match: no env, no files, not on an egress
         network (a run with an allow-list creates its own sandbox)."""
-        if spec.env or spec.files or spec.network_name or spec.dns:
+        if spec.env or spec.files or spec.network_name or spec.dns or spec.volumes:
             return None
         key = PoolKey(spec.image, spec.limits)
         while True:

@@ -7,8 +7,9 @@
   end); the sweep deletes it after.
 - Continue: a run with `continue_from` claims that run's kept sandbox instead
   of creating one: the claim is written on the earlier run's record
-  (`continued_by`), so the sandbox is in use by one run at a time, and the new
-  run's record names its `parent`. It may keep the sandbox again.
+  (`continued_by`) as a compare-and-set in the store (Store.swap_run), so the
+  sandbox is in use by one run at a time across every process of a fleet, and
+  the new run's record names its `parent`. It may keep the sandbox again.
 - The sweep asks `sweep_status` what a sandbox's run is: a sandbox is labelled
   with the run that made it, so the chain of runs that continued in it is
   followed to its last run; a kept one not yet expired, or one a continuing run
@@ -25,7 +26,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pier.errors import InputError, NotFoundError, SandboxError, StageError
-from pier.record import RunStatus, StageStatus, Trajectory
+from pier.record import RunStatus, SandboxRecord, StageStatus, Trajectory
 from pier.sandbox.base import Sandbox, SandboxBackend, SandboxSource
 from pier.sandbox.sweeper import KEPT
 
@@ -58,8 +59,26 @@ def claim_kept(ctx: RunContext) -> Sandbox:
     assert parent_id is not None
     if store is None:
         raise StageError("create", "continue_from needs the runs' database, which this run has none of")
-    with _CLAIM:
-        parent = _parent(store, parent_id, plan.collection)
+    with _CLAIM:  # in this process one at a time; across processes the store's compare-and-set decides
+        kept, sandbox = _claim(ctx, store, parent_id, plan.collection)
+    record = ctx.record
+    record.parent = parent_id
+    record.outputs.sandbox = kept.model_copy(update={"continued_by": None, "kept_until": None, "pool": None})
+    ctx.image = kept.image
+    ctx.log(f"continuing in the kept sandbox {kept.id[:12]} of run {parent_id}")
+    return sandbox
+
+
+CLAIM_TRIES = 20  # reads of the parent a claim makes at most while other writes to it come first
+
+
+def _claim(ctx: RunContext, store: Store, parent_id: str, collection: str) -> tuple[SandboxRecord, Sandbox]:
+    """Check the parent's kept sandbox, attach it, then write the claim as a
+    compare-and-set on the parent's record: of runs that claim it at once (in
+    any process of a fleet, on SQLite or PostgreSQL) exactly one writes; the
+    others read it again and are refused as "in use"."""
+    for _ in range(CLAIM_TRIES):
+        parent, seen = _parent(store, parent_id, collection)
         kept = parent.outputs.sandbox
         refuse = _refusal(parent, time.time())
         if refuse:
@@ -76,18 +95,14 @@ def claim_kept(ctx: RunContext) -> Sandbox:
                 "start the runbook without --continue-from",
             ) from None
         kept.continued_by, kept.kept_until = ctx.record.trajectory_id, None
-        store.save_run(parent, replace_final=True)
-    record = ctx.record
-    record.parent = parent_id
-    record.outputs.sandbox = kept.model_copy(update={"continued_by": None, "kept_until": None, "pool": None})
-    ctx.image = kept.image
-    ctx.log(f"continuing in the kept sandbox {kept.id[:12]} of run {parent_id}")
-    return sandbox
+        if store.swap_run(parent, seen):
+            return kept, sandbox
+    raise StageError("create", f"cannot continue from run {parent_id}: its record kept changing; try again")
 
 
-def _parent(store: Store, parent_id: str, collection: str) -> Trajectory:
+def _parent(store: Store, parent_id: str, collection: str) -> tuple[Trajectory, datetime]:
     try:
-        return store.get_run(parent_id, collection)
+        return store.get_run_seen(parent_id, collection)
     except NotFoundError:  # another collection's run is as unknown as one that never was
         raise StageError(
             "create",

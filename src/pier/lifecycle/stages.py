@@ -21,7 +21,7 @@ from pathlib import Path
 from pier.agents import Agent
 from pier.agents.base import AgentLaunch
 from pier.agents.toolcalls import ToolCalls
-from pier.errors import SandboxError, StageError
+from pier.errors import InputError, SandboxError, StageError
 from pier.gateway.routing import ModelRoute, without_provider_keys
 from pier.lifecycle.assets import setup_tar
 from pier.lifecycle.checking import (
@@ -40,6 +40,7 @@ from pier.lifecycle.outputs import collect_outputs
 from pier.lifecycle.plan import plan_run
 from pier.lifecycle.sessions import claim_kept, collection_snapshot, continued, wants_keep
 from pier.lifecycle.verdict import provider_message, run_usage, trouble_outcome
+from pier.lifecycle.volumes import run_mounts
 from pier.record import RUN_STEP, SandboxRecord
 from pier.sandbox import create_with_retry, resolve_source
 from pier.sandbox.base import (
@@ -54,6 +55,7 @@ from pier.sandbox.base import (
     Sandbox,
     SandboxBackend,
     SandboxSpec,
+    VolumeMount,
 )
 from pier.sandbox.dockerfile import read_ca_bundle
 from pier.sandbox.processes import STOP_PROCESSES_SCRIPT
@@ -120,7 +122,7 @@ def create(ctx: RunContext) -> None:
             ctx.record.outputs.warnings.append(note)
     ctx.image = agent_layer(ctx, ctx.image)
     open_run_egress(ctx)
-    spec = sandbox_spec(ctx)
+    spec = replace(sandbox_spec(ctx), volumes=_volume_mounts(ctx))
     pooled = _claim(ctx, spec)
     if pooled is not None:
         ctx.sandbox = pooled
@@ -146,6 +148,21 @@ def create(ctx: RunContext) -> None:
     ctx.log(
         f"sandbox {ctx.sandbox.id[:12]} up ({shown}{cpus:g} CPUs, {plan.memory}, network {_onoff(plan.network)})"
     )
+
+
+def _volume_mounts(ctx: RunContext) -> tuple[VolumeMount, ...]:
+    """The collection's volumes the runbook mounts (made on first use by the
+    backend); only the run sandbox's, not a fresh one's for checks."""
+    plan = ctx.require_plan()
+    if not plan.volumes:
+        return ()
+    try:
+        mounts = run_mounts(ctx.backend, plan.collection, plan.volumes, ctx.settings.volumes_per_collection)
+    except InputError as exc:
+        raise StageError("create", str(exc)) from None
+    for (name, path, read_only), mount in zip(plan.volumes, mounts, strict=True):
+        ctx.log(f"volume {name} ({mount.name}) at {path}{' read-only' if read_only else ''}")
+    return mounts
 
 
 def _create(ctx: RunContext, spec: SandboxSpec, deadline: float) -> Sandbox:

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from pier.limits import check_cpus, check_memory, check_timeout
+from pier.runbook.volumes import VolumeDecl, check_volumes
 
 KNOWN_AGENTS = ("claude-code", "codex", "opencode", "gemini-cli", "hermes", "script")
 KNOWN_PROVIDERS = ("anthropic", "openrouter", "openai", "google", "bedrock")
@@ -69,6 +70,8 @@ class Frontmatter(BaseModel):
     mcp_servers: dict[str, Any] = Field(default_factory=dict)
     model_budget: dict[str, Any] = Field(default_factory=dict)  # requests, tokens, cost_usd
     network: dict[str, Any] | None = None  # {allow: [names]}: egress through pier's proxy only
+    # The collection's named volumes the run mounts: {name: {path, read_only}} (pier.runbook.volumes)
+    volumes: dict[str, VolumeDecl] = Field(default_factory=dict)
 
     @field_validator("version", mode="before")
     @classmethod
@@ -90,6 +93,11 @@ class Frontmatter(BaseModel):
     @classmethod
     def _empty_mapping(cls, value: Any) -> Any:
         return {} if value is None else value
+
+    @field_validator("volumes", mode="before")
+    @classmethod
+    def _volumes(cls, value: Any) -> Any:
+        return check_volumes(value)
 
     @field_validator("checks", mode="before")
     @classmethod

@@ -25,6 +25,8 @@ LABEL_RECIPE = "pier.recipe"
 LABEL_LAYER = "pier.layer"  # an agent layer: the agent it holds
 LABEL_LAYER_VERSION = "pier.layer.version"
 LABEL_LAYER_BASE = "pier.layer.base"  # the image it was built from
+LABEL_VOLUME = "pier.volume"  # a collection's named volume: its name in the collection
+LABEL_VOLUME_COLLECTION = "pier.volume.collection"  # ... and the collection that owns it
 
 
 @dataclass(frozen=True)
@@ -65,9 +67,29 @@ class Capabilities:
     pids_limit: bool = False  # Limits.pids
     disk_quota: bool = False  # Limits.disk: writes past it refused, limit_reached() says so
     gpus: bool = False  # Limits.gpus
+    volumes: bool = False  # SandboxSpec.volumes: named volumes that outlive the sandbox, read-only when asked
 
     def declared(self) -> tuple[str, ...]:
         return tuple(f.name for f in fields(self) if getattr(self, f.name))
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    """A named volume of the engine mounted in the sandbox: made (with its
+    labels) when it is not there yet, kept when the sandbox is deleted."""
+
+    name: str  # the engine's name of the volume
+    path: str  # where the sandbox sees it
+    read_only: bool = False
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VolumeInfo:
+    name: str  # the engine's name
+    labels: Mapping[str, str]
+    created: str | None = None  # as the engine says it
+    in_use: int | None = None  # sandboxes that mount it now (None: not known)
 
 
 @dataclass(frozen=True)
@@ -86,6 +108,7 @@ class SandboxSpec:
     # and the resolvers the sandbox uses; with limits.network False, no network wins.
     network_name: str | None = None
     dns: tuple[str, ...] = ()
+    volumes: tuple[VolumeMount, ...] = ()  # capability `volumes`
 
 
 @dataclass(frozen=True)
@@ -382,6 +405,16 @@ class SandboxBackend(ABC):
 
     def paused(self, sandbox_id: str) -> bool:
         """Whether the sandbox is paused now (False when it is gone)."""
+        return False
+
+    def list_volumes(self, labels: Mapping[str, str]) -> list[VolumeInfo]:
+        """The named volumes carrying every one of `labels` (none for a backend
+        without volumes)."""
+        return []
+
+    def remove_volume(self, name: str) -> bool:
+        """Remove a named volume and its data; False when it was not there.
+        Raises SandboxError when a sandbox uses it (or the engine refuses)."""
         return False
 
     def remove_image(self, ref: str) -> bool:

@@ -57,6 +57,12 @@ def asked(limits: Limits) -> tuple[str, ...]:
 def refuse_unsupported(spec: SandboxSpec, capabilities: Capabilities, backend: str) -> None:
     """Raise CapabilityError when spec asks for a hard capability the backend lacks.
     Every backend calls this first thing in create."""
+    if spec.volumes and not capabilities.volumes:
+        raise CapabilityError(
+            f"this sandbox mounts volumes (capability volumes), which the {backend!r} sandbox backend "
+            "does not provide: drop `volumes:` from the runbook, or use a backend with volumes "
+            "(PIER_SANDBOX_BACKEND=docker)"
+        )
     for name in asked(spec.limits):
         if name in HARD and not getattr(capabilities, name):
             raise CapabilityError(

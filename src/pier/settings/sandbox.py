@@ -118,6 +118,12 @@ class SandboxSettings(BaseModel):
         description="a sandbox kept after its run (`pier run --keep`, init_params.keep_sandbox) is swept "
         "this long after the run ends, unless a run continues in it first",
     )
+    volumes_per_collection: int = Field(
+        16,
+        ge=0,
+        description="named volumes (a runbook's `volumes:`) a collection may have on the engine at once: a "
+        "run that would make one more is refused; 0 turns volumes off",
+    )
     sweep_interval_sec: float = Field(300, gt=0, description="how often the server sweeps sandboxes")
     sweep_foreign: bool = Field(
         True, description="the server also sweeps sandboxes of runs its store does not know (owner gone)"

@@ -229,3 +229,17 @@ def test_gemini_cli_resumes_its_latest_session_only_in_a_continued_run():
     env = {"GEMINI_API_KEY": "g-k"}
     assert "--resume" not in agent.launch(plan("gemini-cli", env=env)).command
     assert "--resume latest" in agent.launch(plan("gemini-cli", env=env, continue_from="a" * 32)).command
+
+
+def test_codex_resumes_its_last_session_only_in_a_continued_run():
+    from pier.agents.codex import CODEX_STATE
+
+    agent = get_agent("codex")
+    env = {"OPENAI_API_KEY": "o-k"}
+    first = agent.launch(plan("codex", env=env))
+    assert "resume" not in first.command and CODEX_STATE not in first.command
+    assert CODEX_STATE in first.collect_command, "the session is not saved outside /run/pier"
+    assert "rm -f /root/.local/state/pier/codex/config.toml" in first.collect_command
+    follow = agent.launch(plan("codex", env=env, continue_from="a" * 32)).command
+    assert 'resume --last "$(cat /run/pier/prompt.md)"' in follow
+    assert follow.index(f"cp -a {CODEX_STATE}/.") < follow.index("codex exec"), "restored after it started"

@@ -402,6 +402,7 @@ def test_docker_declares_disk_quota_by_the_drivers_quota_or_the_disk_guard():
         "memory_limit",
         "cpu_limit",
         "pids_limit",
+        "volumes",
     )
     guarded = backend_on(EXT4)
     guarded.__dict__["disk_guard_missing"] = None

@@ -16,9 +16,10 @@ import docker
 import docker.errors
 import requests
 
-from pier.errors import CapabilityError, SandboxError
+from pier.errors import CapabilityError, SandboxError, VolumeInUse
 from pier.limits import parse_size
 from pier.sandbox.base import (
+    LABEL_RUN,
     Capabilities,
     InternalNetwork,
     Layer,
@@ -30,6 +31,8 @@ from pier.sandbox.base import (
     SandboxInfo,
     SandboxSource,
     SandboxSpec,
+    VolumeInfo,
+    VolumeMount,
 )
 from pier.sandbox.capabilities import refuse_unsupported, unenforced_notes
 from pier.sandbox.docker import diskguard, images, layers
@@ -111,6 +114,7 @@ class DockerBackend(SandboxBackend):
             cpu_limit=True,
             pids_limit=not self._on_gvisor,
             disk_quota=self.facts.disk_quota or self.disk_guard_missing is None,
+            volumes=True,
         )
 
     @property
@@ -288,6 +292,7 @@ class DockerBackend(SandboxBackend):
                 "PIER_DISK_LIMIT= (empty) to run without a disk limit"
             )
         refuse_unsupported(spec, self.capabilities, self.name)
+        self._ensure_volumes(spec.volumes)
         spec, fence_note = self._on_fenced_network(spec)
         extra_env = self.tls_env() or None
         plan = plan_container(
@@ -502,6 +507,60 @@ class DockerBackend(SandboxBackend):
 
     def _state(self, sandbox_id: str) -> dict:
         return self.api.inspect_container(sandbox_id).get("State") or {}
+
+    def _ensure_volumes(self, volumes: tuple[VolumeMount, ...]) -> None:
+        """Each named volume made with its labels when it is not there yet (the
+        engine would make a missing one at create, but without labels, which
+        are how pier lists a collection's and refuses another's)."""
+        for volume in volumes:
+            with docker_errors(f"preparing volume {volume.name}", self._url):
+                try:
+                    found = self.api.inspect_volume(volume.name)
+                except docker.errors.NotFound:
+                    self.api.create_volume(volume.name, labels=dict(volume.labels))
+                    continue
+            theirs = found.get("Labels") or {}
+            wrong = {key: value for key, value in volume.labels.items() if theirs.get(key) != value}
+            if wrong:  # a volume of that name pier did not make for this owner: never mounted
+                raise SandboxError(
+                    f"the engine's volume {volume.name} is not this collection's (its labels {theirs}); "
+                    "remove it on the engine or rename the volume in the runbook"
+                )
+
+    def list_volumes(self, labels: Mapping[str, str]) -> list[VolumeInfo]:
+        filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
+        with docker_errors("listing volumes", self._url):
+            found = self.api.volumes(filters=filters).get("Volumes") or []
+            names = {volume["Name"] for volume in found}
+            using: dict[str, int] = {}
+            for container in self.api.containers(all=True, filters={"label": LABEL_RUN}):
+                for mount in container.get("Mounts") or []:
+                    if mount.get("Type") == "volume" and mount.get("Name") in names:
+                        using[mount["Name"]] = using.get(mount["Name"], 0) + 1
+        return [
+            VolumeInfo(
+                name=volume["Name"],
+                labels=volume.get("Labels") or {},
+                created=volume.get("CreatedAt"),
+                in_use=using.get(volume["Name"], 0),
+            )
+            for volume in found
+        ]
+
+    def remove_volume(self, name: str) -> bool:
+        with docker_errors(f"removing volume {name}", self._url):
+            try:
+                self.api.remove_volume(name)
+            except docker.errors.NotFound:
+                return False
+            except docker.errors.APIError as exc:
+                if exc.status_code == 409:
+                    raise VolumeInUse(
+                        f"volume {name} is in use by a sandbox (a run, or a kept sandbox): "
+                        "remove it when no sandbox mounts it"
+                    ) from None
+                raise
+        return True
 
     def remove_image(self, ref: str) -> bool:
         try:

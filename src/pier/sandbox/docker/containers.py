@@ -13,6 +13,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import docker.types
 import requests
 
 from pier.limits import parse_size
@@ -70,6 +71,11 @@ def plan_container(
             host["dns"] = list(spec.dns)
     if spec.limits.disk and facts.disk_quota:
         host["storage_opt"] = {"size": spec.limits.disk}
+    if spec.volumes:  # named volumes (made beforehand, with their labels); read-only ones mounted so
+        host["mounts"] = [
+            docker.types.Mount(target=v.path, source=v.name, type="volume", read_only=v.read_only)
+            for v in spec.volumes
+        ]
     create = {
         "image": spec.image,
         "entrypoint": KEEPALIVE[:1],
