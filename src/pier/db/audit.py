@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -29,7 +29,6 @@ PRUNE_ACTION = "audit prune"
 CHAIN_LOCK = "pier.audit.chain"
 HASHED = ("at", "collection", "actor", "token_id", "token_name", "action", "target", "status", "client",
           "user_agent", "object_id", "outcome", "source", "request_id")  # fmt: skip
-Sink = Callable[[AuditEntry], None]
 
 
 def _entry(row: Row[Any]) -> AuditEntry:
@@ -73,21 +72,9 @@ class ChainReport:
 
 
 class AuditStore(StoreBase):
-    _audit_sinks: list[Sink]
-
-    def add_audit_sink(self, sink: Sink) -> None:
-        """Call `sink` with every entry this store writes, once it is stored
-        (an export as they happen: PIER_AUDIT_EXPORT)."""
-        if not hasattr(self, "_audit_sinks"):
-            self._audit_sinks = []
-        self._audit_sinks.append(sink)
-
     def add_audit(self, entry: AuditEntry) -> AuditEntry:
         with self._write() as connection:
-            stored = self._chain_append(connection, entry)
-        for sink in getattr(self, "_audit_sinks", []):
-            sink(stored)
-        return stored
+            return self._chain_append(connection, entry)
 
     def _chain_append(self, connection: Connection, entry: AuditEntry) -> AuditEntry:
         self._lock(connection, CHAIN_LOCK)
