@@ -58,7 +58,7 @@ from pier.sandbox.docker.retrying import RetryingEngine
 from pier.sandbox.docker.sandbox import DockerSandbox
 from pier.sandbox.dockerfile import CA_PATH, ca_env, read_ca_bundle
 from pier.sandbox.fence import admit, fence_bridge, fence_problem
-from pier.sandbox.sweeper import owner_label
+from pier.sandbox.owner import owner_label
 from pier.sandbox.tarutil import tar_members
 from pier.settings import Settings
 
