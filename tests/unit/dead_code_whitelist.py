@@ -10,7 +10,7 @@ _ = object()
 _.on_broken_pipe  # rich's Console calls it when stdout's reader goes away (cli/console.py)
 _.connect_unix_socket  # httpcore's network backend interface (gateway/connect.py)
 _.writable  # io.RawIOBase's interface, read by the zip writer (storage/archive.py)
-_.rated_backend  # named as a string in pier.sandbox.BACKENDS ("fake-rated")
+_.rated_backend  # named as a string in pier.sandbox._BUILTIN ("fake-rated")
 _.downgrade  # alembic calls each migration's downgrade()
 _.load_dialect_impl  # SQLAlchemy's TypeDecorator interface (db/types.py)
 _.process_bind_param
