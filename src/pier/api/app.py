@@ -95,13 +95,17 @@ def create_app(
             # whatever the previous servers left, this one starts and serves
             app.state.recovery = Recovery(state.dispatcher).start()
 
+        def close_pool() -> None:
+            if services.pool is not None:
+                services.pool.close()
+
         webhooks, experiments = state.dispatcher.webhooks, state.experiment_scheduler
         background = [
             Background("bus", state.bus.start, state.bus.close),
             # deliveries kept from before a restart go out too
             Background("webhooks", webhooks.start, webhooks.close) if webhooks is not None else None,
             # PIER_WARM_POOL: ready sandboxes, filled in the background
-            Background("warm pool", services.start_pool, lambda: services.pool and services.pool.close()),
+            Background("warm pool", services.start_pool, close_pool),
             Background("executor", executor.start, state.dispatcher.stop),
             Background("sweeper", sweeper.start, sweeper.stop),
             Background("recovery", start_recovery, lambda: app.state.recovery.stop()),
