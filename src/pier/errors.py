@@ -114,14 +114,6 @@ class StageError(PierError, RuntimeError):
         self.outcome = outcome
 
 
-class RunTimeout(StageError, TimeoutError):
-    """The agent ran past the run's time limit."""
-
-
-class Cancelled(StageError):
-    """The run was cancelled while a stage was running."""
-
-
 class ConfigurationError(InputError):
     """PIER_* settings that do not validate: str() is one line per bad setting,
     naming the variable, its value and what is allowed."""

@@ -243,7 +243,7 @@ class Trajectory(BaseModel):
     parent_step: str | None = None
     trace_id: str | None = None  # its OpenTelemetry trace, when the server exports traces
     parent: str | None = None  # the run whose kept sandbox this one continued in (continue_from)
-    # "host:pid:start" of the process running the run (pier.sandbox.sweeper.owner_label):
+    # "host:pid:start" of the process running the run (pier.sandbox.owner.owner_label):
     # a run whose owner is gone is ended by whoever notices (lifecycle/orphans.py).
     # Stored, never served: it is the host's business, not a client's.
     owner: str | None = Field(default=None, exclude=True)

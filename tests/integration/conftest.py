@@ -21,7 +21,6 @@ from pier.settings import Settings
 
 TEST_IMAGE_ENV = "PIER_TEST_IMAGE"
 DEFAULT_TEST_IMAGE = "pier-base:bookworm"
-CLI_AGENTS = ("claude-code", "codex", "opencode", "gemini-cli", "hermes")
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-test-image.sh"
 
 
@@ -68,7 +67,7 @@ def agent_image(docker_backend: DockerBackend, base_image: str) -> str:
     own install code (and kept by tag, so it is reused while the pins stay)."""
     from tests.support.agent_image import build_agent_image
 
-    from pier.agents import get_agent
+    from pier.agents import CLI_AGENTS, get_agent
 
     specs = [get_agent(name).install_spec for name in CLI_AGENTS]  # type: ignore[attr-defined]
     return build_agent_image(docker_backend, base_image, specs, log=lambda line: None)

@@ -21,7 +21,7 @@ from pier.lifecycle.service import RunRequest, Services, run
 from pier.record import CheckResult, Trajectory
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_RUN, Limits, SandboxSpec
-from pier.sandbox.fence import withdraw
+from pier.sandbox.docker.fence import withdraw
 from pier.settings import get_settings
 from pier.tasks import step_override, task_from_runbook
 

@@ -26,7 +26,8 @@ from pier.sandbox.base import (
 from pier.sandbox.docker.backend import DockerBackend
 from pier.sandbox.docker.sandbox import DockerSandbox
 from pier.sandbox.dockerfile import generate_recipe
-from pier.sandbox.sweeper import owner_label, sweep
+from pier.sandbox.owner import owner_label
+from pier.sandbox.sweeper import sweep
 from pier.settings import Settings
 
 pytestmark = pytest.mark.integration

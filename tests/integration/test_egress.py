@@ -16,7 +16,7 @@ from tests.support.runs import run_folder
 from pier.lifecycle.service import RunRequest, Services, run
 from pier.record import Trajectory
 from pier.runbook import parse
-from pier.sandbox.fence import withdraw
+from pier.sandbox.docker.fence import withdraw
 from pier.settings import get_settings
 from pier.tasks import task_from_runbook
 

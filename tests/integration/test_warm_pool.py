@@ -103,7 +103,7 @@ from pier.lifecycle.pool import WarmPool
 from pier.sandbox.base import SandboxSpec
 from pier.sandbox.docker.backend import DockerBackend
 from pier.settings import Settings, WarmPoolEntry
-from pier.sandbox.sweeper import owner_label
+from pier.sandbox.owner import owner_label
 settings = Settings(warm_pool=[WarmPoolEntry(image=sys.argv[1], size=1, cpus=1, memory="512M")],
                     warm_pool_check_sec=3600)
 pool = WarmPool(DockerBackend(settings), settings).start()

@@ -8,13 +8,18 @@ from pier.agents.codex import CodexAgent
 from pier.agents.gemini_cli import GeminiCliAgent
 from pier.agents.hermes import HermesAgent
 from pier.agents.opencode import OpencodeAgent
+from pier.agents.pins import PINS
 from pier.agents.script import ScriptAgent
 from pier.errors import InputError
 
 _AGENTS: dict[str, type[Agent]] = {
     agent.name: agent
-    for agent in (ScriptAgent, ClaudeCodeAgent, CodexAgent, OpencodeAgent, GeminiCliAgent, HermesAgent)
+    for agent in (ClaudeCodeAgent, CodexAgent, OpencodeAgent, GeminiCliAgent, HermesAgent, ScriptAgent)
 }
+# The built-in agents, in one place: docs, specs and tests read them from here.
+AGENT_NAMES: tuple[str, ...] = tuple(_AGENTS)
+# Those that run a CLI pier installs at its pin (all but script).
+CLI_AGENTS: tuple[str, ...] = tuple(name for name in AGENT_NAMES if name in PINS)
 
 
 def register(agent: type[Agent]) -> type[Agent]:
@@ -46,4 +51,13 @@ def agent_env_names(name: str | None) -> tuple[str, ...]:
     return agent().env_names() if agent else ()
 
 
-__all__ = ["Agent", "AgentLaunch", "agent_env_names", "get_agent", "known_agents", "register"]
+__all__ = [
+    "AGENT_NAMES",
+    "CLI_AGENTS",
+    "Agent",
+    "AgentLaunch",
+    "agent_env_names",
+    "get_agent",
+    "known_agents",
+    "register",
+]

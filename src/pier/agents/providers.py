@@ -34,8 +34,9 @@ PROVIDERS: dict[str, Provider] = {
     "google": Provider("google", "GEMINI_API_KEY", "https://generativelanguage.googleapis.com", "GOOGLE_GEMINI_BASE_URL"),
     "bedrock": Provider("bedrock", "AWS_BEARER_TOKEN_BEDROCK", "", "ANTHROPIC_BEDROCK_BASE_URL"),
 }  # fmt: skip
-# Tried in this order when a runbook names no provider (the rule); then the
-# agent's own provider.
+# When a runbook names no provider: the first of these the agent supports whose
+# key is set in the run's environment (one key for every vendor's models comes
+# first), else the agent's own provider (_default).
 DEFAULT_ORDER = ("openrouter", "bedrock")
 EXTRA_ENV = {"bedrock": ("AWS_REGION",)}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from importlib.metadata import version
 
 from fastapi import FastAPI
@@ -51,6 +52,18 @@ a collection's token (`pier collection create NAME`) or the admin token
 (`PIER_ADMIN_TOKEN`). Errors are JSON: `{"detail": "<what to do>"}`."""
 
 
+@dataclass(frozen=True)
+class Background:
+    """One of the services pier serve runs beside its routes. The lifespan starts
+    them in its list's order and stops them in the reverse order, so each starts
+    after, and stops before, what it uses (the executor before what submits runs;
+    the executor's drain before the webhooks that report the ends)."""
+
+    name: str
+    start: Callable[[], object]
+    stop: Callable[[], object]
+
+
 def create_app(
     settings: Settings | None = None, *, pages: Callable[[FastAPI], None] | None = None
 ) -> FastAPI:
@@ -71,25 +84,41 @@ def create_app(
         scheduler = Scheduler(
             services.store, lambda r: fire(state.dispatcher, r, state.vault), settings.routine_poll_sec
         )
-        state.bus.start()
         executor = state.dispatcher.executor
         if executor.durable:  # the queue is Temporal's: the store says how many wait
             metrics.watch_queue(lambda: services.store.count_with_status([RunStatus.pending]), lambda: 0)
         else:
             metrics.watch_queue(lambda: len(executor.pending()), lambda: len(executor.running()))
         metrics.watch_readiness(lambda: health.ready_services(state))
-        executor.start()
-        # after the executor started (a submit needs it), and in the background:
-        # whatever the previous servers left, this one starts and serves
-        recovery = Recovery(state.dispatcher).start()
-        app.state.recovery = recovery
-        sweeper.start()
-        scheduler.start()
-        if state.dispatcher.webhooks is not None:
-            state.dispatcher.webhooks.start()  # deliveries kept from before a restart go out too
-        if state.experiment_scheduler is not None:
-            state.experiment_scheduler.start()
-        services.start_pool()  # PIER_WARM_POOL: ready sandboxes, filled in the background
+
+        def start_recovery() -> None:
+            # after the executor started (a submit needs it), and in the background:
+            # whatever the previous servers left, this one starts and serves
+            app.state.recovery = Recovery(state.dispatcher).start()
+
+        def close_pool() -> None:
+            if services.pool is not None:
+                services.pool.close()
+
+        webhooks, experiments = state.dispatcher.webhooks, state.experiment_scheduler
+        background = [
+            Background("bus", state.bus.start, state.bus.close),
+            # deliveries kept from before a restart go out too
+            Background("webhooks", webhooks.start, webhooks.close) if webhooks is not None else None,
+            # PIER_WARM_POOL: ready sandboxes, filled in the background
+            Background("warm pool", services.start_pool, close_pool),
+            Background("executor", executor.start, state.dispatcher.stop),
+            Background("sweeper", sweeper.start, sweeper.stop),
+            Background("recovery", start_recovery, lambda: app.state.recovery.stop()),
+            Background("experiments", experiments.start, experiments.stop)
+            if experiments is not None
+            else None,
+            Background("routines", scheduler.start, scheduler.stop),
+        ]
+        started = [service for service in background if service is not None]
+        for service in started:
+            service.start()
+            log.debug("pier serve: %s started", service.name)
         services.say_isolation_problem("pier serve")
         log.info("pier serve: %d run slot(s)", settings.max_concurrent_runs)
         say_runtime(lambda: services.backend, log.info)
@@ -97,17 +126,8 @@ def create_app(
             yield
         finally:
             metrics.watch_readiness(None)
-            scheduler.stop()
-            recovery.stop()
-            if state.experiment_scheduler is not None:
-                state.experiment_scheduler.stop()
-            sweeper.stop()
-            state.dispatcher.stop()
-            if services.pool is not None:
-                services.pool.close()
-            if state.dispatcher.webhooks is not None:
-                state.dispatcher.webhooks.close()
-            state.bus.close()
+            for service in reversed(started):
+                service.stop()
             tracing.shutdown()
 
     app = FastAPI(

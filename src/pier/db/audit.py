@@ -23,7 +23,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -43,7 +43,6 @@ HEAD_FILE = "audit.head"  # in PIER_HOME: the newest entry this machine wrote
 CHAIN_LOCK = "pier.audit.chain"
 HASHED = ("at", "collection", "actor", "token_id", "token_name", "action", "target", "status", "client",
           "user_agent", "object_id", "outcome", "source", "request_id")  # fmt: skip
-Sink = Callable[[AuditEntry], None]
 
 
 def _entry(row: Row[Any]) -> AuditEntry:
@@ -143,15 +142,6 @@ class AuditHead:
 
 
 class AuditStore(StoreBase):
-    _audit_sinks: list[Sink]
-
-    def add_audit_sink(self, sink: Sink) -> None:
-        """Call `sink` with every entry this store writes, once it is stored
-        (an export as they happen: PIER_AUDIT_EXPORT)."""
-        if not hasattr(self, "_audit_sinks"):
-            self._audit_sinks = []
-        self._audit_sinks.append(sink)
-
     def anchor_audit(self, path: Path) -> AuditHead:
         """Keep the head of the chain this store writes in `path` too (and
         check it in verify_audit)."""
@@ -168,8 +158,6 @@ class AuditStore(StoreBase):
         head = getattr(self, "_audit_head", None)
         if head is not None:
             head.advance(stored)
-        for sink in getattr(self, "_audit_sinks", []):
-            sink(stored)
 
     def _chain_append(self, connection: Connection, entry: AuditEntry) -> AuditEntry:
         self._lock(connection, CHAIN_LOCK)

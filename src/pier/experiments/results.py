@@ -38,10 +38,6 @@ def outcome(record: Trajectory) -> str | None:
     return SUCCESS if record.success else FAILURE
 
 
-def is_infra(record: Trajectory) -> bool:
-    return outcome(record) == INFRA
-
-
 def cost(record: Trajectory) -> float | None:
     value = record.outputs.usage.get("cost_usd") if _has_run(record) else None
     return float(value) if isinstance(value, int | float) else None

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from pier.agents import AGENT_NAMES
 from pier.errors import InputError
 
 MAX_ATTEMPTS = 1000
@@ -51,9 +52,7 @@ class ExperimentError(InputError):
 class AgentAxis(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(
-        description="an agent pier runs (claude-code, codex, opencode, gemini-cli, hermes, script)"
-    )
+    name: str = Field(description=f"an agent pier runs ({', '.join(AGENT_NAMES)})")
     models: list[str] = Field(default_factory=list, description="models to try; none: the task's")
     providers: list[str] = Field(
         default_factory=list, description="model providers to try; none: the default"

@@ -37,7 +37,7 @@ def owner_gone(record: Trajectory) -> bool:
     """The run's owner is known to have ended (a zombie counts as ended). A run
     without an owner (accepted by the server, not started yet) or owned on
     another host is not judged here."""
-    from pier.sandbox.sweeper import owner_alive
+    from pier.sandbox.owner import owner_alive
 
     return record.owner is not None and owner_alive(record.owner) is False
 

@@ -50,8 +50,8 @@ from pier.sandbox.base import (
     SandboxBackend,
     SandboxSpec,
 )
+from pier.sandbox.owner import owner_label
 from pier.sandbox.snapshots import SnapshotCatalog
-from pier.sandbox.sweeper import owner_label
 from pier.settings import Settings, WarmPoolEntry
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ from pier.lifecycle.outcomes import BEFORE_AGENT as NOT_STARTED
 from pier.lifecycle.outcomes import Outcome, classify, end_record, finished_outcome
 from pier.lifecycle.sessions import keep
 from pier.record import RunStatus, StageRecord, StageStatus, Trajectory, utcnow
+from pier.sandbox.owner import owner_label
 from pier.sandbox.runlog import to_run_log
-from pier.sandbox.sweeper import owner_label
 from pier.telemetry import logs, metrics, tracing
 
 log = logging.getLogger(__name__)

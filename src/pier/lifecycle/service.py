@@ -19,7 +19,7 @@ from pier.names import check_name
 from pier.record import RunStatus, StageRecord, Trajectory
 from pier.redact import Redactor
 from pier.sandbox.base import SandboxBackend
-from pier.sandbox.sweeper import owner_label
+from pier.sandbox.owner import owner_label
 from pier.settings import Settings
 
 # Services and RunRequest live in light modules of their own (read-only commands

@@ -58,10 +58,10 @@ from pier.sandbox.base import (
     VolumeMount,
 )
 from pier.sandbox.dockerfile import read_ca_bundle
+from pier.sandbox.owner import owner_label
 from pier.sandbox.processes import STOP_PROCESSES_SCRIPT
 from pier.sandbox.snapshots import LABEL_AGENTS, SnapshotCatalog, image_mcp_servers, promise_shortfalls
 from pier.sandbox.source import check_registries
-from pier.sandbox.sweeper import owner_label
 from pier.sandbox.tarutil import FileTar
 from pier.settings.files import make_private_dir
 from pier.telemetry import metrics

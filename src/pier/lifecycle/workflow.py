@@ -27,7 +27,7 @@ from pier.lifecycle import models
 from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.keeping import publish_retried
 from pier.record import ActivityOutputs, RunStatus, StageStatus, Step, Trajectory, utcnow
-from pier.sandbox.sweeper import owner_label
+from pier.sandbox.owner import owner_label
 from pier.tasks.paths import PathError, lookup_path
 from pier.tasks.workflow import (
     ACTIVITIES,

@@ -9,9 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pier.limits import check_cpus, check_memory, check_timeout
 from pier.runbook.volumes import VolumeDecl, check_volumes
 
-KNOWN_AGENTS = ("claude-code", "codex", "opencode", "gemini-cli", "hermes", "script")
-KNOWN_PROVIDERS = ("anthropic", "openrouter", "openai", "google", "bedrock")
-
 
 class SecretDecl(BaseModel):
     model_config = ConfigDict(extra="allow")

@@ -8,7 +8,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Literal
 
 from pier.errors import PierError, SandboxError
@@ -279,12 +278,6 @@ class Sandbox(ABC):
 
         entries = {path.lstrip("/"): content for path, content in files.items()}
         self.put_archive("/", tar_of_files(entries, mode=mode, dirs=[d.strip("/") for d in dirs]))
-
-    def put_path(self, host_path: Path, dest_dir: str) -> None:
-        """Copy a host file or folder tree into dest_dir."""
-        from pier.sandbox.tarutil import tar_of_path
-
-        self.put_archive(dest_dir, tar_of_path(host_path))
 
     def put_spec_files(self, files: Mapping[str, bytes]) -> None:
         """Place a spec's files (absolute sandbox path -> content), all in one

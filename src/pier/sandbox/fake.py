@@ -63,7 +63,7 @@ from pier.sandbox.fakeproc import (
     run_process,
     stream_process,
 )
-from pier.sandbox.sweeper import owner_label
+from pier.sandbox.owner import owner_label
 from pier.settings import Settings
 
 FAKE_IMAGE = "pier-fake:latest"

@@ -93,13 +93,6 @@ def tar_members(files: Mapping[str, bytes], mode: int = 0o644) -> bytes:
     return out.getvalue()
 
 
-def tar_of_path(path: Path) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(path, arcname=path.name)
-    return buf.getvalue()
-
-
 class OverBudget(Exception):
     """A tar stream holds more than its Budget allows; `written` files were kept.
     `top`: the folder (a route of extract_routed) the file that passed it was in."""

@@ -10,7 +10,7 @@ from typing import Any
 from pier.errors import NotFoundError
 from pier.experiments.service import Experiments
 from pier.record import Label
-from pier.sandbox.sweeper import owner_label
+from pier.sandbox.owner import owner_label
 from pier.server.dispatcher import Dispatcher, RunParams
 from pier.settings import Settings
 from pier.tasks.model import Task

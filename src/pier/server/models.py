@@ -6,12 +6,17 @@ bodies (pier.api.schemas names them too) and the web UI renders what they hold."
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from pier.experiments.service import Experiment
 from pier.record import RunStatus
+
+# The subscription credentials a run may name, written once: the body's type and
+# the multipart form's schema read them here (the dispatcher maps those it runs).
+SubscriptionCredential = Literal["anthropic", "codex", "nous"]
+SUBSCRIPTION_CREDENTIALS: tuple[str, ...] = get_args(SubscriptionCredential)
 
 SecretParams = dict[str, str]
 
@@ -36,7 +41,7 @@ class RunCreate(BaseModel):
         False,
         description="fill missing provider keys from the server's trial keys (counts against the budget)",
     )
-    subscription_credential: Literal["anthropic", "codex", "nous"] | None = Field(
+    subscription_credential: SubscriptionCredential | None = Field(
         None,
         description="run on that provider's own API (anthropic, or codex = openai) with the collection's key; "
         "nous is not available on pier",

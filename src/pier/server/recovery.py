@@ -40,7 +40,7 @@ from pier.lifecycle.background import sweep_once
 from pier.lifecycle.orphans import end_orphaned_runs
 from pier.lifecycle.outcomes import CANCELLED, end_record, failed_to_start
 from pier.record import RunStatus, Trajectory, utcnow
-from pier.sandbox.sweeper import owner_alive
+from pier.sandbox.owner import owner_alive
 from pier.server.dispatcher import Dispatcher, Payload
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ import pytest
 
 from pier.sandbox.base import LABEL_RUN, Limits, SandboxSpec
 from pier.sandbox.docker.backend import DockerBackend
-from pier.sandbox.fence import CHAIN
+from pier.sandbox.docker.fence import CHAIN
 from pier.settings import get_settings
 
 pytestmark = pytest.mark.integration

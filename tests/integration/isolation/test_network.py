@@ -26,7 +26,7 @@ from pier.lifecycle.service import RunRequest, Services, run
 from pier.record import Trajectory
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_COLLECTION
-from pier.sandbox.fence import withdraw
+from pier.sandbox.docker.fence import withdraw
 from pier.settings import get_settings
 from pier.tasks import task_from_runbook
 

@@ -1,13 +1,11 @@
 import subprocess
 
-from pier.agents import get_agent
+from pier.agents import CLI_AGENTS, get_agent
 from pier.agents.install import InstallSpec, install_script
 from pier.agents.node import node_install_script
 from pier.agents.pins import PINS
 from pier.sandbox.base import ExecResult, Limits, SandboxSpec
 from pier.sandbox.fake import FAKE_IMAGE, FakeBackend, FakeEngine, FakeSandbox, Script
-
-CLI_AGENTS = ("claude-code", "codex", "opencode", "gemini-cli", "hermes")
 
 
 def test_every_cli_agent_installs_from_its_pin():

@@ -16,7 +16,7 @@ from pier.lifecycle.context import scratch_dir
 from pier.lifecycle.orphans import end_orphaned_runs, owner_gone
 from pier.record import RunStatus, StageStatus, Trajectory
 from pier.sandbox.base import LABEL_RUN, SandboxBackend, SandboxInfo
-from pier.sandbox.sweeper import owner_label
+from pier.sandbox.owner import owner_label
 from pier.server.recovery import abandoned_at_start
 from pier.settings import Settings
 

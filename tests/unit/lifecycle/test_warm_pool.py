@@ -16,7 +16,8 @@ from pier.record import RunStatus
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_OWNER, Limits, SandboxInfo, SandboxSpec
 from pier.sandbox.fake import FAKE_IMAGE, FakeBackend, FakeEngine, Script
-from pier.sandbox.sweeper import owner_label, sweep
+from pier.sandbox.owner import owner_label
+from pier.sandbox.sweeper import sweep
 from pier.settings import Settings, WarmPoolEntry
 from pier.tasks import step_override, task_from_runbook
 

@@ -11,7 +11,8 @@ import pytest
 from pier.errors import SandboxError
 from pier.sandbox.base import LABEL_OWNER, LABEL_RUN, Limits, SandboxSource, SandboxSpec
 from pier.sandbox.fake import FAKE_IMAGE, FakeBackend, FakeEngine, Script, replied
-from pier.sandbox.sweeper import owner_label, sweep
+from pier.sandbox.owner import owner_label
+from pier.sandbox.sweeper import sweep
 
 
 def spec(**fields: object) -> SandboxSpec:

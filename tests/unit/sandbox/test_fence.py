@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pier.sandbox import fence
+from pier.sandbox.docker import fence
 
 FAKE = r'''#!PYTHON
 """iptables/ip6tables stand-in: -w N, then -nL, -N, -C, -I chain 1, -A, -D, -S."""
@@ -201,7 +201,7 @@ def _admit_in_a_process(exit_hook: bool) -> str:
     code = f"""
 import os
 from pathlib import Path
-from pier.sandbox import fence
+from pier.sandbox.docker import fence
 fence._lock_path = lambda: Path({str(fence._lock_path())!r})
 assert fence.admit("172.30.0.1", 41300) is None
 print(fence._me(), flush=True)

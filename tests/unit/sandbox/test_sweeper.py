@@ -22,7 +22,8 @@ from pier.sandbox.base import (
     SandboxSpec,
 )
 from pier.sandbox.fake import FAKE_IMAGE, FakeBackend, FakeEngine
-from pier.sandbox.sweeper import owner_alive, owner_label, sweep, sweep_reason
+from pier.sandbox.owner import owner_alive, owner_label
+from pier.sandbox.sweeper import sweep, sweep_reason
 
 NOW = 1_800_000_000.0
 GRACE = 300

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, RootModel
 
 from pier.record import RUN_STEP, RunStatus, Trajectory
+from pier.server.models import SUBSCRIPTION_CREDENTIALS
 from pier.server.models import RunCreate as RunCreate
 from pier.server.models import SecretParams as SecretParams
 
@@ -62,7 +63,7 @@ def multipart_schema() -> dict[str, Any]:
             "webhook_url": {"type": "string"},
             "webhook_secret": {"type": "string"},
             "use_trial_keys": {"type": "boolean"},
-            "subscription_credential": {"type": "string", "enum": ["anthropic", "codex", "nous"]},
+            "subscription_credential": {"type": "string", "enum": list(SUBSCRIPTION_CREDENTIALS)},
             "files": {
                 "type": "array",
                 "items": {"type": "string", "format": "binary"},

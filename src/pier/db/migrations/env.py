@@ -1,6 +1,6 @@
 """Alembic environment for pier's store. Runs only through
-`pier.db.engine.upgrade_to_head` (or `new_revision`), which hand over an open
-connection already inside the transaction that holds the migration lock."""
+`pier.db.engine.upgrade_to_head`, which hands over an open connection
+already inside the transaction that holds the migration lock."""
 
 from alembic import context
 

@@ -54,14 +54,14 @@ from pier.sandbox.docker.containers import (
     start_container,
 )
 from pier.sandbox.docker.diskguard import DiskWatch, LoopDisk
+from pier.sandbox.docker.fence import admit, fence_bridge, fence_problem
 from pier.sandbox.docker.hardening import Hardening, hardening, runtime_reason
 from pier.sandbox.docker.networks import ensure_internal_network, ensure_sandbox_network
 from pier.sandbox.docker.oomwatch import OomWatch, can_watch
 from pier.sandbox.docker.retrying import RetryingEngine
 from pier.sandbox.docker.sandbox import DockerSandbox
 from pier.sandbox.dockerfile import CA_PATH, ca_env, read_ca_bundle
-from pier.sandbox.fence import admit, fence_bridge, fence_problem
-from pier.sandbox.sweeper import owner_label
+from pier.sandbox.owner import owner_label
 from pier.sandbox.tarutil import tar_members
 from pier.settings import Settings
 

@@ -1,6 +1,6 @@
 """The Docker networks pier's sandboxes join, both bridges with inter-container
 traffic off (`enable_icc=false`: a sandbox never reaches another on it), both
-fenced off the host by pier.sandbox.fence:
+fenced off the host by pier.sandbox.docker.fence:
 
 - the sandbox network (PIER_SANDBOX_NETWORK): sandboxes with network on and no
   allow-list; a route out through the engine's NAT, as on the default bridge;
