@@ -30,7 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from pier.executors.base import CancelOutcome, Holding, Job
 from pier.executors.spec import RunSpec
-from pier.executors.temporal_client import TemporalUnavailable, connect, control_queue
+from pier.executors.temporal_client import TemporalUnavailable, connect, control_queue, decision_queue
 from pier.executors.temporal_workflow import WORKFLOW
 from pier.lifecycle import webhooks
 from pier.settings import Settings
@@ -97,6 +97,9 @@ class TemporalExecutor:
         self._hooks = hooks
         self._vault = hooks.vault
         self._control: Any = None
+        # the queue this process starts workflows on: the one it decides them on
+        # when it polls (a server), else the shared queue the workers poll
+        self._workflow_queue = settings.temporal_task_queue
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="pier-temporal", daemon=True)
         self._client: Client | None = None
@@ -156,10 +159,14 @@ class TemporalExecutor:
         workers = [
             # the workflow delivers webhooks (pier.webhook): finishing a run here sends none
             control_worker(self._require(), self._hooks.without_webhooks(), self._settings, identity),
-            workflow_worker(self._require(), self._settings, identity),
+            # the runs this server accepts are decided here, on the servers' own queue
+            workflow_worker(self._require(), self._settings, identity, decision_queue(self._settings)),
+            # and those `pier run --remote` sent (and any started before the decision queue)
+            workflow_worker(self._require(), self._settings, identity, self._settings.temporal_task_queue),
         ]
         for worker in workers:
             asyncio.get_running_loop().create_task(worker.run())
+        self._workflow_queue = decision_queue(self._settings)
         return workers
 
     def submit(self, job: Job) -> None:
@@ -174,7 +181,7 @@ class TemporalExecutor:
                     WORKFLOW,
                     args=[spec.model_dump(mode="json"), workflow_config(self._settings)],
                     id=job.trajectory_id,
-                    task_queue=self._settings.temporal_task_queue,
+                    task_queue=self._workflow_queue,
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     priority=fair_share(job),
                 )

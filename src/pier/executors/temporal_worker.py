@@ -1,9 +1,13 @@
 """`pier worker`: polls Temporal and runs the lifecycle on this host's sandbox
 backend (the workflow is in temporal_workflow.py).
 
-A worker listens on two task queues: the shared one (workflows, and `claim`:
-a run waits there until a worker has a free slot) and its own queue, named
-after its identity, where the stages that touch its sandboxes run. A run's
+A worker listens on two task queues: the shared one (`claim`: a run waits
+there until a worker has a free slot; and the workflows of runs `pier run
+--remote` sent) and its own queue, named after its identity, where the stages
+that touch its sandboxes run. The workflows of the runs a server accepted are
+decided on the servers' own queue (`decision_queue`), never here: a worker
+frozen with its long-polls open would hold the workflow task that reacts to
+its silence until that task timed out. A run's
 context (its sandbox, plan, agent) lives in this process between `begin` and
 `conclude`. The control queue (a lost worker's run failed, a run cancelled
 before it started, webhooks) is the servers' alone: a worker frozen with its
@@ -439,11 +443,16 @@ def control_worker(client: Client, hooks: LifecycleHooks, settings: Settings, id
                   activities=ControlActivities(hooks, settings).activities(), identity=identity)  # fmt: skip
 
 
-def workflow_worker(client: Client, settings: Settings, identity: str) -> Worker:
-    """Runs workflows only (they decide, they execute nothing): a server polls
-    with it too, so a run cancelled while no worker is up still ends."""
-    return Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow],
-                  workflow_runner=RUNNER, identity=identity)  # fmt: skip
+# A workflow's next task waits this long for the server that holds it cached
+# (its sticky queue) before any server takes it: a replica that died costs no more.
+STICKY_WAIT_SEC = 2
+
+
+def workflow_worker(client: Client, settings: Settings, identity: str, queue: str) -> Worker:
+    """A server's: runs workflows only (they decide, they execute nothing), so
+    a run whose worker is lost, or cancelled while no worker is up, still ends."""
+    return Worker(client, task_queue=queue, workflows=[RunWorkflow], workflow_runner=RUNNER, identity=identity,
+                  sticky_queue_schedule_to_start_timeout=timedelta(seconds=STICKY_WAIT_SEC))  # fmt: skip
 
 
 async def serve_worker(
