@@ -98,6 +98,15 @@ def _declared_lost() -> bool:
     return details is not None and (details.timed_out or details.not_found) and not details.cancel_requested
 
 
+def _agent_started(record: Trajectory) -> bool:
+    """Whether the run's agent began (its work would be lost by a restart);
+    a multi-step workflow goes on from its record elsewhere, as when its
+    worker is lost."""
+    if record.is_workflow:
+        return False
+    return any(s.name == "run_agent" and s.started is not None for s in record.outputs.stages)
+
+
 def default_identity() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
@@ -275,12 +284,13 @@ class FleetActivities:
         a drain's end: recorded failed with `reason` (naming the shutdown),
         their sandboxes deleted, their lifecycles let finish so their
         activities return and their workflows end. A run whose agent had not
-        started is left to the worker's stop, which hands it back to the fleet
-        (it starts again on another worker, not failed)."""
+        started (or a multi-step workflow, which goes on from its record) is
+        left to the worker's stop, which hands it back to the fleet: it
+        starts again on another worker, not failed."""
         ending: list[str] = []
         for tid in sorted(self._active):
             held = self._runs.get(tid)
-            if held is None or held[1].record.stage("run_agent").started is None:
+            if held is None or not _agent_started(held[1].record):
                 continue
             ctx = held[1]
             ending.append(tid)
