@@ -30,7 +30,13 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from pier.executors.base import CancelOutcome, Holding, Job
 from pier.executors.spec import RunSpec
-from pier.executors.temporal_client import TemporalUnavailable, connect, control_queue, steps_queue
+from pier.executors.temporal_client import (
+    TemporalUnavailable,
+    connect,
+    control_queue,
+    decision_queue,
+    steps_queue,
+)
 from pier.executors.temporal_steps import STEPS_WORKFLOW
 from pier.executors.temporal_workflow import WORKFLOW
 from pier.policies import webhooks
@@ -103,6 +109,9 @@ class TemporalExecutor:
         self._hooks = hooks
         self._vault = hooks.vault
         self._control: Any = None
+        # the queue this process starts workflows on: the one it decides them on
+        # when it polls (a server), else the shared queue the workers poll
+        self._workflow_queue = settings.temporal_task_queue
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="pier-temporal", daemon=True)
         self._client: Client | None = None
@@ -162,10 +171,14 @@ class TemporalExecutor:
         workers = [
             # the workflow delivers webhooks (pier.webhook): finishing a run here sends none
             control_worker(self._require(), self._hooks.without_webhooks(), self._settings, identity),
-            workflow_worker(self._require(), self._settings, identity),
+            # the runs this server accepts are decided here, on the servers' own queue
+            workflow_worker(self._require(), self._settings, identity, decision_queue(self._settings)),
+            # and those `pier run --remote` sent (and any started before the decision queue)
+            workflow_worker(self._require(), self._settings, identity, self._settings.temporal_task_queue),
         ]
         for worker in workers:
             asyncio.get_running_loop().create_task(worker.run())
+        self._workflow_queue = decision_queue(self._settings)
         return workers
 
     def submit(self, job: Job) -> None:
@@ -176,13 +189,15 @@ class TemporalExecutor:
         spec = RunSpec.seal(job.trajectory_id, job.payload, self._vault)
 
         async def start() -> Any:
+            steps = getattr(job.payload.task, "is_workflow", False)
             with tracing.in_run(job.trajectory_id):  # the workflow's spans go in the run's trace
                 return await self._require().start_workflow(
-                    # a workflow task's steps are activities of a workflow of their own
-                    STEPS_WORKFLOW if getattr(job.payload.task, "is_workflow", False) else WORKFLOW,
+                    # a workflow task's steps are activities of a workflow of their own,
+                    # decided on the shared queue (workers go on with it while no server is up)
+                    STEPS_WORKFLOW if steps else WORKFLOW,
                     args=[spec.model_dump(mode="json"), workflow_config(self._settings)],
                     id=job.trajectory_id,
-                    task_queue=self._settings.temporal_task_queue,
+                    task_queue=self._settings.temporal_task_queue if steps else self._workflow_queue,
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     priority=fair_share(job),
                 )

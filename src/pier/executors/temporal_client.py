@@ -24,6 +24,15 @@ def steps_queue(settings: Settings) -> str:
     return f"{settings.temporal_task_queue}-steps"
 
 
+def decision_queue(settings: Settings) -> str:
+    """Where the workflows of the runs a `pier serve` accepted are decided:
+    only servers poll it (as the control queue), so a worker frozen with its
+    long-polls open is never handed the workflow task that reacts to its own
+    silence. Runs `pier run --remote` sends, with no server needed, are
+    decided on the shared queue, which workers poll too."""
+    return f"{settings.temporal_task_queue}-workflows"
+
+
 async def connect(settings: Settings) -> Client:
     try:
         return await Client.connect(

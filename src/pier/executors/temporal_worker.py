@@ -1,11 +1,15 @@
 """`pier worker`: polls Temporal and runs the lifecycle on this host's sandbox
 backend (the workflow is in temporal_workflow.py).
 
-A worker listens on three task queues: the shared one (workflows, and `claim`:
-a run waits there until a worker has a free slot), its own queue, named
-after its identity, where the stages that touch its sandboxes run, and the
-steps queue, where any workflow task's steps wait for any worker
-(temporal_steps.py). A run's
+A worker listens on three task queues: the shared one (`claim`: a run waits
+there until a worker has a free slot; the workflows of runs `pier run
+--remote` sent, and every workflow task's steps workflow), its own queue,
+named after its identity, where the stages that touch its sandboxes run, and
+the steps queue, where any workflow task's steps wait for any worker
+(temporal_steps.py). The workflows of the runbook runs a server accepted are
+decided on the servers' own queue (`decision_queue`), never here: a worker
+frozen with its long-polls open would hold the workflow task that reacts to
+its silence until that task timed out. A run's
 context (its sandbox, plan, agent) lives in this process between `begin` and
 `conclude`. The control queue (a lost worker's run failed, a run cancelled
 before it started, webhooks) is the servers' alone: a worker frozen with its
@@ -49,7 +53,7 @@ from pier.executors.temporal_workflow import WHOLE_RUN, WORKER_LOST, WORKER_LOST
 from pier.lifecycle import runner
 from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.context import RunContext
-from pier.lifecycle.outcomes import end_record
+from pier.lifecycle.outcomes import drain_expired, end_record, interrupted
 from pier.lifecycle.service import Services
 from pier.policies.webhooks import Delivery, enqueue
 from pier.record import STAGES, RunStatus, StageRecord, StageStatus, Trajectory
@@ -97,6 +101,15 @@ def _declared_lost() -> bool:
     cut off, for longer than that) rather than because the run was cancelled."""
     details = activity.cancellation_details()
     return details is not None and (details.timed_out or details.not_found) and not details.cancel_requested
+
+
+def _agent_started(record: Trajectory) -> bool:
+    """Whether the run's agent began (its work would be lost by a restart);
+    a multi-step workflow goes on from its record elsewhere, as when its
+    worker is lost."""
+    if record.is_workflow:
+        return False
+    return any(s.name == "run_agent" and s.started is not None for s in record.outputs.stages)
 
 
 def default_identity() -> str:
@@ -243,10 +256,15 @@ class FleetActivities:
 
     # the end of the worker
 
-    async def drain(self, timeout_sec: float, force: asyncio.Event) -> list[str]:
+    async def drain(
+        self, timeout_sec: float, force: asyncio.Event, signal_name: str = "SIGTERM"
+    ) -> list[str]:
         """Wait, up to `timeout_sec` or until `force` is set (a second
         signal), for the runs begun here to end; runs claimed but not begun go
-        back to the fleet. The ids still running then."""
+        back to the fleet. Then the runs whose agent had started end failed,
+        saying the shutdown did not wait for them (`_stop_in_flight`); those
+        whose agent had not go back to the fleet when the worker stops. The
+        ids still running then."""
         self.draining = True
         self._wake()
         log.info("pier worker %s: draining: no new claims; waiting up to %gs (PIER_DRAIN_TIMEOUT_SEC) for %d "
@@ -261,7 +279,45 @@ class FleetActivities:
         if self._active:
             log.warning("pier worker %s: %d run(s) did not end within the drain and stop now: %s",
                         self.identity, len(self._active), ", ".join(sorted(self._active)))  # fmt: skip
+            await self._stop_in_flight(
+                drain_expired(signal_name, timeout_sec, f"worker {self.identity}"), force
+            )
         return sorted(self._active)
+
+    async def _stop_in_flight(self, reason: str, force: asyncio.Event) -> None:
+        """End the runs whose agent started here as the server ends its own at
+        a drain's end: recorded failed with `reason` (naming the shutdown),
+        their sandboxes deleted, their lifecycles let finish so their
+        activities return and their workflows end. A run whose agent had not
+        started (or a multi-step workflow, which goes on from its record) is
+        left to the worker's stop, which hands it back to the fleet: it
+        starts again on another worker, not failed."""
+        ending: list[str] = []
+        for tid in sorted(self._active):
+            held = self._runs.get(tid)
+            if held is None or not _agent_started(held[1].record):
+                continue
+            ctx = held[1]
+            ending.append(tid)
+
+            def interrupt(tid: str = tid, ctx: RunContext = ctx) -> None:
+                try:
+                    self.store.save_run(interrupted(self.store.get_run(tid), reason))
+                    self.store.append_event(tid, reason, "save")
+                except Exception:  # the lifecycle still ends it with the reason (stopped_as)
+                    log.exception("could not record that run %s was stopped by the shutdown", tid)
+                ctx.stopped_as = reason  # its trace and metrics end as its record: failed, saying why
+                runner.cancel(ctx)
+                self.hooks.ports.publish(tid)
+
+            await self._thread(interrupt)
+        # their lifecycles return once the sandbox is gone: bounded by a sandbox's deletion
+        deadline = asyncio.get_running_loop().time() + self.settings.cleanup_timeout_sec + 30
+        while any(t in self._active for t in ending) and not force.is_set():
+            if asyncio.get_running_loop().time() >= deadline:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(force.wait(), 0.2)
 
     # helpers
 
@@ -444,19 +500,29 @@ def control_worker(client: Client, hooks: LifecycleHooks, settings: Settings, id
                   activities=ControlActivities(hooks, settings).activities(), identity=identity)  # fmt: skip
 
 
-def workflow_worker(client: Client, settings: Settings, identity: str) -> Worker:
-    """Runs workflows only (they decide, they execute nothing): a server polls
-    with it too, so a run cancelled while no worker is up still ends."""
-    return Worker(client, task_queue=settings.temporal_task_queue, workflows=WORKFLOWS,
-                  workflow_runner=RUNNER, identity=identity)  # fmt: skip
+# A workflow's next task waits this long for the server that holds it cached
+# (its sticky queue) before any server takes it: a replica that died costs no more.
+STICKY_WAIT_SEC = 2
+
+
+def workflow_worker(client: Client, settings: Settings, identity: str, queue: str) -> Worker:
+    """A server's: runs workflows only (they decide, they execute nothing), so
+    a run whose worker is lost, or cancelled while no worker is up, still ends."""
+    return Worker(client, task_queue=queue, workflows=WORKFLOWS, workflow_runner=RUNNER, identity=identity,
+                  sticky_queue_schedule_to_start_timeout=timedelta(seconds=STICKY_WAIT_SEC))  # fmt: skip
 
 
 async def serve_worker(
-    settings: Settings, publish: EventSink, stop: asyncio.Event, force: asyncio.Event | None = None
+    settings: Settings,
+    publish: EventSink,
+    stop: asyncio.Event,
+    force: asyncio.Event | None = None,
+    signal_name: Callable[[], str] = lambda: "SIGTERM",
 ) -> None:
     """Poll Temporal until `stop` is set, then drain: stop claiming, let the
-    runs in flight end (PIER_DRAIN_TIMEOUT_SEC, or until `force` is set),
-    hand back those not started, and stop."""
+    runs in flight end (PIER_DRAIN_TIMEOUT_SEC, or until `force` is set), end
+    those whose agent still runs naming the shutdown (`signal_name()`), hand
+    back those not started, and stop."""
     force = force or asyncio.Event()
     services = Services(settings)
     services.store  # noqa: B018 - fail now when the database does not answer
@@ -499,7 +565,7 @@ async def serve_worker(
                 acts.draining = True
                 acts._wake()  # claims waiting here for a slot go back to the fleet now
                 step_acts.stopping = True
-            await acts.drain(settings.drain_timeout_sec, force)
+            await acts.drain(settings.drain_timeout_sec, force, signal_name())
             acts.stopping = True
     finally:
         sweeper.stop()
@@ -572,13 +638,16 @@ def run_worker(settings: Settings, publish: EventSink) -> None:
     async def main() -> None:
         stop, force = asyncio.Event(), asyncio.Event()
         loop = asyncio.get_running_loop()
+        first: list[str] = []  # the signal that began the drain, for the reason of a run it ends
 
-        def signalled() -> None:  # the first drains, a second stops at once
+        def signalled(sig: signal.Signals) -> None:  # the first drains, a second stops at once
+            if not stop.is_set():
+                first.append(sig.name)
             (force if stop.is_set() else stop).set()
 
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, signalled)
-        await serve_worker(settings, publish, stop, force)
+            loop.add_signal_handler(sig, signalled, sig)
+        await serve_worker(settings, publish, stop, force, lambda: first[0] if first else "SIGTERM")
 
     try:
         asyncio.run(main())

@@ -16,7 +16,11 @@ sandbox. What it decides:
    one workflow task and one dispatch apart.
 3. `release` (delete the sandbox, free the slot) runs after, even on
    cancellation, unless the stage returned: a stage that returns has let the
-   run go itself (one activity and one workflow task fewer per run).
+   run go itself (one activity and one workflow task fewer per run). Nor is
+   it sent to a worker whose stage timed out: that worker is silent (frozen,
+   cut off or dead), so its queue would hold the release until a timeout;
+   back, it deletes the sandbox of an attempt it was declared lost on
+   itself, and its host's sweep removes what a dead one left.
 4. `webhook`, once the run has ended (cancelled included), when it has a
    webhook_url: an activity on the control queue stores the delivery in the
    durable queue every `pier serve` delivers from (retried by Temporal with
@@ -58,6 +62,8 @@ WORKER_LOST = "PierWorkerLost"  # an activity's error type: its worker is going 
 # `run`'s error type when its worker went away once the agent had started (as conclude's WORKER_LOST)
 WORKER_LOST_RUNNING = "PierWorkerLostRunning"
 WHOLE_RUN = "pier.run"  # a claim that names it: the worker runs the whole lifecycle in one activity
+# a stage that timed out (its worker silent) is followed by no release on that worker's queue
+NO_RELEASE_TO_A_SILENT_WORKER = "no-release-to-a-silent-worker"
 
 
 def _worker_lost(exc: ActivityError) -> bool:
@@ -174,6 +180,8 @@ class RunWorkflow:
                 await self._control("pier.cancelled_waiting", spec, config)
                 raise
             kind = _timeout(exc)
+            if kind is not None and workflow.patched(NO_RELEASE_TO_A_SILENT_WORKER):
+                released = True  # its worker is silent: it cleans up itself once back (its sweep if never)
             if kind == TimeoutType.SCHEDULE_TO_START or _worker_lost(exc):
                 return RESTART  # its worker is gone (or going) before the agent started
             if kind is None:

@@ -121,10 +121,11 @@ def _legacy(record: Trajectory) -> Outcome:
     return Outcome.infra
 
 
-def drain_expired(signal_name: str, timeout_sec: float) -> str:
-    """Why a run that a shutdown's drain did not wait out ended."""
+def drain_expired(signal_name: str, timeout_sec: float, who: str = "the server") -> str:
+    """Why a run that a shutdown's drain did not wait out ended (`who`: the
+    process that stopped, "the server" or "worker <identity>")."""
     return (
-        f"the server stopped on {signal_name} (a shutdown) before the run ended: it did not finish "
+        f"{who} stopped on {signal_name} (a shutdown) before the run ended: it did not finish "
         f"within PIER_DRAIN_TIMEOUT_SEC ({timeout_sec:g}s) of the signal; run it again"
     )
 

@@ -72,6 +72,61 @@ def test_a_frozen_worker_is_declared_lost_by_others_and_takes_new_work_once_back
     store.close()
 
 
+# The documented bound on a frozen worker's runs (docs/faults.md): the
+# heartbeat timeout, then one workflow task and one control activity on a live
+# server; this slack covers those and the heartbeat's own second.
+BOUND_SLACK_SEC = 6
+FROZEN_RUNS = 4
+
+
+def test_every_run_of_a_frozen_worker_ends_within_the_heartbeat_timeout_and_a_workflow_task(
+    fault_fleet: Fleet,
+) -> None:
+    """A worker frozen (SIGSTOP) with four agents running, another worker and
+    a server live: each run ends failed, naming the lost worker, within the
+    heartbeat timeout and a few seconds. The frozen process's open polls are
+    handed none of the control work: not the workflow task that reacts to its
+    silence (that used to wait out Temporal's workflow task timeout, twice
+    when a second open poll took it again), nor a release of its runs."""
+    agent_sec = fault_fleet.home / "agent-sec"
+    agent_sec.write_text("120")
+    collection = fake_fleet(fault_fleet, PIER_WORKER_SLOTS=str(FROZEN_RUNS),
+                            PIER_HEARTBEAT_TIMEOUT_SEC=str(HEARTBEAT_SEC), PIER_SCHEDULE_TO_START_SEC="5",
+                            PIER_TEST_AGENT_SEC_FILE=str(agent_sec))  # fmt: skip
+    frozen = fault_fleet.worker("frozen")
+    # it polls before the runs come: their workflow tasks go to it as well as to the server
+    wait_for(lambda: "frozen" in pollers(fault_fleet, fault_fleet.queue), 120, "the worker to freeze polls")
+    store = fault_fleet.store()
+    ids = [collection.run("t") for _ in range(FROZEN_RUNS)]
+    wait_for(lambda: all(store.get_run(t).stage("run_agent").status == "running" for t in ids), 90,
+             "the agents started on the worker to freeze")  # fmt: skip
+    agent_sec.write_text("1")
+    fault_fleet.worker("other")
+    wait_for(lambda: "other" in pollers(fault_fleet, fault_fleet.queue), 120, "the other worker polls")
+    freeze(frozen)
+    frozen_at = time.monotonic()
+    ended: dict[str, float] = {}
+    try:
+        while len(ended) < len(ids) and time.monotonic() - frozen_at < HEARTBEAT_SEC + 60:
+            for tid in ids:
+                if tid not in ended and store.get_run(tid).status.terminal:
+                    ended[tid] = time.monotonic() - frozen_at
+            time.sleep(0.2)
+    finally:
+        thaw(frozen)
+    records = {tid: store.get_run(tid) for tid in ids}
+    for tid, record in records.items():
+        assert record.status.value == "failed", (tid, record.status.value, record.error)
+        assert "worker frozen was lost" in (record.error or ""), record.error
+    times = sorted(round(t, 1) for t in ended.values())
+    assert len(times) == len(ids) and times[-1] < HEARTBEAT_SEC + BOUND_SLACK_SEC, (
+        f"the frozen worker's runs ended {times}s after the freeze; the bound is "
+        f"{HEARTBEAT_SEC}s + {BOUND_SLACK_SEC}s"
+    )
+    assert_clean(fault_fleet, store, ids)
+    store.close()
+
+
 def test_a_run_frozen_before_its_agent_started_runs_again_elsewhere_and_stays_completed(
     fault_fleet: Fleet,
 ) -> None:

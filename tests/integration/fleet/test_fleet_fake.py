@@ -13,6 +13,7 @@ import pytest
 from tests.support.api_server import Collection, make_collection
 from tests.support.faults import events
 from tests.support.fleet import FAKE_BACKEND, Fleet, Follower, history_json, ran_on, wait_for
+from tests.support.fleet_backend import sandboxes_left
 
 from pier.lifecycle.orphans import end_orphaned_runs
 from pier.record import RunStatus
@@ -337,6 +338,47 @@ def test_a_worker_stopped_by_sigterm_finishes_its_run_and_hands_back_the_rest(fl
     assert ran_on(store, second)[-1] == "staying"
     assert leaving.proc.wait(60) == 0 or leaving.proc.returncode == -signal.SIGTERM, leaving.log_tail()
     assert "draining" in leaving.log_tail(80)
+    store.close()
+
+
+DRAIN_SEC = 3
+# SIGTERM to the run's end when the drain runs out: the drain, then the
+# lifecycle stopped (its sandbox deleted, the record saved), a few seconds
+DRAIN_END_BOUND_SEC = DRAIN_SEC + 15
+
+
+def test_a_worker_whose_drain_runs_out_ends_its_run_naming_the_shutdown(fleet: Fleet) -> None:
+    """SIGTERM to a worker whose run's agent runs longer than
+    PIER_DRAIN_TIMEOUT_SEC: once the drain runs out the run ends failed with
+    a reason naming the worker's shutdown (it used to be failed later by a
+    server, as a workflow that ended without recording the run's end), its
+    sandbox is deleted, and the worker exits."""
+    collection = setup(fleet, PIER_TEST_AGENT_SEC="300", PIER_WORKER_SLOTS="1",
+                       PIER_DRAIN_TIMEOUT_SEC=str(DRAIN_SEC),
+                       PIER_TEST_SANDBOX_MARKS=str(fleet.home / "sandboxes"))  # fmt: skip
+    leaving = fleet.worker("leaving")
+    store = fleet.store()
+    tid = collection.run("t")
+    wait_for(lambda: store.get_run(tid).stage("run_agent").status == "running", 90, "the agent started")
+    leaving.proc.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    record = wait_for(lambda: (r := store.get_run(tid)).status.terminal and r, DRAIN_END_BOUND_SEC + 60,
+                      "the run ended")  # fmt: skip
+    took = time.monotonic() - signalled
+    assert record.status == RunStatus.failed, (record.status, record.error)
+    assert record.error and record.error.startswith("worker leaving stopped on SIGTERM (a shutdown)"), (
+        record.error
+    )
+    assert f"PIER_DRAIN_TIMEOUT_SEC ({DRAIN_SEC}s)" in record.error, record.error
+    assert record.outcome == "infra" and record.failed_stage == "run_agent", (
+        record.outcome,
+        record.failed_stage,
+    )
+    assert took < DRAIN_END_BOUND_SEC, f"the run ended {took:.0f}s after SIGTERM"
+    assert leaving.proc.wait(60) == 0, leaving.log_tail()
+    assert any("stopped on SIGTERM" in e.line for e in store.events(tid)), "its log says why it ended"
+    wait_for(lambda: not sandboxes_left(fleet.home / "sandboxes"), 30, "its sandbox deleted")
+    wait_for(lambda: events(fleet, tid)[-1] == "WORKFLOW_EXECUTION_COMPLETED", 30, "its workflow ended")
     store.close()
 
 
