@@ -17,6 +17,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -57,15 +58,21 @@ class Children(Protocol):
 
     def run(
         self, parent: Trajectory, step: str, task: str, init_params: dict[str, Any],
-        created: Callable[[str], None] | None = None,
+        created: Callable[[str], None] | None = None, purse: Purse | None = None,
     ) -> Trajectory:  # fmt: skip
         """Run the child to its end (in this thread) and answer its record;
-        `created` is told its trajectory id once its record is stored."""
+        `created` is told its trajectory id once its record is stored; a
+        workflow child's model steps spend from `purse` (its parent's budget)."""
 
     def get(self, trajectory_id: str) -> Trajectory: ...
 
     def end_lost(self, child: Trajectory, message: str) -> None:
         """End a child whose process is gone (failed, saying so)."""
+
+    def waiting(self, log: Callable[[str], None] | None = None) -> AbstractContextManager[None]:
+        """The parent waits on its children: the run slot it holds is theirs
+        meanwhile (its collection's quota counts the children, not it), and
+        it takes one back after; `log` is told when it has to wait for it."""
 
 
 class StepFailed(PierError):
@@ -82,6 +89,86 @@ class Outcome:
 
 Runner = Callable[[RunContext, str, Any], Outcome]
 
+_SPENT_KEYS = (("requests", "requests"), ("tokens", "total_tokens"), ("cost_usd", "cost_usd"))
+
+
+class Purse:
+    """A workflow's model budget (init_params.model_budget), shared by its own
+    model steps and every child of its fan-outs (and theirs): each model call
+    is admitted against what the whole tree has spent, a request reserved
+    before it is made, so children running at once cannot each spend the
+    parent's remainder. A runbook child gets what is left as its own
+    model_budget when it starts, and what it spent is counted when it ends."""
+
+    def __init__(self, budget: Budget | None, spent: Mapping[str, Any], invalid: str | None = None):
+        self.budget = budget
+        self.invalid = invalid  # why init_params.model_budget is not a budget: each model step fails so
+        self._spent = {used: float(spent.get(used, 0) or 0) for _k, used in _SPENT_KEYS}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any], spent: Mapping[str, Any]) -> Purse:
+        raw = params.get("model_budget")
+        if raw is None or raw == {}:
+            return cls(None, spent)
+        try:
+            return cls(Budget.model_validate(raw), spent)
+        except ValueError as exc:  # pydantic's ValidationError
+            return cls(
+                None, spent, f"init_params.model_budget is not a budget (requests, tokens, cost_usd): {exc}"
+            )
+
+    def _left(self) -> dict[str, Any]:
+        left: dict[str, Any] = {}
+        if self.budget is None:
+            return left
+        for key, used in _SPENT_KEYS:
+            limit = getattr(self.budget, key)
+            if limit is not None:
+                left[key] = limit - self._spent[used]
+        return left
+
+    def admit(self) -> Budget:
+        """Reserve one request; the budget the call's grant gets (what is left
+        of each limit). StepFailed when something is used up."""
+        if self.invalid:
+            raise StepFailed(self.invalid)
+        with self._lock:
+            left = self._left()
+            for key, remaining in left.items():
+                if remaining <= 0:
+                    used = dict(_SPENT_KEYS)[key]
+                    limit = getattr(self.budget, key)
+                    raise StepFailed(
+                        f"the run's model budget was used up ({self._spent[used]:g} {used} of {limit:g}, "
+                        "its fan-outs' children included) before this step: raise init_params.model_budget"
+                    )
+            self._spent["requests"] += 1
+        return Budget.model_validate({k: v if k == "cost_usd" else int(v) for k, v in left.items()})
+
+    def spend(self, usage: Mapping[str, Any], reserved: int = 1) -> None:
+        """Count a call's (or a runbook child's) usage; `reserved` requests were counted by admit."""
+        with self._lock:
+            for _key, used in _SPENT_KEYS:
+                value = usage.get(used)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    self._spent[used] += value - (reserved if used == "requests" else 0)
+
+    def child_budget(self) -> dict[str, Any] | None:
+        """A runbook child's model_budget: what is left (None: no budget)."""
+        with self._lock:
+            left = self._left()
+        if not left:
+            return None
+        return {k: max(v, 0.000001) if k == "cost_usd" else max(int(v), 1) for k, v in left.items()}
+
+    def used_up(self) -> str | None:
+        with self._lock:
+            for key, remaining in self._left().items():
+                if remaining <= 0:
+                    return f"{key} {getattr(self.budget, key):g}"
+        return None
+
 
 def execute_workflow(ctx: RunContext, owned: bool = True) -> Trajectory:
     """Run every step; the record ends completed, failed (naming the step) or
@@ -90,6 +177,8 @@ def execute_workflow(ctx: RunContext, owned: bool = True) -> Trajectory:
     record, task = ctx.record, ctx.task
     params = {**task.init_params, **ctx.run_params}
     done = _as_workflow(record, task, params, ctx)
+    if ctx.purse is None:  # a top-level run's (a workflow child's is its parent's)
+        ctx.purse = Purse.of(params, record.usage)
     record.status, record.started = RunStatus.running, record.started or utcnow()
     record.owner = owner_label() if owned else None
     ctx.save_record(record)
@@ -241,7 +330,10 @@ def _message(name: str, activity: str, exc: Exception) -> str:
 
 
 def _add_usage(record: Trajectory, usage: Mapping[str, Any]) -> None:
-    total = record.usage
+    _add_usage_to(record.usage, usage)
+
+
+def _add_usage_to(total: dict[str, Any], usage: Mapping[str, Any]) -> None:
     for key, value in usage.items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             total[key] = round(total.get(key, 0) + value, 6)
@@ -403,8 +495,14 @@ def list_emit_await(ctx: RunContext, name: str, p: ListEmitAwait) -> Outcome:
         child = reuse(index)
         if child is None:
             init = {**p.child_init_params, p.item_param_name: p.items[index]}
+            purse: Purse | None = ctx.purse
+            if purse is not None and purse.budget is not None:
+                spent = purse.used_up()
+                if spent is not None:
+                    errors[index] = f"not started: the run's model budget ({spent}) was used up"
+                    return
             try:
-                child = children.run(ctx.record, name, task, init, lambda tid: note(index, tid))
+                child = children.run(ctx.record, name, task, init, lambda tid: note(index, tid), purse)
             except Exception as exc:  # could not even start (no such task)
                 errors[index] = str(exc)
                 return
@@ -413,7 +511,9 @@ def list_emit_await(ctx: RunContext, name: str, p: ListEmitAwait) -> Outcome:
         if child.status != RunStatus.completed:
             errors[index] = child.error or child.status.value
 
-    with ThreadPoolExecutor(max_workers=p.max_concurrency, thread_name_prefix=f"pier-fanout-{name}") as pool:
+    back = lambda why: ctx.log(f"children done; waiting for a run slot to go on: {why}", name)  # noqa: E731
+    with children.waiting(back), ThreadPoolExecutor(max_workers=p.max_concurrency,
+                                                    thread_name_prefix=f"pier-fanout-{name}") as pool:  # fmt: skip
         list(pool.map(one, range(len(p.items))))
     references = [
         {
@@ -424,8 +524,13 @@ def list_emit_await(ctx: RunContext, name: str, p: ListEmitAwait) -> Outcome:
         for i, r in enumerate(results) if r is not None
     ]  # fmt: skip
     failed = [(i, e) for i, e in enumerate(errors) if e]
+    usage: dict[str, Any] = {}  # the children's, counted in the run's (their purse is its)
+    for r in results:
+        if r is not None:
+            _add_usage_to(usage, r.usage or _runbook_usage(r))
     outputs = {
         "trajectory_references": references,
+        "usage": usage,
         "count": len(p.items),
         "completed": sum(1 for r in references if r["status"] == "completed"),
         "failed": len(failed),
@@ -437,7 +542,13 @@ def list_emit_await(ctx: RunContext, name: str, p: ListEmitAwait) -> Outcome:
             f"{len(failed)} of {len(p.items)} children of {task} failed (item {i}: {e}); "
             "set continue_on_error to go on without them"
         )
-    return Outcome(outputs)
+    return Outcome(outputs, usage=usage)
+
+
+def _runbook_usage(child: Trajectory) -> Mapping[str, Any]:
+    step = child.steps.get("run")
+    usage = step.outputs.model_dump(mode="json").get("usage") if step is not None else None
+    return usage if isinstance(usage, Mapping) else {}
 
 
 def _child_context(child: Trajectory) -> dict[str, Any]:
@@ -493,45 +604,30 @@ def _gateway(ctx: RunContext) -> Gateway | None:
     return shared_gateway("127.0.0.1", 0, ctx.settings.ca_bundle)
 
 
-def _budget(ctx: RunContext) -> Budget:
-    """What is left of init_params.model_budget, which is the whole run's (every
-    model step's calls count against it, as an agent's do against its run's)."""
-    raw = {**ctx.task.init_params, **ctx.run_params}.get("model_budget")
-    if not isinstance(raw, Mapping):
-        return Budget()
-    budget = Budget.model_validate(raw)
-    spent = ctx.record.usage
-    left: dict[str, Any] = {}
-    for key, used in (("requests", "requests"), ("tokens", "total_tokens"), ("cost_usd", "cost_usd")):
-        limit = getattr(budget, key)
-        if limit is None:
-            continue
-        remaining = limit - spent.get(used, 0)
-        if remaining <= 0:
-            raise StepFailed(
-                f"the run's model budget was used up ({spent.get(used, 0)} {used} of {limit}) before this step: "
-                "raise init_params.model_budget"
-            )
-        left[key] = remaining if key == "cost_usd" else int(remaining)
-    return Budget.model_validate(left)
-
-
 def _ask(
     ctx: RunContext, model: str, provider: str | None, messages: list[dict[str, Any]], **kw: Any
 ) -> models.ChatAnswer:
-    return models.chat(
-        trajectory_id=ctx.record.trajectory_id,
-        model=model,
-        provider=provider,
-        messages=messages,
-        env=ctx.inputs.env,
-        gateway=_gateway(ctx),
-        budget=_budget(ctx),
-        policy=ctx.settings.outbound,
-        upstreams=Upstreams.of(ctx.settings, ctx.record.collection),
-        operator_keys=ctx.inputs.operator_keys,
-        **kw,
-    )
+    """One model call, admitted against the run's purse (its fan-outs' children's spend included)."""
+    purse: Purse = ctx.purse if ctx.purse is not None else Purse(None, {})
+    budget = purse.admit()
+    answer: models.ChatAnswer | None = None
+    try:
+        answer = models.chat(
+            trajectory_id=ctx.record.trajectory_id,
+            model=model,
+            provider=provider,
+            messages=messages,
+            env=ctx.inputs.env,
+            gateway=_gateway(ctx),
+            budget=budget,
+            policy=ctx.settings.outbound,
+            upstreams=Upstreams.of(ctx.settings, ctx.record.collection),
+            operator_keys=ctx.inputs.operator_keys,
+            **kw,
+        )
+    finally:
+        purse.spend(answer.usage if answer is not None else {"requests": 1})
+    return answer
 
 
 def litellm_chat(ctx: RunContext, name: str, p: LitellmChat) -> Outcome:
