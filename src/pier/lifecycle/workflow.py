@@ -27,6 +27,7 @@ from pier.gateway.grants import Budget
 from pier.lifecycle import models
 from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.keeping import publish_retried
+from pier.lifecycle.outcomes import Outcome as RunOutcome
 from pier.record import ActivityOutputs, RunStatus, StageStatus, Step, Trajectory, utcnow
 from pier.sandbox.sweeper import owner_label
 from pier.tasks.paths import PathError, lookup_path
@@ -296,7 +297,7 @@ def _run_step(ctx: RunContext, name: str, step: Step, context: dict[str, Any]) -
     except Exception as exc:
         message = _message(name, step.activity, exc)
         step.status, step.error = StageStatus.failed, ctx.redactor.text(message)
-        record.fail(name, step.error)
+        record.fail(name, step.error, _outcome_of(exc).value)
         ctx.log(f"step {name} failed: {step.error}", name)
         outcome = None
     finally:
@@ -327,6 +328,19 @@ def _message(name: str, activity: str, exc: Exception) -> str:
         return text if text.startswith(f"step {name!r}") else f"step {name!r} ({activity}): {text}"
     log.error("unexpected error in step %s:\n%s", name, traceback.format_exc())
     return f"step {name!r} ({activity}): internal error: {type(exc).__name__}: {exc}"
+
+
+def _outcome_of(exc: Exception) -> RunOutcome:
+    """A failed step's outcome: the workflow's own failure (an attempt that
+    counts in an experiment), its provider's or its budget's; only an
+    unexpected error is pier's (infra)."""
+    if not isinstance(exc, PierError):
+        return RunOutcome.infra
+    if "model budget" in str(exc):
+        return RunOutcome.budget_exhausted
+    if isinstance(exc, models.ModelCallError):
+        return RunOutcome.provider_error
+    return RunOutcome.step_failed
 
 
 def _add_usage(record: Trajectory, usage: Mapping[str, Any]) -> None:
