@@ -36,8 +36,14 @@ from pier.tasks.workflow import (
     LLM_ACTIVITIES,
     ConditionalBranch,
     ExtractFromTrajectories,
+    GeminiImageGenerator,
     ListEmitAwait,
     LitellmChat,
+    LitellmImageGeneration,
+    LitellmVision,
+    ReplicateRun,
+    ReplicateText2Image,
+    ReplicateText2Video,
     ScoreRange,
     SimpleJudge,
     TextConcatenate,
@@ -728,7 +734,166 @@ def simple_judge(ctx: RunContext, name: str, p: SimpleJudge) -> Outcome:
     return Outcome(outputs, usage=answer.usage)
 
 
+# vision, images and videos (pier.lifecycle.media)
+
+
+def _media_route(ctx: RunContext, provider: str, model: str):  # type: ignore[no-untyped-def]
+    from pier.lifecycle import media
+
+    choice = media.choose(provider, model, ctx.inputs.env, Upstreams.of(ctx.settings, ctx.record.collection),
+                          ctx.inputs.operator_keys)  # fmt: skip
+    purse: Purse = ctx.purse if ctx.purse is not None else Purse(None, {})
+    return choice, purse, media.route(ctx.record.trajectory_id, choice, _gateway(ctx), purse.admit(),
+                                      ctx.settings.outbound)  # fmt: skip
+
+
+def _store_media(ctx: RunContext, name: str, made: list[Any], start: int = 0) -> list[dict[str, Any]]:
+    """Write what a provider made into the run's files (published at once, so
+    a later step and the web UI read them by path): one entry each."""
+    from pier.lifecycle import media
+
+    ctx.output_dir.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for i, item in enumerate(made, start):
+        ext = media.extension(item.content_type)
+        filename = f"{name}.{i:04d}.{ext}"
+        (ctx.output_dir / filename).write_bytes(item.data)
+        entries.append({"path": f"{ctx.record.storage_path}/{filename}", "name": filename, "extension": ext,
+                        "content_type": item.content_type, "size": len(item.data)})  # fmt: skip
+    if entries:
+        publish_retried(ctx)
+    return entries
+
+
+def _media_call(
+    ctx: RunContext, name: str, provider: str, model: str, call: Callable[[Any], Any]
+) -> tuple[Any, dict[str, Any]]:
+    """Run `call(route)` through the gateway; (its answer, the call's usage), the purse charged."""
+    from pier.lifecycle import media
+
+    choice, purse, routed = _media_route(ctx, provider, model)
+    usage: dict[str, Any] = {"requests": 1}
+    try:
+        with routed as road:
+            try:
+                answer = call(road, choice.model or model)
+            except PierError:
+                usage = road.usage()
+                raise
+            except Exception as exc:  # the SDKs' errors: status, refusal, connection
+                usage = road.usage()
+                raise media.failed(choice, model, road, exc) from None
+            usage = road.usage(
+                answer[-1] if isinstance(answer, tuple) and isinstance(answer[-1], dict) else None
+            )
+    finally:
+        purse.spend(usage)
+    ctx.log(f"{choice.name} {model}: usage {usage}", name)
+    return answer, usage
+
+
+def litellm_vision(ctx: RunContext, name: str, p: LitellmVision) -> Outcome:
+    from pier.lifecycle import media
+
+    if p.image_url is not None:
+        image = p.image_url
+        if not image.startswith(("http://", "https://")):
+            raise StepFailed(
+                f"image_url {image[:80]!r} is not an http(s) URL (a stored file goes in image_path_expr)"
+            )
+    else:
+        path = p.image_path_expr
+        if isinstance(path, Mapping):  # an images[] entry itself
+            path = path.get("path")
+        if not isinstance(path, str):
+            raise StepFailed(f"image_path_expr read {path!r}, not a stored file's path")
+        if ctx.storage is None:
+            raise StepFailed("this process has no run storage to read the image from")
+        found = media.read_stored_image(ctx.storage, ctx.record.collection, path, ctx.output_dir,
+                                        ctx.record.storage_path)  # fmt: skip
+        image = media.image_part(found.data, found.content_type)
+    prompt = models.as_text(p.prompt)
+    choice = models.choose(p.model, p.model_provider, ctx.inputs.env, Upstreams.of(ctx.settings, ctx.record.collection),
+                           ctx.inputs.operator_keys)  # fmt: skip
+    if choice.name == "anthropic":
+        messages: list[dict[str, Any]] = (
+            [{"role": "system", "content": p.system_prompt}] if p.system_prompt else []
+        )
+        messages.append({"role": "user", "content": media.anthropic_content(prompt, image)})
+    else:
+        messages = media.vision_messages(p.system_prompt, prompt, image)
+    answer = _ask(
+        ctx, p.model, p.model_provider, messages, temperature=p.temperature, max_tokens=p.max_tokens
+    )
+    ctx.log(f"{answer.provider} {answer.model}: {len(answer.text)} characters, usage {answer.usage}", name)
+    outputs = {"text": answer.text, "model": answer.model, "provider": answer.provider,
+               "finish_reason": answer.finish_reason, "usage": answer.usage}  # fmt: skip
+    return Outcome(outputs, usage=answer.usage)
+
+
+def _replicate(ctx: RunContext, name: str, model: str, inputs: dict[str, Any], key: str) -> Outcome:
+    from pier.lifecycle import media
+
+    def call(road: Any, bare: str) -> tuple[Any, list[Any]]:
+        output = media.replicate_run(road, bare, inputs)
+        return output, [media.fetch(url, road.allowed) for url in media.urls_in(output)]
+
+    (output, made), usage = _media_call(ctx, name, "replicate", model, call)
+    files = _store_media(ctx, name, made)
+    outputs: dict[str, Any] = {"output": output, "files": files, "model": model, "usage": usage}
+    if key != "files":
+        outputs[key] = files
+    return Outcome(outputs, usage=usage)
+
+
+def replicate_text2image(ctx: RunContext, name: str, p: ReplicateText2Image) -> Outcome:
+    given = {"prompt": p.prompt, "width": p.width, "height": p.height, "num_outputs": p.num_outputs,
+             "aspect_ratio": p.aspect_ratio}  # fmt: skip
+    return _replicate(
+        ctx, name, p.model, {**p.input, **{k: v for k, v in given.items() if v is not None}}, "images"
+    )
+
+
+def replicate_text2video(ctx: RunContext, name: str, p: ReplicateText2Video) -> Outcome:
+    return _replicate(ctx, name, p.model, {**p.input, "prompt": p.prompt}, "videos")
+
+
+def replicate_run(ctx: RunContext, name: str, p: ReplicateRun) -> Outcome:
+    return _replicate(ctx, name, p.model, dict(p.input), "files")
+
+
+def gemini_image_generator(ctx: RunContext, name: str, p: GeminiImageGenerator) -> Outcome:
+    from pier.lifecycle import media
+
+    (made, text, _reported), usage = _media_call(
+        ctx, name, "google", p.model, lambda road, bare: media.gemini_images(road, bare, p.prompt)
+    )
+    if not made:
+        raise StepFailed(f"{p.model} answered no image{': ' + text[:200] if text else ''}")
+    images = _store_media(ctx, name, made)
+    return Outcome({"images": images, "text": text, "model": p.model, "usage": usage}, usage=usage)
+
+
+def litellm_image_generation(ctx: RunContext, name: str, p: LitellmImageGeneration) -> Outcome:
+    from pier.lifecycle import media
+
+    extra = {k: v for k, v in (("size", p.size), ("quality", p.quality), ("n", p.n)) if v is not None}
+    made, usage = _media_call(
+        ctx, name, "openai", p.model, lambda road, bare: media.openai_images(road, bare, p.prompt, extra)
+    )
+    if not made:
+        raise StepFailed(f"{p.model} answered no image")
+    images = _store_media(ctx, name, made)
+    return Outcome({"images": images, "model": p.model, "usage": usage}, usage=usage)
+
+
 RUNNERS: dict[str, Runner] = {
+    "litellm_vision": litellm_vision,
+    "litellm_image_generation": litellm_image_generation,
+    "gemini_image_generator": gemini_image_generator,
+    "replicate_text2image": replicate_text2image,
+    "replicate_text2video": replicate_text2video,
+    "replicate_run": replicate_run,
     "text_echo": text_echo,
     "text_template": text_template,
     "text_concatenate": text_concatenate,
@@ -755,7 +920,7 @@ def preflight_workflow(
     provider key is not set. InputError (Problems) naming the step and field."""
     from pier.errors import InputError, Problems
     from pier.tasks.paths import parse_path
-    from pier.tasks.workflow import PATH_SUFFIX
+    from pier.tasks.workflow import MEDIA_PROVIDERS, PATH_SUFFIX
 
     params = {**task.init_params, **run_params}
     context = {"init_params": params}
@@ -773,6 +938,16 @@ def preflight_workflow(
                         problems.append(
                             InputError(f"step_configs.{name}.{key}: {exc}").at(f"step_configs.{name}.{key}")
                         )
+        if config["activity"] in MEDIA_PROVIDERS:
+            from pier.lifecycle import media
+
+            fixed = MEDIA_PROVIDERS[config["activity"]]
+            try:
+                media.choose(
+                    fixed, str(config.get("model") or config["activity"]), env, upstreams, operator_keys
+                )
+            except InputError as exc:
+                problems.append(InputError(f"step_configs.{name}: {exc}").at(f"step_configs.{name}.model"))
         if config["activity"] in LLM_ACTIVITIES:
             model = config.get("model")
             path = config.get("model" + PATH_SUFFIX)
