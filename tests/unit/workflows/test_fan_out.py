@@ -243,3 +243,52 @@ def test_the_parents_model_budget_caps_its_childrens_calls(api, counter, model_s
     assert fan["completed"] == 4 and fan["failed"] == 2
     assert all("budget" in e["error"] for e in fan["errors"]), fan["errors"]
     assert run["usage"]["requests"] == 4  # the children's spend is the parent's
+
+
+RUNBOOK_CHILD = """---
+agent: script
+image: pier-fake:latest
+snapshot: ""
+---
+# echo the item
+
+```bash
+echo {{item}} pier-fake-success-rate=1
+```
+"""
+
+
+def test_a_runbook_child_gets_what_is_left_of_its_parents_model_budget(tmp_path, model_server):
+    from fastapi.testclient import TestClient
+
+    from pier.api.app import create_app
+    from tests.unit.workflows.conftest import ADMIN, Api, make_settings
+
+    port = model_server.url.rsplit(":", 1)[1]
+    settings = make_settings(
+        tmp_path, sandbox_backend="fake-rated", collection_upstreams={"team": [f"127.0.0.1:{port}"]}
+    )
+    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN}"}) as c:
+        assert c.post("/api/v1/collections", json={"name": "team"}).status_code in (200, 201)
+        env = {"OPENAI_API_KEY": "sk-" + "o" * 30, "OPENAI_BASE_URL": model_server.url + "/v1"}
+        assert (
+            c.patch("/api/v1/collections/team/environment", json={"environment_variables": env}).status_code
+            == 200
+        )
+        api = Api(c)
+        put = c.put("/api/v1/tasks/team/rb", json={"workflow": RUNBOOK_CHILD})
+        assert put.status_code in (200, 201), put.text
+        wf = {
+            "init_params": {"prompt": "hi", "model_budget": {"requests": 5}},
+            "step_configs": {
+                "chat": {"activity": "litellm_chat", "model": "gpt-4o-mini", "prompt_path": "init_params.prompt"},
+                "fan": {"activity": "list_emit_await", "items": ["a"], "child_workflow_name": "rb"},
+            },
+            "steps": ["chat", "fan"],
+        }  # fmt: skip
+        assert api.task("parent", wf).status_code in (200, 201)
+        run = api.run("parent", timeout=60)
+        assert run["status"] == "completed", run["error"]
+        (ref,) = run["steps"]["fan"]["outputs"]["trajectory_references"]
+        child = c.get(f"/api/v1/db/trajectory/team/rb/{ref['trajectory_id']}").json()
+        assert child["init_params"]["model_budget"] == {"requests": 4}  # the chat step spent one of five

@@ -154,3 +154,24 @@ def test_an_image_step_without_its_key_is_refused_before_it_runs(api, provider):
     refused = api.c.post("/api/v1/run/team/landscape", data={"init_params": "{}"})
     assert refused.status_code == 422 and "REPLICATE_API_TOKEN" in refused.text, refused.text
     assert provider.requests == []
+
+
+def test_paths_inside_input_and_an_image_path_expr_are_checked_when_the_task_is_stored(api, provider):
+    wf = {
+        "init_params": {},
+        "step_configs": {
+            "generate": {"activity": "replicate_run", "model": "acme/m", "input": {"prompt_path": "later.outputs.text"}},
+            "look": {"activity": "litellm_vision", "model": "gpt-4o", "prompt": "?",
+                     "image_path_expr": "later.outputs.images[0].path"},
+            "later": {"activity": "text_echo", "text": "x"},
+        },
+        "steps": ["generate", "look", "later"],
+    }  # fmt: skip
+    refused = api.task("bad", wf)
+    assert refused.status_code == 422, refused.text
+    fields = {e["field"] for e in refused.json()["errors"]}
+    assert {
+        "workflow.step_configs.generate.input.prompt_path",
+        "workflow.step_configs.look.image_path_expr",
+    } <= fields, fields
+    assert provider.requests == []
