@@ -71,8 +71,13 @@ class RunSlots:
     def wait_take(self, collection: str, waiting: Callable[[str], None] | None = None) -> None:
         """Take a slot of `collection`, waiting for one; `waiting` is told why first, once."""
         with self._cond:
-            if not self.may_take(collection) and waiting is not None:
-                waiting(self._why(collection))
+            if self.may_take(collection):
+                self._held[collection] += 1
+                return
+            why = self._why(collection)
+        if waiting is not None:  # told outside the lock: it writes the run's log
+            waiting(why)
+        with self._cond:
             while not self.may_take(collection):
                 # a release notifies; the timeout sees a quota an admin raised
                 self._cond.wait(5.0)
