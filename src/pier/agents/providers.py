@@ -33,6 +33,8 @@ PROVIDERS: dict[str, Provider] = {
     "openai": Provider("openai", "OPENAI_API_KEY", "https://api.openai.com/v1", "OPENAI_BASE_URL"),
     "google": Provider("google", "GEMINI_API_KEY", "https://generativelanguage.googleapis.com", "GOOGLE_GEMINI_BASE_URL"),
     "bedrock": Provider("bedrock", "AWS_BEARER_TOKEN_BEDROCK", "", "ANTHROPIC_BEDROCK_BASE_URL"),
+    # no agent's: a workflow's image and video steps (pier.lifecycle.media)
+    "replicate": Provider("replicate", "REPLICATE_API_TOKEN", "https://api.replicate.com", "REPLICATE_BASE_URL"),
 }  # fmt: skip
 # When a runbook names no provider: the first of these the agent supports whose
 # key is set in the run's environment (one key for every vendor's models comes

@@ -15,4 +15,5 @@ def make_executor(hooks: LifecycleHooks) -> Executor:
         from pier.executors.temporal import TemporalExecutor
 
         return TemporalExecutor(settings, hooks)
-    return InProcessExecutor(hooks, settings.max_concurrent_runs, concurrency=hooks.quotas.concurrent_runs)
+    hooks.slots.counts_top_level = True  # its runs and their fan-outs' children share one count
+    return InProcessExecutor(hooks, settings.max_concurrent_runs, slots=hooks.slots)

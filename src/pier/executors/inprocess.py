@@ -25,6 +25,7 @@ from typing import Protocol
 
 from pier.errors import PierError
 from pier.executors.base import CancelOutcome, Holding, Job
+from pier.executors.slots import RunSlots
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.runner import cancel as cancel_run
 from pier.lifecycle.runner import execute
@@ -147,18 +148,21 @@ class InProcessExecutor:
         max_workers: int,
         name: str = "pier-run",
         concurrency: Callable[[str], int | None] = lambda _collection: None,
+        slots: RunSlots | None = None,
     ):
         if max_workers < 1:
             raise ValueError("max_workers must be at least 1")
         self._hooks = hooks
         self._max_workers = max_workers
         self._name = name
-        self._concurrency = concurrency  # a collection's runs at once; None: no limit of its own
+        # a collection's runs at once (None: no limit of its own), counted with
+        # its fan-outs' children, who take their slots from the same count
+        self._slots = slots or RunSlots(concurrency, None, counts_top_level=True)
+        self._slots.on_release(self._wake)
         self._lock = threading.Condition()
         self._save_lock = SharedLock()  # orders record saves against stop(), not each other
         self._pending = FairQueue()
         self._running: dict[str, RunContext | None] = {}
-        self._running_in: dict[str, str] = {}  # trajectory id -> its collection
         self._cancelled: set[str] = set()
         self._threads: list[threading.Thread] = []
         self._stopped = False
@@ -243,23 +247,25 @@ class InProcessExecutor:
             with self._lock:
                 job = None
                 while not self._stopped:
-                    job = None if self._holding else self._pending.next(self._may_start)
-                    if job is not None:
-                        break
+                    with self._slots.atomic():  # no child takes the slot between the check and the take
+                        job = None if self._holding else self._pending.next(self._slots.may_take)
+                        if job is not None:
+                            self._slots.take(collection_of(job))
+                            break
                     # nothing startable: a run ending, a submit or a quota's change wakes us
                     self._lock.wait(QUOTA_RECHECK_SEC if len(self._pending) else None)
                 if self._stopped or job is None:
                     return
                 self._running[job.trajectory_id] = None
-                self._running_in[job.trajectory_id] = collection_of(job)
-            self._run(job)
+            try:
+                self._run(job)
+            finally:
+                self._slots.release(collection_of(job))
 
-    def _may_start(self, collection: str) -> bool:
-        """Whether a run of `collection` may take a slot now (its quota of runs at once)."""
-        limit = self._concurrency(collection)
-        if limit is None:
-            return True
-        return sum(1 for c in self._running_in.values() if c == collection) < limit
+    def _wake(self) -> None:
+        """A slot freed (a run or a fan-out's child ended): a waiting run may start."""
+        with self._lock:
+            self._lock.notify_all()
 
     def _run(self, job: Job) -> None:
         record: Trajectory | None = None
@@ -284,7 +290,6 @@ class InProcessExecutor:
         finally:
             with self._lock:
                 self._running.pop(job.trajectory_id, None)
-                self._running_in.pop(job.trajectory_id, None)
                 self._cancelled.discard(job.trajectory_id)
                 stopped = self._stopped
                 self._lock.notify_all()  # a collection at its quota may start its next run

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from pier.errors import InputError, NotFoundError, PierError
 from pier.executors.base import Job
+from pier.executors.slots import RunSlots
 from pier.executors.spec import Payload
 from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.files import resolve_api_path
@@ -68,6 +69,9 @@ class LifecycleHooks:
         self.quotas = CollectionQuotas(
             ports.services.store, lambda: ports.services.storage, ports.services.settings
         )
+        # the runs at once of this process, fan-out children included; the
+        # in-process executor counts its own runs in it too (make_executor)
+        self.slots = RunSlots(self.quotas.concurrent_runs, ports.services.settings.max_concurrent_runs)
 
     def without_webhooks(self) -> LifecycleHooks:
         """These hooks, for processes whose runs' webhooks the workflow delivers."""
@@ -135,7 +139,7 @@ class LifecycleHooks:
         observer = Observer(on_log=lambda _stage, _line: publish(tid), on_step=lambda _s: publish(tid))
         ctx = new_context(self.services, request, observer, record=self.store.get_run(tid))
         if payload.task.is_workflow:
-            ctx.children = ChildRuns(self, payload)
+            ctx.children = ChildRuns(self, payload, holds_slot=self.slots.counts_top_level)
         return ctx
 
     def ended(self, job: Job, record: Trajectory | None, error: BaseException | None) -> None:
@@ -175,21 +179,20 @@ class LifecycleHooks:
             self.ports.ended(trajectory_id)
 
 
-# collection -> (its limit, the semaphore of its fan-outs' runbook children in this process)
-_SLOTS: dict[str, tuple[int, threading.BoundedSemaphore]] = {}
-_SLOTS_LOCK = threading.Lock()
-
-
 class ChildRuns:
     """A workflow's fan-out children (pier.lifecycle.workflow.Children): each an
     ordinary run of the parent's collection, stored with its own record, log and
     outputs and linked to its parent (`parent_trajectory_id`), run to its end
     in the fan-out's thread. The collection's environment and the parent's
-    secret_params and trial-key choice go with it."""
+    secret_params and trial-key choice go with it. Each child runs in one of
+    the process's run slots (hooks.slots), so its collection's concurrent_runs
+    quota counts it; `holds_slot`: the parent holds one, which it lends to its
+    children while it waits on them."""
 
-    def __init__(self, hooks: LifecycleHooks, parent: Payload):
+    def __init__(self, hooks: LifecycleHooks, parent: Payload, holds_slot: bool = False):
         self.hooks = hooks
         self.parent = parent
+        self.holds_slot = holds_slot
         self._running: dict[str, RunContext] = {}  # the children running now, to cancel with the parent
         self._lock = threading.Lock()
         self._cancelled = False
@@ -204,15 +207,26 @@ class ChildRuns:
         for ctx in running:
             cancel(ctx)
 
-    def payload(self, parent: Trajectory, task: str, init_params: dict) -> Payload:
+    def payload(self, parent: Trajectory, task: str, init_params: dict, purse=None) -> Payload:
         """A child's payload: the task of the parent's collection (NotFoundError,
-        naming it, when there is none) with the item's init_params."""
+        naming it, when there is none) with the item's init_params; a runbook
+        child's model_budget is what is left of its parent's (`purse`), or its
+        own where tighter."""
         from pier.tasks.model import Task
 
         stored = self.hooks.store.get_task(parent.collection, task)  # NotFoundError: the message names it
         child_task = Task.model_validate(stored.definition)
+        shared = purse is not None and purse.budget is not None  # the parent's budget caps its children
         if not child_task.is_workflow:
             init_params = runbook_child_params(child_task, init_params)
+            left = purse.child_budget() if shared else None
+            if left is not None:  # what is left of the parent's, or the child's own where tighter
+                own = {
+                    **(child_task.init_params.get("model_budget") or {}),
+                    **(init_params.get("model_budget") or {}),
+                }
+                init_params = {**init_params, "model_budget": {
+                    k: min(v, own[k]) if isinstance(own.get(k), int | float) else v for k, v in left.items()}}  # fmt: skip
         return replace(self.parent, task_name=task, task=child_task, run_params=dict(init_params),
                        webhook_url=None, webhook_secret=None)  # fmt: skip
 
@@ -234,11 +248,13 @@ class ChildRuns:
         store.create_run(record)
         return record
 
-    def run(self, parent: Trajectory, step: str, task: str, init_params: dict, created=None) -> Trajectory:
+    def run(self, parent: Trajectory, step: str, task: str, init_params: dict, created=None,
+            purse=None) -> Trajectory:  # fmt: skip
         from pier.lifecycle.runner import execute
 
         store = self.hooks.store
-        payload = self.payload(parent, task, init_params)
+        shared = purse is not None and purse.budget is not None
+        payload = self.payload(parent, task, init_params, purse)
         child_task = payload.task
         tid = uuid.uuid4().hex
         env = self.hooks.environment(payload)
@@ -257,16 +273,26 @@ class ChildRuns:
                 raise
             return ended
         if child_task.is_workflow:
-            ctx.children = ChildRuns(self.hooks, payload)
+            ctx.children = ChildRuns(self.hooks, payload, holds_slot=True)
+            if shared:
+                ctx.purse = purse
         with self._lock:
             self._running[tid] = ctx
             if self._cancelled:
                 ctx.cancel.set()
         try:
-            if child_task.is_workflow:  # no sandbox: only its own runbook children are bounded
-                return execute(ctx)
-            with self.sandbox_slot(parent.collection, ctx):
-                return execute(ctx)
+            with self.hooks.slots.hold(
+                parent.collection, lambda why: ctx.log(f"waiting for a run slot: {why}", "prepare")
+            ):
+                ended = execute(ctx)
+            if shared and not child_task.is_workflow:  # a runbook child's spend counts against its parent's
+                usage = (
+                    ended.steps["run"].outputs.model_dump(mode="json").get("usage")
+                    if "run" in ended.steps
+                    else None
+                )
+                purse.spend(usage if isinstance(usage, dict) else {}, reserved=0)
+            return ended
         finally:
             with self._lock:
                 self._running.pop(tid, None)
@@ -274,28 +300,14 @@ class ChildRuns:
             publish(tid)
 
     @contextmanager
-    def sandbox_slot(self, collection: str, ctx) -> Iterator[None]:
-        """One of the collection's runbook-child slots in this process: at most
-        its concurrent_runs quota (else PIER_MAX_CONCURRENT_RUNS) of its
-        fan-outs' runbook children hold a sandbox at once, whatever each
-        fan-out's max_concurrency."""
-        limit = (
-            self.hooks.quotas.concurrent_runs(collection) or self.hooks.services.settings.max_concurrent_runs
-        )
-        with _SLOTS_LOCK:
-            slots = _SLOTS.get(collection)
-            if slots is None or slots[0] != limit:
-                slots = _SLOTS[collection] = (limit, threading.BoundedSemaphore(limit))
-        semaphore = slots[1]
-        if not semaphore.acquire(blocking=False):
-            ctx.log(
-                f"waiting for one of the collection's {limit} sandbox slots for fan-out children", "prepare"
-            )
-            semaphore.acquire()
-        try:
+    def waiting(self, log: Callable[[str], None] | None = None) -> Iterator[None]:
+        """The parent waits on its children: its slot is theirs meanwhile, and
+        it takes one back (waiting, if its collection is at its quota) after."""
+        if not self.holds_slot:
             yield
-        finally:
-            semaphore.release()
+            return
+        with self.hooks.slots.lend(self.parent.collection, log):
+            yield
 
     def get(self, trajectory_id: str) -> Trajectory:
         return self.hooks.store.get_run(trajectory_id, self.parent.collection)

@@ -26,7 +26,7 @@ Preflight = Callable[[dict[str, Any]], None]
 
 def check(spec: ExperimentSpec, task: Task, preflight: Preflight, max_runs: int) -> list[Cell]:
     """The cells, once every one can start; ExperimentError naming the field otherwise."""
-    found = cells(spec)
+    found = cells(spec, workflow=task.is_workflow)
     runs = len(found) * spec.attempts
     if runs > max_runs:
         raise ExperimentError(
@@ -34,8 +34,15 @@ def check(spec: ExperimentSpec, task: Task, preflight: Preflight, max_runs: int)
             "(PIER_EXPERIMENT_MAX_RUNS): fewer cells or attempts", runs,
         )  # fmt: skip
     try:
+        if task.is_workflow and spec.matrix.agents:
+            raise ExperimentError(
+                "matrix.agents",
+                "a workflow task runs no agent: its model steps name their models; give each vars row "
+                "a model and read it by path (model_path: init_params.model)",
+            )
         _check_agents(spec)
-        _check_rows(spec, task)
+        if not task.is_workflow:
+            _check_rows(spec, task)
     except ExperimentError as exc:
         raise ExperimentError(exc.field, exc.message, runs) from None
     for cell in found:

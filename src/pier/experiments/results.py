@@ -38,13 +38,20 @@ def outcome(record: Trajectory) -> str | None:
     return SUCCESS if record.success else FAILURE
 
 
+def _usage(record: Trajectory) -> dict[str, Any]:
+    """A runbook run's usage (its run step's), or a workflow's (its model steps' and children's, summed)."""
+    if record.is_workflow:
+        return record.usage
+    return record.outputs.usage if _has_run(record) else {}
+
+
 def cost(record: Trajectory) -> float | None:
-    value = record.outputs.usage.get("cost_usd") if _has_run(record) else None
+    value = _usage(record).get("cost_usd")
     return float(value) if isinstance(value, int | float) else None
 
 
 def tokens(record: Trajectory) -> int:
-    usage = record.outputs.usage if _has_run(record) else {}
+    usage = _usage(record)
     found = usage.get("total_tokens")
     if isinstance(found, int):
         return found

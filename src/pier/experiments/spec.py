@@ -141,8 +141,11 @@ def _or_none(values: list[str]) -> list[str | None]:
     return [*values] if values else [None]
 
 
-def cells(spec: ExperimentSpec) -> list[Cell]:
-    """The matrix's cells, in a fixed order (the order runs interleave in)."""
+def cells(spec: ExperimentSpec, workflow: bool = False) -> list[Cell]:
+    """The matrix's cells, in a fixed order (the order runs interleave in). A
+    runbook task's vars row fills its {{variables}} (init_params.vars); a
+    workflow task's row is init_params its steps read by path
+    (`init_params.<key>`), over the experiment's."""
     agent_choices: list[tuple[str | None, str | None, str | None]] = [
         (axis.name, model, provider)
         for axis in spec.matrix.agents
@@ -159,7 +162,9 @@ def cells(spec: ExperimentSpec) -> list[Cell]:
         for name, value in (("agent", agent), ("model", model), ("model_provider", provider)):
             if value is not None:
                 init[name] = value
-        if row is not None:
+        if row is not None and workflow:
+            init.update(spec.matrix.vars[row])
+        elif row is not None:
             init["vars"] = {**(spec.init_params.get("vars") or {}), **spec.matrix.vars[row]}
         parts = [p for p in (agent, model, provider) if p]
         parts += [f"row{row}"] if row is not None else []

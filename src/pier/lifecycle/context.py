@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pier.agents.base import Agent, AgentLaunch
 from pier.agents.toolcalls import ToolUse
@@ -82,6 +82,8 @@ class RunContext:
     children: Children | None = None  # a workflow's fan-out starts its child runs here
     # A workflow taken over from a lost worker: what its unfinished steps had recorded, by step.
     resumed: dict = field(default_factory=dict)
+    # A workflow's model budget, shared with its fan-outs' children (pier.lifecycle.workflow.Purse).
+    purse: Any = None
 
     def publish(self) -> None:
         """Store what the scratch folder holds under the run's storage key, then

@@ -32,6 +32,7 @@ class Outcome(StrEnum):
     provider_error = "provider_error"  # the provider answered 5xx (or could not be reached)
     budget_exhausted = "budget_exhausted"  # the run's model budget stopped a request
     invalid = "invalid"  # the run's own input: runbook, image, files
+    step_failed = "step_failed"  # a workflow's step failed: its activity, a path, its parameters
     infra = "infra"  # pier, the engine, storage, the database, a lost worker
     cancelled = "cancelled"
 
@@ -54,6 +55,7 @@ DESCRIPTIONS = {
     Outcome.provider_error: "provider failed",
     Outcome.budget_exhausted: "model budget used up",
     Outcome.invalid: "refused input",
+    Outcome.step_failed: "a workflow step failed",
     Outcome.infra: "pier or infrastructure failure",
     Outcome.cancelled: "cancelled",
 }

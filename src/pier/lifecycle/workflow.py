@@ -17,6 +17,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -26,6 +27,7 @@ from pier.gateway.grants import Budget
 from pier.lifecycle import models
 from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.keeping import publish_retried
+from pier.lifecycle.outcomes import Outcome as RunOutcome
 from pier.record import ActivityOutputs, RunStatus, StageStatus, Step, Trajectory, utcnow
 from pier.sandbox.owner import owner_label
 from pier.tasks.paths import PathError, lookup_path
@@ -34,8 +36,14 @@ from pier.tasks.workflow import (
     LLM_ACTIVITIES,
     ConditionalBranch,
     ExtractFromTrajectories,
+    GeminiImageGenerator,
     ListEmitAwait,
     LitellmChat,
+    LitellmImageGeneration,
+    LitellmVision,
+    ReplicateRun,
+    ReplicateText2Image,
+    ReplicateText2Video,
     ScoreRange,
     SimpleJudge,
     TextConcatenate,
@@ -57,15 +65,21 @@ class Children(Protocol):
 
     def run(
         self, parent: Trajectory, step: str, task: str, init_params: dict[str, Any],
-        created: Callable[[str], None] | None = None,
+        created: Callable[[str], None] | None = None, purse: Purse | None = None,
     ) -> Trajectory:  # fmt: skip
         """Run the child to its end (in this thread) and answer its record;
-        `created` is told its trajectory id once its record is stored."""
+        `created` is told its trajectory id once its record is stored; a
+        workflow child's model steps spend from `purse` (its parent's budget)."""
 
     def get(self, trajectory_id: str) -> Trajectory: ...
 
     def end_lost(self, child: Trajectory, message: str) -> None:
         """End a child whose process is gone (failed, saying so)."""
+
+    def waiting(self, log: Callable[[str], None] | None = None) -> AbstractContextManager[None]:
+        """The parent waits on its children: the run slot it holds is theirs
+        meanwhile (its collection's quota counts the children, not it), and
+        it takes one back after; `log` is told when it has to wait for it."""
 
 
 class StepFailed(PierError):
@@ -82,6 +96,86 @@ class Outcome:
 
 Runner = Callable[[RunContext, str, Any], Outcome]
 
+_SPENT_KEYS = (("requests", "requests"), ("tokens", "total_tokens"), ("cost_usd", "cost_usd"))
+
+
+class Purse:
+    """A workflow's model budget (init_params.model_budget), shared by its own
+    model steps and every child of its fan-outs (and theirs): each model call
+    is admitted against what the whole tree has spent, a request reserved
+    before it is made, so children running at once cannot each spend the
+    parent's remainder. A runbook child gets what is left as its own
+    model_budget when it starts, and what it spent is counted when it ends."""
+
+    def __init__(self, budget: Budget | None, spent: Mapping[str, Any], invalid: str | None = None):
+        self.budget = budget
+        self.invalid = invalid  # why init_params.model_budget is not a budget: each model step fails so
+        self._spent = {used: float(spent.get(used, 0) or 0) for _k, used in _SPENT_KEYS}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any], spent: Mapping[str, Any]) -> Purse:
+        raw = params.get("model_budget")
+        if raw is None or raw == {}:
+            return cls(None, spent)
+        try:
+            return cls(Budget.model_validate(raw), spent)
+        except ValueError as exc:  # pydantic's ValidationError
+            return cls(
+                None, spent, f"init_params.model_budget is not a budget (requests, tokens, cost_usd): {exc}"
+            )
+
+    def _left(self) -> dict[str, Any]:
+        left: dict[str, Any] = {}
+        if self.budget is None:
+            return left
+        for key, used in _SPENT_KEYS:
+            limit = getattr(self.budget, key)
+            if limit is not None:
+                left[key] = limit - self._spent[used]
+        return left
+
+    def admit(self) -> Budget:
+        """Reserve one request; the budget the call's grant gets (what is left
+        of each limit). StepFailed when something is used up."""
+        if self.invalid:
+            raise StepFailed(self.invalid)
+        with self._lock:
+            left = self._left()
+            for key, remaining in left.items():
+                if remaining <= 0:
+                    used = dict(_SPENT_KEYS)[key]
+                    limit = getattr(self.budget, key)
+                    raise StepFailed(
+                        f"the run's model budget was used up ({self._spent[used]:g} {used} of {limit:g}, "
+                        "its fan-outs' children included) before this step: raise init_params.model_budget"
+                    )
+            self._spent["requests"] += 1
+        return Budget.model_validate({k: v if k == "cost_usd" else int(v) for k, v in left.items()})
+
+    def spend(self, usage: Mapping[str, Any], reserved: int = 1) -> None:
+        """Count a call's (or a runbook child's) usage; `reserved` requests were counted by admit."""
+        with self._lock:
+            for _key, used in _SPENT_KEYS:
+                value = usage.get(used)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    self._spent[used] += value - (reserved if used == "requests" else 0)
+
+    def child_budget(self) -> dict[str, Any] | None:
+        """A runbook child's model_budget: what is left (None: no budget)."""
+        with self._lock:
+            left = self._left()
+        if not left:
+            return None
+        return {k: max(v, 0.000001) if k == "cost_usd" else max(int(v), 1) for k, v in left.items()}
+
+    def used_up(self) -> str | None:
+        with self._lock:
+            for key, remaining in self._left().items():
+                if remaining <= 0:
+                    return f"{key} {getattr(self.budget, key):g}"
+        return None
+
 
 def execute_workflow(ctx: RunContext, owned: bool = True) -> Trajectory:
     """Run every step; the record ends completed, failed (naming the step) or
@@ -90,6 +184,8 @@ def execute_workflow(ctx: RunContext, owned: bool = True) -> Trajectory:
     record, task = ctx.record, ctx.task
     params = {**task.init_params, **ctx.run_params}
     done = _as_workflow(record, task, params, ctx)
+    if ctx.purse is None:  # a top-level run's (a workflow child's is its parent's)
+        ctx.purse = Purse.of(params, record.usage)
     record.status, record.started = RunStatus.running, record.started or utcnow()
     record.owner = owner_label() if owned else None
     ctx.save_record(record)
@@ -237,7 +333,7 @@ def _failed(ctx: RunContext, name: str, step: Step, exc: Exception) -> None:
     """The step failed, and the run with it (naming the step)."""
     message = _message(name, step.activity, exc)
     step.status, step.error = StageStatus.failed, ctx.redactor.text(message)
-    ctx.record.fail(name, step.error)
+    ctx.record.fail(name, step.error, _outcome_of(exc).value)
     ctx.log(f"step {name} failed: {step.error}", name)
 
 
@@ -261,8 +357,24 @@ def _message(name: str, activity: str, exc: Exception) -> str:
     return f"step {name!r} ({activity}): internal error: {type(exc).__name__}: {exc}"
 
 
+def _outcome_of(exc: Exception) -> RunOutcome:
+    """A failed step's outcome: the workflow's own failure (an attempt that
+    counts in an experiment), its provider's or its budget's; only an
+    unexpected error is pier's (infra)."""
+    if not isinstance(exc, PierError):
+        return RunOutcome.infra
+    if "model budget" in str(exc):
+        return RunOutcome.budget_exhausted
+    if isinstance(exc, models.ModelCallError):
+        return RunOutcome.provider_error
+    return RunOutcome.step_failed
+
+
 def _add_usage(record: Trajectory, usage: Mapping[str, Any]) -> None:
-    total = record.usage
+    _add_usage_to(record.usage, usage)
+
+
+def _add_usage_to(total: dict[str, Any], usage: Mapping[str, Any]) -> None:
     for key, value in usage.items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             total[key] = round(total.get(key, 0) + value, 6)
@@ -416,8 +528,14 @@ def list_emit_await(ctx: RunContext, name: str, p: ListEmitAwait) -> Outcome:
         child = reuse(index)
         if child is None:
             init = {**p.child_init_params, p.item_param_name: p.items[index]}
+            purse: Purse | None = ctx.purse
+            if purse is not None and purse.budget is not None:
+                spent = purse.used_up()
+                if spent is not None:
+                    errors[index] = f"not started: the run's model budget ({spent}) was used up"
+                    return
             try:
-                child = children.run(ctx.record, name, task, init, lambda tid: note(index, tid))
+                child = children.run(ctx.record, name, task, init, lambda tid: note(index, tid), purse)
             except Exception as exc:  # could not even start (no such task)
                 errors[index] = str(exc)
                 return
@@ -426,7 +544,9 @@ def list_emit_await(ctx: RunContext, name: str, p: ListEmitAwait) -> Outcome:
         if child.status != RunStatus.completed:
             errors[index] = child.error or child.status.value
 
-    with ThreadPoolExecutor(max_workers=p.max_concurrency, thread_name_prefix=f"pier-fanout-{name}") as pool:
+    back = lambda why: ctx.log(f"children done; waiting for a run slot to go on: {why}", name)  # noqa: E731
+    with children.waiting(back), ThreadPoolExecutor(max_workers=p.max_concurrency,
+                                                    thread_name_prefix=f"pier-fanout-{name}") as pool:  # fmt: skip
         list(pool.map(one, range(len(p.items))))
     return _fan_out_outcome(task, results, errors, p.continue_on_error)
 
@@ -458,8 +578,13 @@ def _fan_out_outcome(
         for i, r in enumerate(results) if r is not None
     ]  # fmt: skip
     failed = [(i, e) for i, e in enumerate(errors) if e]
+    usage: dict[str, Any] = {}  # the children's, counted in the run's (their purse is its)
+    for r in results:
+        if r is not None:
+            _add_usage_to(usage, r.usage or _runbook_usage(r))
     outputs = {
         "trajectory_references": references,
+        "usage": usage,
         "count": len(results),
         "completed": sum(1 for r in references if r["status"] == "completed"),
         "failed": len(failed),
@@ -471,7 +596,13 @@ def _fan_out_outcome(
             f"{len(failed)} of {len(results)} children of {task} failed (item {i}: {e}); "
             "set continue_on_error to go on without them"
         )
-    return Outcome(outputs)
+    return Outcome(outputs, usage=usage)
+
+
+def _runbook_usage(child: Trajectory) -> Mapping[str, Any]:
+    step = child.steps.get("run")
+    usage = step.outputs.model_dump(mode="json").get("usage") if step is not None else None
+    return usage if isinstance(usage, Mapping) else {}
 
 
 def _child_context(child: Trajectory) -> dict[str, Any]:
@@ -528,45 +659,30 @@ def _gateway(ctx: RunContext) -> Gateway | None:
     return shared_gateway("127.0.0.1", 0, ctx.settings.ca_bundle, ctx.settings.outbound)
 
 
-def _budget(ctx: RunContext) -> Budget:
-    """What is left of init_params.model_budget, which is the whole run's (every
-    model step's calls count against it, as an agent's do against its run's)."""
-    raw = {**ctx.task.init_params, **ctx.run_params}.get("model_budget")
-    if not isinstance(raw, Mapping):
-        return Budget()
-    budget = Budget.model_validate(raw)
-    spent = ctx.record.usage
-    left: dict[str, Any] = {}
-    for key, used in (("requests", "requests"), ("tokens", "total_tokens"), ("cost_usd", "cost_usd")):
-        limit = getattr(budget, key)
-        if limit is None:
-            continue
-        remaining = limit - spent.get(used, 0)
-        if remaining <= 0:
-            raise StepFailed(
-                f"the run's model budget was used up ({spent.get(used, 0)} {used} of {limit}) before this step: "
-                "raise init_params.model_budget"
-            )
-        left[key] = remaining if key == "cost_usd" else int(remaining)
-    return Budget.model_validate(left)
-
-
 def _ask(
     ctx: RunContext, model: str, provider: str | None, messages: list[dict[str, Any]], **kw: Any
 ) -> models.ChatAnswer:
-    return models.chat(
-        trajectory_id=ctx.record.trajectory_id,
-        model=model,
-        provider=provider,
-        messages=messages,
-        env=ctx.inputs.env,
-        gateway=_gateway(ctx),
-        budget=_budget(ctx),
-        policy=ctx.settings.outbound,
-        upstreams=Upstreams.of(ctx.settings, ctx.record.collection),
-        operator_keys=ctx.inputs.operator_keys,
-        **kw,
-    )
+    """One model call, admitted against the run's purse (its fan-outs' children's spend included)."""
+    purse: Purse = ctx.purse if ctx.purse is not None else Purse(None, {})
+    budget = purse.admit()
+    answer: models.ChatAnswer | None = None
+    try:
+        answer = models.chat(
+            trajectory_id=ctx.record.trajectory_id,
+            model=model,
+            provider=provider,
+            messages=messages,
+            env=ctx.inputs.env,
+            gateway=_gateway(ctx),
+            budget=budget,
+            policy=ctx.settings.outbound,
+            upstreams=Upstreams.of(ctx.settings, ctx.record.collection),
+            operator_keys=ctx.inputs.operator_keys,
+            **kw,
+        )
+    finally:
+        purse.spend(answer.usage if answer is not None else {"requests": 1})
+    return answer
 
 
 def litellm_chat(ctx: RunContext, name: str, p: LitellmChat) -> Outcome:
@@ -653,7 +769,166 @@ def simple_judge(ctx: RunContext, name: str, p: SimpleJudge) -> Outcome:
     return Outcome(outputs, usage=answer.usage)
 
 
+# vision, images and videos (pier.lifecycle.media)
+
+
+def _media_route(ctx: RunContext, provider: str, model: str):  # type: ignore[no-untyped-def]
+    from pier.lifecycle import media
+
+    choice = media.choose(provider, model, ctx.inputs.env, Upstreams.of(ctx.settings, ctx.record.collection),
+                          ctx.inputs.operator_keys)  # fmt: skip
+    purse: Purse = ctx.purse if ctx.purse is not None else Purse(None, {})
+    return choice, purse, media.route(ctx.record.trajectory_id, choice, _gateway(ctx), purse.admit(),
+                                      ctx.settings.outbound)  # fmt: skip
+
+
+def _store_media(ctx: RunContext, name: str, made: list[Any], start: int = 0) -> list[dict[str, Any]]:
+    """Write what a provider made into the run's files (published at once, so
+    a later step and the web UI read them by path): one entry each."""
+    from pier.lifecycle import media
+
+    ctx.output_dir.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for i, item in enumerate(made, start):
+        ext = media.extension(item.content_type)
+        filename = f"{name}.{i:04d}.{ext}"
+        (ctx.output_dir / filename).write_bytes(item.data)
+        entries.append({"path": f"{ctx.record.storage_path}/{filename}", "name": filename, "extension": ext,
+                        "content_type": item.content_type, "size": len(item.data)})  # fmt: skip
+    if entries:
+        publish_retried(ctx)
+    return entries
+
+
+def _media_call(
+    ctx: RunContext, name: str, provider: str, model: str, call: Callable[[Any], Any]
+) -> tuple[Any, dict[str, Any]]:
+    """Run `call(route)` through the gateway; (its answer, the call's usage), the purse charged."""
+    from pier.lifecycle import media
+
+    choice, purse, routed = _media_route(ctx, provider, model)
+    usage: dict[str, Any] = {"requests": 1}
+    try:
+        with routed as road:
+            try:
+                answer = call(road, choice.model or model)
+            except PierError:
+                usage = road.usage()
+                raise
+            except Exception as exc:  # the SDKs' errors: status, refusal, connection
+                usage = road.usage()
+                raise media.failed(choice, model, road, exc) from None
+            usage = road.usage(
+                answer[-1] if isinstance(answer, tuple) and isinstance(answer[-1], dict) else None
+            )
+    finally:
+        purse.spend(usage)
+    ctx.log(f"{choice.name} {model}: usage {usage}", name)
+    return answer, usage
+
+
+def litellm_vision(ctx: RunContext, name: str, p: LitellmVision) -> Outcome:
+    from pier.lifecycle import media
+
+    if p.image_url is not None:
+        image = p.image_url
+        if not image.startswith(("http://", "https://")):
+            raise StepFailed(
+                f"image_url {image[:80]!r} is not an http(s) URL (a stored file goes in image_path_expr)"
+            )
+    else:
+        path = p.image_path_expr
+        if isinstance(path, Mapping):  # an images[] entry itself
+            path = path.get("path")
+        if not isinstance(path, str):
+            raise StepFailed(f"image_path_expr read {path!r}, not a stored file's path")
+        if ctx.storage is None:
+            raise StepFailed("this process has no run storage to read the image from")
+        found = media.read_stored_image(ctx.storage, ctx.record.collection, path, ctx.output_dir,
+                                        ctx.record.storage_path)  # fmt: skip
+        image = media.image_part(found.data, found.content_type)
+    prompt = models.as_text(p.prompt)
+    choice = models.choose(p.model, p.model_provider, ctx.inputs.env, Upstreams.of(ctx.settings, ctx.record.collection),
+                           ctx.inputs.operator_keys)  # fmt: skip
+    if choice.name == "anthropic":
+        messages: list[dict[str, Any]] = (
+            [{"role": "system", "content": p.system_prompt}] if p.system_prompt else []
+        )
+        messages.append({"role": "user", "content": media.anthropic_content(prompt, image)})
+    else:
+        messages = media.vision_messages(p.system_prompt, prompt, image)
+    answer = _ask(
+        ctx, p.model, p.model_provider, messages, temperature=p.temperature, max_tokens=p.max_tokens
+    )
+    ctx.log(f"{answer.provider} {answer.model}: {len(answer.text)} characters, usage {answer.usage}", name)
+    outputs = {"text": answer.text, "model": answer.model, "provider": answer.provider,
+               "finish_reason": answer.finish_reason, "usage": answer.usage}  # fmt: skip
+    return Outcome(outputs, usage=answer.usage)
+
+
+def _replicate(ctx: RunContext, name: str, model: str, inputs: dict[str, Any], key: str) -> Outcome:
+    from pier.lifecycle import media
+
+    def call(road: Any, bare: str) -> tuple[Any, list[Any]]:
+        output = media.replicate_run(road, bare, inputs)
+        return output, [media.fetch(url, road.allowed) for url in media.urls_in(output)]
+
+    (output, made), usage = _media_call(ctx, name, "replicate", model, call)
+    files = _store_media(ctx, name, made)
+    outputs: dict[str, Any] = {"output": output, "files": files, "model": model, "usage": usage}
+    if key != "files":
+        outputs[key] = files
+    return Outcome(outputs, usage=usage)
+
+
+def replicate_text2image(ctx: RunContext, name: str, p: ReplicateText2Image) -> Outcome:
+    given = {"prompt": p.prompt, "width": p.width, "height": p.height, "num_outputs": p.num_outputs,
+             "aspect_ratio": p.aspect_ratio}  # fmt: skip
+    return _replicate(
+        ctx, name, p.model, {**p.input, **{k: v for k, v in given.items() if v is not None}}, "images"
+    )
+
+
+def replicate_text2video(ctx: RunContext, name: str, p: ReplicateText2Video) -> Outcome:
+    return _replicate(ctx, name, p.model, {**p.input, "prompt": p.prompt}, "videos")
+
+
+def replicate_run(ctx: RunContext, name: str, p: ReplicateRun) -> Outcome:
+    return _replicate(ctx, name, p.model, dict(p.input), "files")
+
+
+def gemini_image_generator(ctx: RunContext, name: str, p: GeminiImageGenerator) -> Outcome:
+    from pier.lifecycle import media
+
+    (made, text, _reported), usage = _media_call(
+        ctx, name, "google", p.model, lambda road, bare: media.gemini_images(road, bare, p.prompt)
+    )
+    if not made:
+        raise StepFailed(f"{p.model} answered no image{': ' + text[:200] if text else ''}")
+    images = _store_media(ctx, name, made)
+    return Outcome({"images": images, "text": text, "model": p.model, "usage": usage}, usage=usage)
+
+
+def litellm_image_generation(ctx: RunContext, name: str, p: LitellmImageGeneration) -> Outcome:
+    from pier.lifecycle import media
+
+    extra = {k: v for k, v in (("size", p.size), ("quality", p.quality), ("n", p.n)) if v is not None}
+    made, usage = _media_call(
+        ctx, name, "openai", p.model, lambda road, bare: media.openai_images(road, bare, p.prompt, extra)
+    )
+    if not made:
+        raise StepFailed(f"{p.model} answered no image")
+    images = _store_media(ctx, name, made)
+    return Outcome({"images": images, "model": p.model, "usage": usage}, usage=usage)
+
+
 RUNNERS: dict[str, Runner] = {
+    "litellm_vision": litellm_vision,
+    "litellm_image_generation": litellm_image_generation,
+    "gemini_image_generator": gemini_image_generator,
+    "replicate_text2image": replicate_text2image,
+    "replicate_text2video": replicate_text2video,
+    "replicate_run": replicate_run,
     "text_echo": text_echo,
     "text_template": text_template,
     "text_concatenate": text_concatenate,
@@ -680,7 +955,7 @@ def preflight_workflow(
     provider key is not set. InputError (Problems) naming the step and field."""
     from pier.errors import InputError, Problems
     from pier.tasks.paths import parse_path
-    from pier.tasks.workflow import PATH_SUFFIX
+    from pier.tasks.workflow import MEDIA_PROVIDERS, PATH_SUFFIX
 
     params = {**task.init_params, **run_params}
     context = {"init_params": params}
@@ -698,6 +973,16 @@ def preflight_workflow(
                         problems.append(
                             InputError(f"step_configs.{name}.{key}: {exc}").at(f"step_configs.{name}.{key}")
                         )
+        if config["activity"] in MEDIA_PROVIDERS:
+            from pier.lifecycle import media
+
+            fixed = MEDIA_PROVIDERS[config["activity"]]
+            try:
+                media.choose(
+                    fixed, str(config.get("model") or config["activity"]), env, upstreams, operator_keys
+                )
+            except InputError as exc:
+                problems.append(InputError(f"step_configs.{name}: {exc}").at(f"step_configs.{name}.model"))
         if config["activity"] in LLM_ACTIVITIES:
             model = config.get("model")
             path = config.get("model" + PATH_SUFFIX)

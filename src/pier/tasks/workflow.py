@@ -103,6 +103,68 @@ class LitellmChat(Params):
     response_format: dict[str, Any] | None = Field(None, description="OpenAI's response_format (json_schema)")
 
 
+class LitellmVision(Params):
+    model: str = Field(description="a vision model, e.g. gpt-4o or claude-sonnet-4-5")
+    model_provider: str | None = Field(
+        None, description="openai, anthropic, openrouter (default: from the model)"
+    )
+    prompt: Any = Field(description="what to ask about the image")
+    system_prompt: str | None = None
+    image_path_expr: Any = Field(
+        None,
+        description="a path whose value is a stored file of the run's collection (generate.outputs.images[0].path), or that file's path",
+    )
+    image_url: str | None = Field(
+        None, description="an image's http(s) URL, given to the provider as is (image_url_path reads it)"
+    )
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _an_image(self) -> LitellmVision:
+        if (self.image_path_expr is None) == (self.image_url is None):
+            raise ValueError(
+                "give one image: image_path_expr (a stored file) or image_url / image_url_path (a URL)"
+            )
+        return self
+
+
+class ReplicateText2Image(Params):
+    model: str = Field(description="owner/name or owner/name:version, e.g. black-forest-labs/flux-schnell")
+    prompt: str = Field(description="the image's description")
+    width: int | None = Field(None, ge=1, le=8192)
+    height: int | None = Field(None, ge=1, le=8192)
+    num_outputs: int | None = Field(None, ge=1, le=16)
+    aspect_ratio: str | None = None
+    input: dict[str, Any] = Field(default_factory=dict, description="the model's other inputs")
+
+
+class ReplicateText2Video(Params):
+    model: str = Field(description="owner/name or owner/name:version of a text-to-video model")
+    prompt: str = Field(description="the video's description")
+    input: dict[str, Any] = Field(default_factory=dict, description="the model's other inputs")
+
+
+class ReplicateRun(Params):
+    model: str = Field(description="owner/name or owner/name:version")
+    input: dict[str, Any] = Field(
+        description="the model's inputs; a key `<name>_path` in it reads <name> by path"
+    )
+
+
+class GeminiImageGenerator(Params):
+    model: str = Field("gemini-2.5-flash-image", description="a Gemini model that answers with images")
+    prompt: str = Field(description="the image's description")
+
+
+class LitellmImageGeneration(Params):
+    model: str = Field("dall-e-3", description="an OpenAI image model (dall-e-3, gpt-image-1)")
+    prompt: str = Field(description="the image's description")
+    size: str | None = Field(None, description="e.g. 1024x1024")
+    quality: str | None = Field(None, description="standard or hd (dall-e-3)")
+    n: int | None = Field(None, ge=1, le=10)
+
+
 class SimpleJudge(Params):
     model: str = Field(description="the judge model")
     model_provider: str | None = None
@@ -137,6 +199,9 @@ class Activity:
     # template writes `items: ["a.outputs.text", ...]`): strings in it that parse
     # as a path of init_params or an earlier step are read.
     path_lists: tuple[str, ...] = ()
+    # Parameters whose literal string is a path that is read (litellm_vision's
+    # image_path_expr); a string that is no path of this workflow is the value.
+    path_params: tuple[str, ...] = ()
     example: dict[str, Any] | None = None
 
 
@@ -145,6 +210,12 @@ ACTIVITIES: dict[str, Activity] = {
     for a in (
         Activity("runbook", "agents", "runs an AI agent on a RUNBOOK.md in an isolated sandbox; results in /app/results", None),
         Activity("litellm_chat", "ai_models", "one chat completion through pier's model gateway: outputs.text, usage", LitellmChat),
+        Activity("litellm_vision", "ai_models", "an image and a prompt to a vision model through pier's model gateway: outputs.text, usage", LitellmVision, path_params=("image_path_expr",)),
+        Activity("litellm_image_generation", "ai_models", "OpenAI image generation through pier's model gateway: outputs.images (the run's files)", LitellmImageGeneration),
+        Activity("gemini_image_generator", "ai_models", "Gemini image generation through pier's model gateway: outputs.images (the run's files)", GeminiImageGenerator),
+        Activity("replicate_text2image", "ai_models", "text-to-image on Replicate through pier's model gateway: outputs.images (the run's files)", ReplicateText2Image),
+        Activity("replicate_text2video", "ai_models", "text-to-video on Replicate through pier's model gateway: outputs.videos (the run's files)", ReplicateText2Video),
+        Activity("replicate_run", "ai_models", "any Replicate model through pier's model gateway: outputs.output, and its files as outputs.files", ReplicateRun),
         Activity("simple_judge", "evaluation", "LLM-as-judge over an item or items: a score in a range or a category, with an explanation", SimpleJudge, path_lists=("items",)),
         Activity("text_echo", "data_processing", "passes a value through as outputs.text", TextEcho),
         Activity("text_template", "data_processing", "fills {{name}} placeholders of a template: outputs.text", TextTemplate),
@@ -156,7 +227,12 @@ ACTIVITIES: dict[str, Activity] = {
     )
 }  # fmt: skip
 CATEGORIES = tuple(dict.fromkeys(a.category for a in ACTIVITIES.values()))
-LLM_ACTIVITIES = frozenset({"litellm_chat", "simple_judge"})
+LLM_ACTIVITIES = frozenset({"litellm_chat", "simple_judge", "litellm_vision"})
+# Model steps whose provider is fixed by the activity (their key is checked when a run is accepted).
+MEDIA_PROVIDERS = {
+    "litellm_image_generation": "openai", "gemini_image_generator": "google",
+    "replicate_text2image": "replicate", "replicate_text2video": "replicate", "replicate_run": "replicate",
+}  # fmt: skip
 
 
 def known_activities() -> str:
@@ -297,6 +373,27 @@ def _check_step(
                 problems.append(
                     StepProblem(f"{field}.{key}", f"{key} {target!r} is not a step after {step!r} in steps")
                 )
+    nested = config.get("input")
+    if "input" in activity.params.model_fields and isinstance(nested, Mapping):
+        for key, value in nested.items():
+            if isinstance(key, str) and key.endswith(PATH_SUFFIX):
+                for text in value if isinstance(value, list) else [value]:
+                    problem = _path_problem(text, earlier)
+                    if problem:
+                        problems.append(StepProblem(f"{field}.input.{key}", problem))
+    for name in activity.path_params:
+        text = config.get(name)
+        try:
+            path = parse_path(text) if isinstance(text, str) else None
+        except PathError:
+            path = None
+        if path is not None and path.root in every and path.root not in earlier:
+            problems.append(
+                StepProblem(
+                    f"{field}.{name}",
+                    f"path {text!r} reads step {path.root!r}, which is not a step before this one in steps",
+                )
+            )
     if activity.name == "extract_from_trajectories":
         for name, text in (
             (config.get("extract_keys") or {}).items()
@@ -363,6 +460,14 @@ def resolve_params(
             inputs[param] = _read(step, key, value, context)
         elif param in activity.path_lists and isinstance(value, list):
             inputs[param] = [_maybe_path(item, context) for item in value]
+        elif param in activity.path_params:
+            inputs[param] = _maybe_path(value, context)
+        elif param == "input" and isinstance(value, Mapping):  # replicate's: `<name>_path` keys read by path
+            inputs[param] = {
+                (k.removesuffix(PATH_SUFFIX) if k.endswith(PATH_SUFFIX) else k):
+                    (_read(step, f"input.{k}", v, context) if k.endswith(PATH_SUFFIX) else v)
+                for k, v in value.items()
+            }  # fmt: skip
         elif param == "variables" and isinstance(value, Mapping):
             inputs[param] = {**dict(value), **inputs.get(param, {})}
         else:

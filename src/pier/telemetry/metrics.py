@@ -60,7 +60,7 @@ runs_ended = Counter(
     "pier_runs_ended_total",
     "Runs that reached an end, by status, the stage that failed ('' when none) and outcome "
     "(success, checks_failed, no_results, agent_failed, timed_out, limit_reached, provider_refused, "
-    "rate_limited, provider_error, budget_exhausted, invalid, infra, cancelled)",
+    "rate_limited, provider_error, budget_exhausted, invalid, step_failed, infra, cancelled)",
     ["collection", "status", "failed_stage", "outcome"],
     registry=REGISTRY,
 )

@@ -1,9 +1,14 @@
 """list_emit_await and extract_from_trajectories: children are ordinary runs
 of the collection linked to their parent, at most max_concurrency at once,
-and the gather reads each child's outputs by path."""
+and the gather reads each child's outputs by path. A fan-out's children count
+as the collection's runs: its concurrent_runs quota bounds them together with
+its other runs (the scripted model server counts the calls in flight at
+once), and the parent's model budget caps what its children spend (the
+server counts the calls that reached it)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -69,7 +74,8 @@ def model_server(counter: Counter) -> Iterator[ModelServer]:
 
 @pytest.fixture
 def api(tmp_path: Path, model_server: ModelServer):
-    yield from _api(tmp_path, model_server)
+    # more run slots than any fan-out here runs at once: children take the server's slots too
+    yield from _api(tmp_path, model_server, max_concurrent_runs=8)
 
 
 def test_the_fan_out_template_splits_fans_out_and_gathers(api):
@@ -152,7 +158,6 @@ def test_a_fan_out_to_a_task_that_does_not_exist_fails_naming_it(api):
 
 
 def test_cancelling_the_parent_cancels_its_running_children_and_starts_no_more(api, counter):
-    import json
 
     counter.hold = 1.0
     wf = {
@@ -179,3 +184,111 @@ def test_cancelling_the_parent_cancels_its_running_children_and_starts_no_more(a
     for child in children:
         ended = api.wait("process-chunk", child["trajectory_id"])
         assert ended["status"] == "cancelled", ended
+
+
+def _fan(items: int, concurrency: int, **extra) -> dict:
+    return {
+        "init_params": {"items": [f"item {i}" for i in range(items)], **extra},
+        "step_configs": {"fan": {"activity": "list_emit_await", "items_path": "init_params.items",
+                                 "child_workflow_name": "process-chunk", "item_param_name": "chunk",
+                                 "max_concurrency": concurrency, "continue_on_error": True}},
+        "steps": ["fan"],
+    }  # fmt: skip
+
+
+def _quota(api, concurrent: int) -> None:
+    put = api.c.put("/api/v1/collections/team/quotas", json={"concurrent_runs": concurrent})
+    assert put.status_code == 200, put.text
+
+
+@pytest.mark.parametrize("quota", [1, 2])
+def test_a_fan_out_of_3k_children_never_runs_more_than_the_collections_quota_of_k(api, counter, quota):
+    counter.hold = 0.25
+    _quota(api, quota)
+    assert api.task("process-chunk", CHILD).status_code in (200, 201)
+    assert api.task("fan", _fan(3 * quota, 3 * quota)).status_code in (200, 201)
+    # a second top-level run of the collection, sent with it, shares the quota
+    other = api.c.post("/api/v1/run/team/process-chunk", data={"init_params": json.dumps({"chunk": "alone"})})
+    assert other.status_code in (200, 201, 202), other.text
+    run = api.run("fan", timeout=120)
+    assert run["status"] == "completed", run["error"]
+    assert run["steps"]["fan"]["outputs"]["completed"] == 3 * quota
+    assert api.wait("process-chunk", other.json()["trajectory_id"])["status"] == "completed"
+    assert counter.seen == 3 * quota + 1
+    assert counter.most == quota  # never more than the quota at once, and the quota used in full
+
+
+def test_a_childs_log_says_it_waits_for_a_slot_of_the_quota(api, counter):
+    counter.hold = 0.2
+    _quota(api, 1)
+    assert api.task("process-chunk", CHILD).status_code in (200, 201)
+    assert api.task("fan", _fan(3, 3)).status_code in (200, 201)
+    run = api.run("fan", timeout=60)
+    assert run["status"] == "completed", run["error"]
+    refs = run["steps"]["fan"]["outputs"]["trajectory_references"]
+    said = []
+    for ref in refs:
+        events = api.c.get(f"/api/v1/workflows-logs/{ref['workflow_id']}").json()
+        said += [json.dumps(e) for e in events["logs"]]
+    assert any("waiting for a run slot" in m and "concurrent_runs quota (1)" in m for m in said), said
+
+
+def test_the_parents_model_budget_caps_its_childrens_calls(api, counter, model_server):
+    counter.hold = 0.1
+    assert api.task("process-chunk", CHILD).status_code in (200, 201)
+    assert api.task("fan", _fan(6, 3, model_budget={"requests": 4})).status_code in (200, 201)
+    run = api.run("fan", timeout=60)
+    assert len(model_server.model_calls()) == 4  # the six children together made four calls, no more
+    fan = run["steps"]["fan"]["outputs"]
+    assert fan["completed"] == 4 and fan["failed"] == 2
+    assert all("budget" in e["error"] for e in fan["errors"]), fan["errors"]
+    assert run["usage"]["requests"] == 4  # the children's spend is the parent's
+
+
+RUNBOOK_CHILD = """---
+agent: script
+image: pier-fake:latest
+snapshot: ""
+---
+# echo the item
+
+```bash
+echo {{item}} pier-fake-success-rate=1
+```
+"""
+
+
+def test_a_runbook_child_gets_what_is_left_of_its_parents_model_budget(tmp_path, model_server):
+    from fastapi.testclient import TestClient
+
+    from pier.api.app import create_app
+    from tests.unit.workflows.conftest import ADMIN, Api, make_settings
+
+    port = model_server.url.rsplit(":", 1)[1]
+    settings = make_settings(
+        tmp_path, sandbox_backend="fake-rated", collection_upstreams={"team": [f"127.0.0.1:{port}"]}
+    )
+    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN}"}) as c:
+        assert c.post("/api/v1/collections", json={"name": "team"}).status_code in (200, 201)
+        env = {"OPENAI_API_KEY": "sk-" + "o" * 30, "OPENAI_BASE_URL": model_server.url + "/v1"}
+        assert (
+            c.patch("/api/v1/collections/team/environment", json={"environment_variables": env}).status_code
+            == 200
+        )
+        api = Api(c)
+        put = c.put("/api/v1/tasks/team/rb", json={"workflow": RUNBOOK_CHILD})
+        assert put.status_code in (200, 201), put.text
+        wf = {
+            "init_params": {"prompt": "hi", "model_budget": {"requests": 5}},
+            "step_configs": {
+                "chat": {"activity": "litellm_chat", "model": "gpt-4o-mini", "prompt_path": "init_params.prompt"},
+                "fan": {"activity": "list_emit_await", "items": ["a"], "child_workflow_name": "rb"},
+            },
+            "steps": ["chat", "fan"],
+        }  # fmt: skip
+        assert api.task("parent", wf).status_code in (200, 201)
+        run = api.run("parent", timeout=60)
+        assert run["status"] == "completed", run["error"]
+        (ref,) = run["steps"]["fan"]["outputs"]["trajectory_references"]
+        child = c.get(f"/api/v1/db/trajectory/team/rb/{ref['trajectory_id']}").json()
+        assert child["init_params"]["model_budget"] == {"requests": 4}  # the chat step spent one of five

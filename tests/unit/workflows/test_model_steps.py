@@ -63,11 +63,11 @@ def model_server() -> Iterator[ModelServer]:
     server.stop()
 
 
-def _api(tmp_path: Path, server: ModelServer, allow: bool = True) -> Iterator[Api]:
+def _api(tmp_path: Path, server: ModelServer, allow: bool = True, **kw) -> Iterator[Api]:
     port = server.url.rsplit(":", 1)[1]
     # the operator lets collection team name the scripted server as its own endpoint
     own = {"collection_upstreams": {"team": [f"127.0.0.1:{port}"]}} if allow else {}
-    settings = make_settings(tmp_path, **own)
+    settings = make_settings(tmp_path, **own, **kw)
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN}"}) as c:
         assert c.post("/api/v1/collections", json={"name": "team"}).status_code in (200, 201)
         env = {"OPENAI_API_KEY": OPENAI_KEY, "OPENAI_BASE_URL": server.url + "/v1",
