@@ -8,9 +8,14 @@ in its own process (`python -m pier.cli`, as with PIER_RESIDENT=false), and of
 the CLI's interpreter start-up; goal <= 1.2), in-process again with a warm pool of
 one sandbox (refilled between runs, as a server's is), and the median time from
 the start to the agent's first output line for each (goal <= 0.5 s), with the
-load average. Needs a Docker engine and the image (default pier-base:bookworm).
+load average. Both sides run on the same OCI runtime (--runtime, default runc:
+pier's own default is runsc where the engine has it, and raw docker's is the
+engine's default, so without it the ratio would compare gVisor with runc), and
+pier's sandboxes have no disk limit unless --disk-limit (raw docker has none).
+Needs a Docker engine and the image (default pier-base:bookworm).
 
-    uv run python bench/overhead.py [--runs 10] [--image pier-base:bookworm]
+    uv run python bench/overhead.py [--runs 10] [--image pier-base:bookworm] [--runtime runc]
+                                    [--disk-limit 10G]
 """
 
 from __future__ import annotations
@@ -107,10 +112,14 @@ def pooled_services(image: str):
     return services
 
 
+RUNTIME = ["--runtime", "runc"]  # raw docker's, set from --runtime
+LABEL = ["--label", "pier.bench=overhead"]
+
+
 def time_docker(image: str, out: Path) -> float:
     began = time.perf_counter()
     cid = subprocess.check_output(
-        ["docker", "run", "-d", "--init", image, "bash", "-c", "mkdir -p /app/results && "
+        ["docker", "run", "-d", "--init", *RUNTIME, *LABEL, image, "bash", "-c", "mkdir -p /app/results && "
          "echo 'first line' && echo hello > /app/results/out.txt && sleep infinity"],
         text=True,
     ).strip()  # fmt: skip
@@ -125,7 +134,18 @@ def time_docker(image: str, out: Path) -> float:
 def time_docker_first(image: str) -> float:
     """Seconds from `docker run` to its first output line: the baseline of pier's."""
     began = time.perf_counter()
-    cmd = ["docker", "run", "--rm", "--init", image, "bash", "-c", "echo 'first line' && sleep 0.2"]
+    cmd = [
+        "docker",
+        "run",
+        "--rm",
+        "--init",
+        *RUNTIME,
+        *LABEL,
+        image,
+        "bash",
+        "-c",
+        "echo 'first line' && sleep 0.2",
+    ]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:
         assert proc.stdout is not None
         first = next((time.perf_counter() - began for line in proc.stdout if "first line" in line), None)
@@ -144,7 +164,14 @@ def main() -> None:
         metavar="PYTHON",
         help="another checkout's interpreter (.venv/bin/python): its `pier run` too",
     )
+    parser.add_argument("--runtime", default="runc", help="the OCI runtime of both sides (runc, runsc)")
+    parser.add_argument(
+        "--disk-limit", default="", help="pier's PIER_DISK_LIMIT (default none, as raw docker)"
+    )
     args = parser.parse_args()
+    RUNTIME[1] = args.runtime
+    os.environ["PIER_SANDBOX_RUNTIME"] = args.runtime
+    os.environ["PIER_DISK_LIMIT"] = args.disk_limit
     work = Path(tempfile.mkdtemp(prefix="pier-bench-"))
     env = {**os.environ, "PIER_HOME": str(work / "home")}
     runbook = work / "RUNBOOK.md"
@@ -190,7 +217,8 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     med = statistics.median
     p, r = med(pier), med(raw)
-    print(f"runs: {args.runs} on {args.image}")
+    print(f"runs: {args.runs} on {args.image}, runtime {args.runtime} both sides, "
+          f"pier's disk limit {args.disk_limit or 'none'}")  # fmt: skip
     print(f"load average before / after:  {_load(load_before)} / {_load(os.getloadavg())}")
     print(f"docker run + cp (median):     {r:.3f} s (baseline)")
     h, hf = med(w for w, _ in handed), med(f for _, f in handed)

@@ -14,6 +14,7 @@ from pier.lifecycle.service import RunRequest, Services, run
 from pier.limits import parse_size
 from pier.record import RunStatus
 from pier.runbook import parse
+from pier.sandbox.docker.diskguard import Spares
 from pier.settings import get_settings
 from pier.tasks import task_from_runbook
 
@@ -54,14 +55,22 @@ class FreeSpace:
         self._thread.join()
 
 
+@pytest.mark.parametrize("spares", [0, 2], ids=["formatted-per-sandbox", "spare-disk"])
 def test_a_sandbox_writing_past_its_disk_limit_is_stopped_and_the_host_keeps_its_space(
-    base_image, on_runtime, monkeypatch
+    base_image, on_runtime, monkeypatch, spares
 ):
+    """With spares, the sandbox's disk is one formatted ahead of time (a spare is
+    taken), and the limit holds the same."""
     monkeypatch.setenv("PIER_DISK_LIMIT", LIMIT)
     monkeypatch.setenv("PIER_BASE_IMAGE", base_image)
+    monkeypatch.setenv("PIER_DISK_GUARD_SPARES", str(spares))
     get_settings.cache_clear()
     settings = get_settings()
     settings.disk_guard_root.mkdir(parents=True, exist_ok=True)
+    ready = Spares(settings.disk_guard_root, spares)
+    ready.fill(parse_size(LIMIT))
+    made = sorted(ready.folder.glob("*.ext4")) if spares else []
+    assert len(made) == spares
     request = RunRequest(collection="tests", task_name="disk", task=task_from_runbook(parse(RUNBOOK)))
     with FreeSpace(str(settings.disk_guard_root)) as space:
         record = run(Services(settings), request)
@@ -70,4 +79,6 @@ def test_a_sandbox_writing_past_its_disk_limit_is_stopped_and_the_host_keeps_its
     assert record.failed_stage == "run_agent"
     dropped = space.before - space.least
     assert dropped < parse_size(LIMIT) * 1.1, f"the host lost {dropped / 1e9:.2f} GB under a {LIMIT} limit"
-    assert list(settings.disk_guard_root.iterdir()) == [], "the sandbox's disk file was left behind"
+    assert list(settings.disk_guard_root.glob("*.ext4")) == [], "the sandbox's disk file was left behind"
+    if spares:
+        assert not made[0].exists() and made[1].exists(), "the sandbox did not take a spare disk"

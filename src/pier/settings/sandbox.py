@@ -97,6 +97,13 @@ class SandboxSettings(BaseModel):
         True, description="no setuid binary or file capability raises privileges in a sandbox"
     )
     disk_limit: str = Field("10G", description="each sandbox's disk (all it writes); empty: no limit")
+    disk_guard_spares: int = Field(
+        2,
+        ge=0,
+        le=64,
+        description="where the disk limit is a loop-mounted file: this many of each size formatted ahead "
+        "of time, so a sandbox's create does not run mkfs (0: each sandbox formats its own)",
+    )
     pids_limit: int = Field(4096, description="processes (and threads) a sandbox may have at once")
     create_timeout_sec: int = Field(1200, description="building or pulling a sandbox's image, at most")
     agent_install_timeout_sec: int = Field(600, description="installing an agent CLI, at most")

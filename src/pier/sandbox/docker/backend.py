@@ -92,6 +92,7 @@ class DockerBackend(SandboxBackend):
         self._layers: dict[str, tuple[str, LayerRecipe]] = {}  # layer ref -> (its image, its recipe)
         self._layer_ready: dict[tuple[str, LayerRecipe], tuple[str, float]] = {}
         self._disks = DiskWatch(stop=self._stop_for_disk)
+        self._spares = diskguard.Spares(settings.disk_guard_root, settings.disk_guard_spares)
 
     @cached_property
     def api(self) -> docker.APIClient:
@@ -339,7 +340,9 @@ class DockerBackend(SandboxBackend):
         with docker_errors(f"inspecting sandbox {container_id[:12]}", self._url):
             upper = self.api.inspect_container(container_id)["GraphDriver"]["Data"]["UpperDir"]
         size = parse_size(spec.limits.disk)
-        disk = diskguard.install(container_id, upper, spec.limits.disk, size, self._settings.disk_guard_root)
+        disk = diskguard.install(
+            container_id, upper, spec.limits.disk, size, self._settings.disk_guard_root, self._spares
+        )
         self._disks.add(disk)
         return disk
 

@@ -14,6 +14,17 @@ engine's data root is visible here), with mkfs.ext4 and mount. The engine's own
 removal of the container unmounts the filesystem (it unmounts what is mounted
 under a layer it deletes); `release` removes the file, and unmounts first when
 the engine did not.
+
+Spares: formatting the file (mkfs, which syncs what it wrote) is the guard's
+cost that grows with the machine's I/O load, so it is done ahead of time. A few
+empty filesystems of each size already asked for wait under `<folder>/spares/`
+(`Spares`); a sandbox takes one by renaming it to its own file (atomic: two
+processes never take the same), mounts it over its layer's folder and puts the
+folder's few entries (link, lower, the empty diff/ and work/) back in it, as
+`mkfs -d` copies them. A spare was never mounted before and is deleted with
+the sandbox that took it, so no sandbox sees another's files. With no spare
+left the sandbox formats its own file as before, and the spares are made again
+in a background thread.
 """
 
 from __future__ import annotations
@@ -22,8 +33,10 @@ import contextlib
 import logging
 import os
 import shutil
+import stat as stat_mode
 import subprocess
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,22 +105,189 @@ class LoopDisk:
             return self.reached
 
 
-def install(container_id: str, upper_dir: str, limit: str, size: int, folder: Path) -> LoopDisk:
+def install(
+    container_id: str, upper_dir: str, limit: str, size: int, folder: Path, spares: Spares | None = None
+) -> LoopDisk:
     """Put a created (not started) container's writable layer on its own
-    filesystem of `size` bytes. Raises SandboxError; leaves nothing then."""
+    filesystem of `size` bytes: a spare one when `spares` has one, else one
+    formatted here. Raises SandboxError; leaves nothing then."""
     layer = Path(upper_dir).parent  # holds diff/ (the upper dir), work/, link, lower
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     image = image_path(folder, container_id)
+    entries = _entries(layer) if spares is not None else None
     try:
-        with open(image, "wb") as handle:
-            handle.truncate(size)  # sparse: the host gives blocks only as they are written
-        # -d copies the layer's folder (its link/lower files, empty diff/ and work/) in.
-        _run(["mkfs.ext4", *MKFS_OPTIONS, "-d", str(layer), str(image)])
-        _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(layer)])
+        if entries is not None and spares is not None and spares.take(size, image):
+            _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(layer)])
+            try:
+                _put_back(layer, entries)
+            except BaseException:
+                with contextlib.suppress(SandboxError):
+                    _run(["umount", str(layer)])
+                raise
+        else:
+            _format(image, size, layer)
+            _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(layer)])
     except BaseException:
         image.unlink(missing_ok=True)
         raise
+    finally:
+        if spares is not None:
+            spares.refill(size)
     return LoopDisk(container_id, limit, size, image, layer)
+
+
+def _format(image: Path, size: int, source: Path | None = None) -> None:
+    with open(image, "wb") as handle:
+        handle.truncate(size)  # sparse: the host gives blocks only as they are written
+    # -d copies the layer's folder (its link/lower files, empty diff/ and work/) in.
+    _run(["mkfs.ext4", *MKFS_OPTIONS, *(("-d", str(source)) if source else ()), str(image)])
+
+
+@dataclass(frozen=True)
+class _Entry:
+    path: str  # relative to the layer's folder; "" for the folder itself
+    mode: int
+    uid: int
+    gid: int
+    times: tuple[int, int]
+    data: bytes | None  # a file's content; None for a folder
+    xattrs: tuple[tuple[str, bytes], ...]
+
+
+MAX_ENTRIES = 64
+MAX_ENTRY_BYTES = 1 << 16
+
+
+def _entries(layer: Path) -> list[_Entry] | None:
+    """What a created container's layer folder holds (a few small files and
+    empty folders), to put back on a spare; None for anything else (a link, a
+    device, a large file): the sandbox then formats its own with `mkfs -d`."""
+    found: list[_Entry] = []
+    try:
+        for root, dirs, files in os.walk(layer):
+            for name in [".", *dirs, *files] if root == str(layer) else [*dirs, *files]:
+                path = Path(root, name)
+                info = os.lstat(path)
+                if stat_mode.S_ISDIR(info.st_mode):
+                    data = None
+                elif stat_mode.S_ISREG(info.st_mode) and info.st_size <= MAX_ENTRY_BYTES:
+                    data = path.read_bytes()
+                else:
+                    return None
+                xattrs = tuple((key, os.getxattr(path, key, follow_symlinks=False))
+                               for key in os.listxattr(path, follow_symlinks=False))  # fmt: skip
+                relative = "" if name == "." else str(path.relative_to(layer))
+                found.append(_Entry(relative, info.st_mode, info.st_uid, info.st_gid,
+                                    (info.st_atime_ns, info.st_mtime_ns), data, xattrs))  # fmt: skip
+                if len(found) > MAX_ENTRIES:
+                    return None
+    except OSError as exc:
+        log.debug("the layer %s is not read for a spare disk: %s", layer, exc)
+        return None
+    return found
+
+
+def _put_back(layer: Path, entries: list[_Entry]) -> None:
+    """The layer folder's entries, as they were, on the filesystem now mounted
+    over it (folders first: os.walk lists a folder before what it holds)."""
+    try:
+        for entry in entries:
+            path = layer / entry.path if entry.path else layer
+            if entry.data is None:
+                if entry.path:
+                    path.mkdir()
+            else:
+                with open(path, "xb") as handle:
+                    handle.write(entry.data)
+            os.chown(path, entry.uid, entry.gid)
+            os.chmod(path, stat_mode.S_IMODE(entry.mode))
+            for key, value in entry.xattrs:
+                os.setxattr(path, key, value)
+        for entry in reversed(entries):  # a folder's times once what it holds is written
+            os.utime(layer / entry.path if entry.path else layer, ns=entry.times)
+    except OSError as exc:
+        raise SandboxError(f"disk limit: the layer's files could not be put on its disk: {exc}") from exc
+
+
+class Spares:
+    """Empty filesystems formatted ahead of time, `count` of each size asked
+    for, under `<folder>/spares/`, shared by every process using `folder`."""
+
+    def __init__(self, folder: Path, count: int):
+        self.folder = folder / "spares"
+        self.count = count
+        self._lock = threading.Lock()
+        self._filling: set[int] = set()
+
+    def _ready(self, size: int) -> list[Path]:
+        try:
+            return sorted(self.folder.glob(f"{size}-*.ext4"))
+        except OSError:
+            return []
+
+    def take(self, size: int, image: Path) -> bool:
+        """Move a spare of `size` bytes to `image`; False when there is none."""
+        if self.count <= 0:
+            return False
+        for spare in self._ready(size):
+            try:
+                os.rename(spare, image)  # another process may have taken it first
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                log.debug("could not take the spare disk %s: %s", spare.name, exc)
+                return False
+            return True
+        return False
+
+    def refill(self, size: int) -> None:
+        """Make spares of `size` again, up to `count`, in a background thread."""
+        with self._lock:
+            if self.count <= 0 or size in self._filling:
+                return
+            self._filling.add(size)
+        threading.Thread(target=self._fill, args=(size,), name="pier-disk-spares", daemon=True).start()
+
+    def fill(self, size: int) -> None:
+        """Make spares of `size` up to `count`, here (a test, a bench's set-up)."""
+        with self._lock:
+            self._filling.add(size)
+        self._fill(size)
+
+    def _fill(self, size: int) -> None:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._remove_abandoned()
+            while len(self._ready(size)) < self.count:
+                name = uuid.uuid4().hex
+                partial = self.folder / f".{os.getpid()}-{name}.partial"
+                try:
+                    _format(partial, size)
+                    os.rename(partial, self.folder / f"{size}-{name}.ext4")
+                finally:
+                    partial.unlink(missing_ok=True)
+        except Exception as exc:  # the next sandbox formats its own
+            log.warning("could not make spare sandbox disks: %s", exc)
+        finally:
+            with self._lock:
+                self._filling.discard(size)
+
+    def _remove_abandoned(self) -> None:
+        """Half-made spares of processes that ended while formatting them."""
+        for partial in self.folder.glob(".*.partial"):
+            pid = partial.name[1:].split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                partial.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def release(folder: Path, container_id: str, mountpoint: Path | None = None) -> None:
