@@ -4,7 +4,7 @@ first) against one `tar -c` of the three streamed out of the sandbox
 (exec_stdout + extract_routed). Then collect's whole work in the sandbox: its
 look inside (size, folders, special files) as an exec of its own and then the
 tar exec (what collect did before), against the look and the tar as one exec
-(pier.lifecycle.outputs.COLLECT: what it does now).
+(pier.lifecycle.collect.COLLECT: what it does now).
 
 Makes one sandbox (runc, or --runtime runsc) holding what a burst's run leaves
 (/logs/agent with a log, /app/results/out.txt, an empty /app/assets), then
@@ -27,7 +27,7 @@ import time
 import uuid
 from pathlib import Path
 
-from pier.lifecycle.outputs import COLLECT
+from pier.lifecycle.collect import COLLECT
 from pier.sandbox.base import LABEL_RUN, Limits, SandboxSpec
 from pier.sandbox.docker.backend import DockerBackend
 from pier.sandbox.tarutil import extract_routed, extract_stream

@@ -75,7 +75,7 @@ def time_in_process(runbook: Path, image: str, services=None) -> tuple[float, fl
     """The lifecycle alone, as `pier serve` runs it: no interpreter start-up or
     imports. (wall seconds, seconds to the first agent output line). With a warm
     pool in `services`, waits for it to be full first, as between a server's runs."""
-    from pier.lifecycle.service import Observer, RunRequest, Services, run
+    from pier.lifecycle.start import Observer, RunRequest, Services, run
     from pier.runbook import load
     from pier.settings import Settings
     from pier.tasks import task_from_runbook
@@ -104,7 +104,7 @@ def time_in_process(runbook: Path, image: str, services=None) -> tuple[float, fl
 
 def pooled_services(image: str):
     """Services with a warm pool of one sandbox matching the bench's runs."""
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.start import Services
     from pier.settings import Settings, WarmPoolEntry
 
     services = Services(Settings(warm_pool=[WarmPoolEntry(image=image, size=1)]))

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.record import RunStatus
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_RUN, Limits, Sandbox, SandboxSpec

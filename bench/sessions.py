@@ -24,8 +24,8 @@ import statistics
 import time
 import uuid
 
-from pier.lifecycle.service import RunRequest, Services, run
 from pier.lifecycle.sessions import save_snapshot, snapshot_ref
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.lifecycle.volumes import list_volumes
 from pier.runbook import parse
 from pier.tasks import task_from_runbook

@@ -21,7 +21,7 @@ from collections import Counter
 from itertools import pairwise
 from pathlib import Path
 
-from pier.lifecycle import service
+from pier.lifecycle import start
 from pier.runbook.parse import parse
 from pier.settings import Settings
 from pier.tasks.build import task_from_runbook
@@ -78,7 +78,7 @@ def main() -> None:
         task = task_from_runbook(runbook, default_snapshot=settings.default_snapshot)
     else:  # before the default snapshot was handed in
         task = task_from_runbook(runbook)
-    visited, deepest = trace(lambda: service.preflight(service.RunRequest("c", "t", task), settings))
+    visited, deepest = trace(lambda: start.preflight(start.RunRequest("c", "t", task), settings))
     path = [m for m, after in zip(visited, [*visited[1:], None], strict=True) if m != after]
     moves = list(pairwise(path))
     up = Counter((a, b) for a, b in moves if (layer_of(ranks, b) or 0) < (layer_of(ranks, a) or 0))

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 MODULES=(
   pier.lifecycle.assets pier.redact pier.api.auth pier.server.tokens
   pier.checks.runner pier.checks.program pier.sandbox.sweeper
-  pier.storage.local pier.lifecycle.outputs pier.vault
+  pier.storage.local pier.lifecycle.collect pier.vault
 )
 (($#)) && MODULES=("$@")
 

@@ -45,7 +45,7 @@ REPLY_TIMEOUT_SEC = 5.0  # for the child's first word; past it the run is done i
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # What a local `pier run` imports (pier's lazy imports included), for the resident to hold.
 WARM_MODULES = (
-    "pier.cli", "pier.cli.run", "pier.cli.progress", "pier.lifecycle.service", "pier.lifecycle.interrupts",
+    "pier.cli", "pier.cli.run", "pier.cli.progress", "pier.lifecycle.start", "pier.lifecycle.interrupts",
     "pier.runbook", "pier.tasks", "pier.settings", "pier.sandbox.docker.backend", "pier.db", "pier.db.retry",
     "pier.storage", "sqlalchemy.dialects.sqlite", "sqlite3", "netrc", "typer._adapters", "rich._emoji_codes",
 )  # fmt: skip

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from tests.integration.test_agents import CASES, runbook_text
 
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.runbook import parse
 from pier.settings import get_settings
 from pier.tasks import task_from_runbook

@@ -19,7 +19,7 @@ from tests.support.runs import run_folder
 from pier.agents import get_agent
 from pier.agents.codex import CodexAgent
 from pier.agents.install import run_install
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_RUN, Limits, SandboxSpec
 from pier.sandbox.docker.backend import DockerBackend

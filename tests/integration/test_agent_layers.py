@@ -17,7 +17,7 @@ import pytest
 from tests.support.runs import run_folder
 
 from pier.agents import get_agent
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_RUN, LayerRecipe, Limits, SandboxSpec
 from pier.sandbox.docker.backend import DockerBackend

@@ -19,7 +19,7 @@ from tests.support.runs import run_folder
 
 from pier.experiments.atif import run_trajectory
 from pier.gateway.usage import is_generation
-from pier.lifecycle.service import Services
+from pier.lifecycle.start import Services
 from pier.settings import get_settings
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ from tests.support.runs import run_folder
 from pier.gateway.usage import is_generation
 from pier.lifecycle import runner
 from pier.lifecycle.context import RunContext
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.record import Trajectory
 from pier.runbook import parse
 from pier.settings import get_settings

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 from tests.integration.test_checks import by_name, check_repo, events, git, sandboxes_of, start  # noqa: F401 (check_repo: a fixture)
 
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.record import Trajectory
 from pier.runbook import parse
 from pier.settings import get_settings

@@ -28,7 +28,7 @@ from tests.support.api_server import runbook
 from tests.support.model_script import ANSWER_TEXT
 from tests.support.runs import run_folder
 
-from pier.lifecycle.service import Services
+from pier.lifecycle.start import Services
 from pier.sandbox.snapshots import SnapshotCatalog
 from pier.settings import Settings, get_settings
 

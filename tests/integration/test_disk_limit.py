@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.limits import parse_size
 from pier.record import RunStatus
 from pier.runbook import parse

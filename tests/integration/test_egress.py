@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from tests.support.runs import run_folder
 
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.record import Trajectory
 from pier.runbook import parse
 from pier.sandbox.docker.fence import withdraw

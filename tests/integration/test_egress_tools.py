@@ -113,7 +113,7 @@ probe() {  # name, command: its output and exit code into results/<name>.txt
 
 
 def log_lines(record) -> list[str]:
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.start import Services
 
     return [e.line for e in Services(get_settings()).store.events(record.trajectory_id)]
 

@@ -20,7 +20,7 @@ from tests.support.model_script import ANSWER_TEXT
 from tests.support.runs import run_folder
 from tests.support.services import require_service
 
-from pier.lifecycle.service import Services
+from pier.lifecycle.start import Services
 from pier.settings import get_settings
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ from urllib.parse import quote
 import pytest
 from tests.support.runs import run_folder
 
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.redact import MASK
 from pier.runbook import parse
 from pier.settings import get_settings

@@ -20,7 +20,7 @@ from tests.support.model_server import bridge_gateway
 from tests.support.runs import run_folder
 from tests.support.tls_server import TLSServer
 
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.runbook import parse
 from pier.settings import get_settings
 from pier.tasks import task_from_runbook

@@ -49,7 +49,7 @@ def test_an_agent_that_ignores_sigterm_is_killed_when_its_grace_is_over(base_ima
 # --- keep and continue ---------------------------------------------------------
 
 from pier.lifecycle.background import sweep_once  # noqa: E402
-from pier.lifecycle.service import RunRequest, Services, run  # noqa: E402
+from pier.lifecycle.start import RunRequest, Services, run  # noqa: E402
 from pier.runbook import parse  # noqa: E402
 from pier.settings import get_settings  # noqa: E402
 from pier.tasks import task_from_runbook  # noqa: E402

@@ -16,7 +16,7 @@ from tests.support.runs import run_folder
 from typer.testing import CliRunner
 
 from pier.cli import app
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.lifecycle.volumes import engine_name, list_volumes
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_VOLUME, LABEL_VOLUME_COLLECTION

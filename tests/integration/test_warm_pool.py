@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pier.lifecycle.pool import LABEL_POOL
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.record import RunStatus
 from pier.runbook import parse
 from pier.sandbox.docker.backend import DockerBackend

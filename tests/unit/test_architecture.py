@@ -76,7 +76,7 @@ READS_SETTINGS = (
     "pier/cli",
     "pier/resident.py",
     "pier/api/",
-    "pier/lifecycle/services.py",
+    "pier/lifecycle/wiring.py",
     "pier/settings/__init__.py",
 )
 

@@ -19,7 +19,7 @@ collection_app = typer.Typer(
 @collection_app.command("create")
 def collection_create(name: Annotated[str, typer.Argument(help="the collection's name")]) -> None:
     """Create a collection (or reuse it) and print a new token for it, once."""
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
     from pier.names import check_collection_name
     from pier.server.tokens import issue_token
 
@@ -40,7 +40,7 @@ def collection_list(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
 ) -> None:
     """Every collection."""
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
 
     found = Services().store.list_collections()
     show_list(("collection",), [[c.name] for c in found], as_json, found)
@@ -60,7 +60,7 @@ Collection = Annotated[str, typer.Argument(help="the collection's name")]
 def _change(collection: str, changes: dict[str, str | None]) -> list[str]:
     """The environment's names after the change, made as the API makes it (one
     check of every name and value, then encrypted at rest)."""
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
     from pier.server.errors import Invalid, ServiceError, field_errors
     from pier.server.services.collections import apply_environment
     from pier.vault import load_vault
@@ -128,7 +128,7 @@ def env_unset(
 
 
 def _names(collection: str) -> list[str]:
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
 
     store = Services().store
     store.get_collection(collection)

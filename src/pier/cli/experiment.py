@@ -160,7 +160,7 @@ def experiment_list(
 
     from rich.table import Table
 
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.start import Services
 
     found = Services().store.list_experiments(collection)
     if as_json:

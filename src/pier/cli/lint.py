@@ -170,7 +170,7 @@ def look_up_image(plan: RunPlan, report: Report) -> None:
     Only an image the run uses: a snapshot comes first, a build has no image."""
     if not plan.image or plan.snapshot:
         return
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
 
     ref = plan.image
     try:

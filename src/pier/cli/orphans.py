@@ -9,7 +9,7 @@ from pier.cli.console import err
 from pier.errors import PierError
 
 if TYPE_CHECKING:
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.start import Services
 
 
 def end_orphans(services: Services, remove_sandboxes: bool = True) -> None:

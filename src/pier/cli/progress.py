@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.status import Status
 
 from pier.cli.console import terminal_safe
-from pier.lifecycle.service import Observer, RunRequest
+from pier.lifecycle.start import Observer, RunRequest
 from pier.record import StageRecord, StageStatus
 
 LABELS = {

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pier.cli.progress import Progress
     from pier.db import Store
     from pier.executors.temporal import TemporalExecutor
-    from pier.lifecycle.service import Observer, RunRequest, Services
+    from pier.lifecycle.start import Observer, RunRequest, Services
     from pier.record import Trajectory
     from pier.server.pgbus import PgBus
     from pier.settings import Settings
@@ -147,7 +147,7 @@ def run_remote(build: Callable[[], RunRequest], files: list[Path], as_json: str 
     from pier.cli.progress import Progress
     from pier.cli.summary import record_json, show_summary, validation_message
     from pier.lifecycle.interrupts import Interrupted, deferred_signals, stop_signals_interrupt
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
     from pier.settings import get_settings
 
     settings = get_settings()

@@ -29,7 +29,7 @@ Name = Annotated[str, typer.Argument(help="the routine's name (unique per task)"
 
 
 def _routines() -> Routines:
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
     from pier.routines import Routines
 
     return Routines(Services().store)
@@ -93,7 +93,7 @@ def routine_list(
 ) -> None:
     """Routines with their schedule, state and next run."""
 
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
 
     found = Services().store.list_routines(collection, task)
     rows = [
@@ -129,7 +129,7 @@ def routine_resume(collection: Collection, task: TaskName, name: Name) -> None:
 def routine_run_now(collection: Collection, task: TaskName, name: Name) -> None:
     """Ask the server to run it once now, paused or not."""
     with refusals():
-        from pier.lifecycle.services import Services
+        from pier.lifecycle.wiring import Services
         from pier.routines import Routines
 
         services = Services()

@@ -17,7 +17,7 @@ from pier.cli.summary import record_json, show_summary, validation_message
 from pier.errors import InputError, NotFoundError, PierError
 
 if TYPE_CHECKING:
-    from pier.lifecycle.service import RunRequest, Services
+    from pier.lifecycle.start import RunRequest, Services
     from pier.record import Trajectory
     from pier.tasks import ResolvedStep
 
@@ -119,7 +119,7 @@ def run_command(
     # down; the database is closed before that (below), as collecting it did.
     atexit.register(gc.freeze)
 
-    from pier.lifecycle.service import Services, preflight
+    from pier.lifecycle.start import Services, preflight
 
     try:  # bad input, whatever finds it before a sandbox exists, is exit 2
         services = Services()
@@ -146,7 +146,7 @@ def _run_here(services: Services, request: RunRequest, as_json: str | None) -> N
 
     from pier.cli.progress import Progress
     from pier.lifecycle.interrupts import Interrupted, stop_signals_interrupt
-    from pier.lifecycle.service import run
+    from pier.lifecycle.start import run
     from pier.sandbox.base import say_runtime
 
     end_orphans(services)
@@ -224,7 +224,7 @@ def build_request(
     from pydantic import ValidationError
 
     from pier.cli.options import parse_vars
-    from pier.lifecycle.service import RunRequest
+    from pier.lifecycle.start import RunRequest
     from pier.runbook import load
     from pier.settings import get_settings
     from pier.tasks import resolve, step_override, task_from_runbook

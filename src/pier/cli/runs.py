@@ -35,7 +35,7 @@ def runs_command(
     ] = False,
 ) -> None:
     """Recent runs, newest first."""
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
 
     services = Services()
     end_orphans(services)
@@ -78,7 +78,7 @@ def logs_command(
 ) -> None:
     """A run's log, from the start."""
     from pier.lifecycle.orphans import end_orphaned_runs, owner_gone
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
 
     services = Services()
     end_orphans(services)

@@ -56,8 +56,8 @@ def check_command(
 
 def _pause_or_resume(run_id: str, collection: str, pause: bool) -> None:
     from pier.cli.console import out, refusals
-    from pier.lifecycle.services import Services
     from pier.lifecycle.sessions import pause_kept
+    from pier.lifecycle.wiring import Services
     from pier.names import trajectory_id_of
 
     services = Services()

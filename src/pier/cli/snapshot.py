@@ -13,7 +13,7 @@ from pier.cli.console import err, fail, out, refusals, show_list
 from pier.errors import NotFoundError, PierError
 
 if TYPE_CHECKING:
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
     from pier.sandbox.snapshots import SnapshotCatalog
 
 snapshot_app = typer.Typer(
@@ -28,7 +28,7 @@ def snapshot_list(
     """Snapshots pier knows: built-in and from snapshots.yaml; for a built one,
     what its image has (versions read from it) and what it lacks of its promise."""
 
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
     from pier.sandbox.snapshots import SnapshotCatalog, facts_summary
 
     services = Services()
@@ -78,7 +78,7 @@ def snapshot_build(
 ) -> None:
     """Build (or find cached) the snapshot's image, layer by layer, then say what
     it has (versions read from the image) and what it lacks of its promise."""
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
     from pier.sandbox.snapshots import SnapshotCatalog
 
     if bool(name) == build_all:
@@ -126,8 +126,8 @@ def snapshot_save(
     collection: Annotated[str, typer.Option(help="the run's collection")] = "local",
 ) -> None:
     """Save a kept sandbox as a snapshot of its collection (`snapshot: NAME`)."""
-    from pier.lifecycle.services import Services
     from pier.lifecycle.sessions import save_snapshot
+    from pier.lifecycle.wiring import Services
     from pier.names import trajectory_id_of
 
     services = Services()

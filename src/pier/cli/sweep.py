@@ -11,7 +11,7 @@ from pier.cli.orphans import end_orphans
 from pier.errors import PierError
 
 if TYPE_CHECKING:
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.start import Services
 
 
 def sweep_command(
@@ -23,7 +23,7 @@ def sweep_command(
     """Delete sandboxes that crashed or abandoned runs left behind.
 
     With --images, also the agent layers no run used for --older-than."""
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
     from pier.sandbox.sweeper import sweep
 
     if images:

@@ -20,7 +20,7 @@ def task_list(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
 ) -> None:
     """A collection's stored tasks, with their agent and model."""
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.start import Services
 
     services = Services()
     with refusals():
@@ -43,7 +43,7 @@ def task_push(
 ) -> None:
     """Store a runbook as a task (created or replaced), checked first."""
     from pier.lifecycle.plan import checked_task
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
     from pier.names import check_task_name
     from pier.runbook import load
     from pier.tasks import task_from_runbook

@@ -20,8 +20,8 @@ def list_command(
     import json
 
     from pier.cli.console import out, refusals
-    from pier.lifecycle.services import Services
     from pier.lifecycle.volumes import list_volumes
+    from pier.lifecycle.wiring import Services
 
     services = Services()
     with refusals():
@@ -48,8 +48,8 @@ def rm_command(
 ) -> None:
     """Remove a volume of the collection and its data (refused while a sandbox mounts it)."""
     from pier.cli.console import out, refusals
-    from pier.lifecycle.services import Services
     from pier.lifecycle.volumes import remove_volume
+    from pier.lifecycle.wiring import Services
 
     services = Services()
     with refusals():

@@ -25,7 +25,7 @@ def worker(
     logs.configure(log_level, settings.log_format)  # as .env may say too
     if identity:
         settings = settings.model_copy(update={"worker_identity": identity})
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.start import Services
     from pier.server.pgbus import PgNotifier, is_postgres
 
     Services(settings).say_isolation_problem("pier worker")

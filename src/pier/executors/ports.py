@@ -24,7 +24,7 @@ from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.files import resolve_api_path
 from pier.lifecycle.outcomes import Outcome, cancelled_waiting, failed_to_start
 from pier.lifecycle.sandbox_env import sandbox_env
-from pier.lifecycle.service import Observer, RunRequest, Services, new_context
+from pier.lifecycle.start import Observer, RunRequest, Services, new_context
 from pier.lifecycle.uploads import expired_message, upload_of
 from pier.policies.quotas import CollectionQuotas
 from pier.policies.trial import Trials

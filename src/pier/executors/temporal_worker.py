@@ -54,7 +54,7 @@ from pier.lifecycle import runner
 from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.outcomes import drain_expired, end_record, interrupted
-from pier.lifecycle.service import Services
+from pier.lifecycle.start import Services
 from pier.policies.webhooks import Delivery, enqueue
 from pier.record import STAGES, RunStatus, StageRecord, StageStatus, Trajectory
 from pier.settings import Settings

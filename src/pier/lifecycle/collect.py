@@ -36,7 +36,7 @@ OUTPUT_DIRS = {"logs": "/logs/agent", "results": "/app/results", "assets": "/app
 # The look inside before the folders are read, and the read, as one bash
 # script (one exec: each is three round trips to the engine, and collect's time
 # under a burst is the engine's). The look prints, a line each: the bytes the
-# output folders hold, for the scratch disk's check (keeping.py); whether tar
+# output folders hold, for the scratch disk's check (save.py); whether tar
 # is there ("tar"); which output folders are folders
 # ("dir PATH"; "other PATH": there, but a file or a link, which yields nothing,
 # as the engine's archive of it would); then what in them is neither file nor

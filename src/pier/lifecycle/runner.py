@@ -14,10 +14,10 @@ from pier.errors import PierError, StageError
 from pier.lifecycle import stages
 from pier.lifecycle.context import RunContext, scratch_dir
 from pier.lifecycle.interrupts import deferred_signals, interruption_reason
-from pier.lifecycle.keeping import publish_retried
 from pier.lifecycle.orphans import remove_sandboxes
 from pier.lifecycle.outcomes import BEFORE_AGENT as NOT_STARTED
 from pier.lifecycle.outcomes import Outcome, classify, end_record, finished_outcome
+from pier.lifecycle.save import publish_retried
 from pier.lifecycle.sessions import keep
 from pier.record import RunStatus, StageRecord, StageStatus, Trajectory, utcnow
 from pier.sandbox.owner import owner_label

@@ -24,7 +24,7 @@ from pier.agents.toolcalls import ToolCalls
 from pier.errors import InputError, SandboxError, StageError
 from pier.gateway.routing import ModelRoute, without_provider_keys
 from pier.lifecycle.assets import setup_tar
-from pier.lifecycle.checking import (
+from pier.lifecycle.check import (
     check_stage,
     check_tools,
     probe_sources,
@@ -32,12 +32,12 @@ from pier.lifecycle.checking import (
     refuse_missing_check_tools,
     sources_before_agent,
 )
+from pier.lifecycle.collect import collect_outputs
 from pier.lifecycle.context import RunContext
-from pier.lifecycle.keeping import check_room, full_scratch, no_space, save_outputs
 from pier.lifecycle.notices import report_limit_notes
 from pier.lifecycle.outcomes import Outcome
-from pier.lifecycle.outputs import collect_outputs
 from pier.lifecycle.plan import plan_run
+from pier.lifecycle.save import check_room, full_scratch, no_space, save_outputs
 from pier.lifecycle.sessions import claim_kept, collection_snapshot, continued, wants_keep
 from pier.lifecycle.verdict import provider_message, run_usage, trouble_outcome
 from pier.lifecycle.volumes import run_mounts

@@ -14,7 +14,7 @@ from pier.lifecycle.interrupts import interruption_reason
 from pier.lifecycle.outcomes import end_record
 from pier.lifecycle.request import RunRequest, preflight
 from pier.lifecycle.runner import execute
-from pier.lifecycle.services import Services
+from pier.lifecycle.wiring import Services
 from pier.names import check_name
 from pier.record import RunStatus, StageRecord, Trajectory
 from pier.redact import Redactor

@@ -26,8 +26,8 @@ from pier.errors import PierError
 from pier.gateway.grants import Budget
 from pier.lifecycle import models
 from pier.lifecycle.context import RunContext, scratch_dir
-from pier.lifecycle.keeping import publish_retried
 from pier.lifecycle.outcomes import Outcome as RunOutcome
+from pier.lifecycle.save import publish_retried
 from pier.record import ActivityOutputs, RunStatus, StageStatus, Step, Trajectory, utcnow
 from pier.sandbox.owner import owner_label
 from pier.tasks.paths import PathError, lookup_path

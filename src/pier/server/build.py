@@ -8,7 +8,7 @@ import threading
 from pier.executors import make_executor
 from pier.executors.ports import LifecycleHooks, RunPorts
 from pier.experiments.scheduler import ExperimentScheduler
-from pier.lifecycle.service import Services
+from pier.lifecycle.start import Services
 from pier.policies.webhooks import SenderConfig, WebhookSender
 from pier.server.bus import RunBus
 from pier.server.dispatcher import Dispatcher

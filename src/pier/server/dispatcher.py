@@ -27,7 +27,7 @@ from pier.executors.spec import Payload
 from pier.lifecycle.context import RunContext
 from pier.lifecycle.outcomes import SERVER_STOPPED, cancelled, drain_expired, interrupted
 from pier.lifecycle.runner import cancel as cancel_run
-from pier.lifecycle.service import RunRequest, preflight
+from pier.lifecycle.start import RunRequest, preflight
 from pier.lifecycle.uploads import file_of_id, refuse_file_ids
 from pier.lifecycle.workflow import preflight_workflow
 from pier.policies.webhooks import check_url

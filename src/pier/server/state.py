@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pier.db import Store
-from pier.lifecycle.service import Services
+from pier.lifecycle.start import Services
 from pier.policies.quotas import CollectionQuotas, StreamSlots
 from pier.server.bus import RunBus
 from pier.server.dispatcher import Dispatcher

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tests.support.engine_proxy import EngineProxy, Fault
 
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.record import Trajectory
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_RUN

@@ -22,7 +22,7 @@ import pytest
 from tests.support.model_server import bridge_gateway
 from tests.support.runs import run_folder
 
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.record import Trajectory
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_COLLECTION

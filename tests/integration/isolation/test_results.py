@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from tests.support.runs import run_folder
 
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.runbook import parse
 from pier.settings import get_settings
 from pier.tasks import task_from_runbook

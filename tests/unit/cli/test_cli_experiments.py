@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pier.cli import app
-from pier.lifecycle.service import Services
+from pier.lifecycle.start import Services
 from pier.settings import get_settings
 
 runner = CliRunner()

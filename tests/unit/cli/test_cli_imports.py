@@ -44,7 +44,7 @@ def test_the_probe_sees_a_heavy_import():
 RUN_PATH = (
     "pier.lifecycle.runner",
     "pier.lifecycle.stages",
-    "pier.lifecycle.service",
+    "pier.lifecycle.start",
     "pier.gateway.server",
     "pier.egress.proxy",
     "pier.api",

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pier.cli import app
-from pier.lifecycle.service import Services
+from pier.lifecycle.start import Services
 
 runner = CliRunner()
 TASK = {"init_params": {"instruction": "say hi", "agent": "script"}}

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from pier.api.schemas.collections import CollectionCreate
 from pier.cli import app
 from pier.errors import InputError
-from pier.lifecycle.service import RunRequest, preflight
+from pier.lifecycle.start import RunRequest, preflight
 from pier.runbook import parse
 from pier.settings import get_settings
 from pier.tasks import task_from_runbook

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pier import cli
-from pier.lifecycle.service import Services
+from pier.lifecycle.start import Services
 from pier.record import Trajectory
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -39,7 +39,7 @@ def test_a_validation_error_from_preflight_is_exit_2_naming_the_option(runbook, 
     def refuse(request, settings):
         raise a_validation_error()
 
-    monkeypatch.setattr("pier.lifecycle.service.preflight", refuse)  # pier.cli.run imports it on use
+    monkeypatch.setattr("pier.lifecycle.start.preflight", refuse)  # pier.cli.run imports it on use
     result = runner.invoke(cli.app, ["run", str(runbook), "--memory", "64M"])
     assert result.exit_code == 2, result.output
     assert "error: --memory: String should have at least 2 characters" in result.output
@@ -64,7 +64,7 @@ def test_library_warnings_do_not_print_between_the_progress_lines(runbook, monke
         emitted.append(logging.getLogger("pier.sandbox.creation").isEnabledFor(logging.WARNING))
         return Trajectory.new(request.trajectory_id, "local", "t", status=RunStatus.failed, success=False)
 
-    monkeypatch.setattr("pier.lifecycle.service.run", noisy_run)
+    monkeypatch.setattr("pier.lifecycle.start.run", noisy_run)
     result = runner.invoke(cli.app, ["run", str(runbook), "--json"])
     assert result.exit_code == 1
     assert emitted == [False]

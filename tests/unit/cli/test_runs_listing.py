@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from pier import cli
 from pier.cli import console as cli_console
 from pier.cli import runs
-from pier.lifecycle.service import Services
+from pier.lifecycle.start import Services
 from pier.record import Trajectory
 
 runner = CliRunner()

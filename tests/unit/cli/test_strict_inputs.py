@@ -8,7 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from pier.cli import app
-from pier.lifecycle.service import Services
+from pier.lifecycle.start import Services
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

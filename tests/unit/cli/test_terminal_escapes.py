@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from pier import cli
 from pier.cli.progress import Progress
-from pier.lifecycle.service import Services
+from pier.lifecycle.start import Services
 from pier.record import Trajectory
 
 HOSTILE = (

@@ -19,8 +19,8 @@ from types import SimpleNamespace
 import pytest
 
 from pier.errors import SandboxError, StageError
+from pier.lifecycle.collect import COLLECT, Survey, collect_outputs, parse_survey
 from pier.lifecycle.context import RunContext
-from pier.lifecycle.outputs import COLLECT, Survey, collect_outputs, parse_survey
 from pier.record import Trajectory
 from pier.redact import Redactor
 from pier.sandbox.base import ExecResult, StdoutStream

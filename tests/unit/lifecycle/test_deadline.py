@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.runbook import parse
 from pier.sandbox import register_backend
 from pier.sandbox.fake import FakeBackend, FakeEngine, Script

@@ -8,7 +8,7 @@ import pytest
 
 from pier.agents.script import ScriptAgent
 from pier.errors import StageError
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.record import RunStatus
 from pier.runbook import parse
 from pier.sandbox import register_backend

@@ -2,7 +2,7 @@
 
 import tracemalloc
 
-from pier.lifecycle.outputs import _redact_file
+from pier.lifecycle.collect import _redact_file
 from pier.redact import Redactor
 
 MIB = 1 << 20

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.record import RunStatus
 from pier.runbook import parse
 from pier.sandbox import register_backend

@@ -8,7 +8,7 @@ import threading
 import time
 
 from pier.lifecycle.runner import cancel, execute
-from pier.lifecycle.service import RunRequest, Services, new_context
+from pier.lifecycle.start import RunRequest, Services, new_context
 from pier.record import RunStatus
 from pier.runbook import parse
 from pier.sandbox import register_backend

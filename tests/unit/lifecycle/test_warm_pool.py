@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from pier.lifecycle.pool import LABEL_POOL, PoolKey, WarmPool, pool_limits
-from pier.lifecycle.service import RunRequest, Services, run
+from pier.lifecycle.start import RunRequest, Services, run
 from pier.record import RunStatus
 from pier.runbook import parse
 from pier.sandbox.base import LABEL_OWNER, Limits, SandboxInfo, SandboxSpec

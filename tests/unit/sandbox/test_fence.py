@@ -160,7 +160,7 @@ def test_without_the_binary_the_reason_is_returned(tmp_path: Path, monkeypatch: 
 
 
 def test_the_docker_backend_says_it_as_a_sandbox_note_and_at_start(tmp_path, monkeypatch, caplog):
-    from pier.lifecycle.service import Services
+    from pier.lifecycle.start import Services
     from pier.sandbox.base import InternalNetwork, Limits, SandboxSpec
     from pier.sandbox.docker.backend import DockerBackend
     from pier.settings import Settings

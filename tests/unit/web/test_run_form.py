@@ -100,7 +100,7 @@ def wait_ended(client: TestClient, collection: str, task: str, tid: str) -> dict
 
 
 def result_files(client: TestClient, record: dict) -> dict[str, bytes]:
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
 
     storage = Services().storage  # the server's (a `local` run's files have no collection's API)
     files = record["steps"]["run"]["outputs"]["results_files"]
@@ -173,7 +173,7 @@ def test_a_file_no_longer_stored_is_shown_so_and_refused_by_name_never_dropped(c
     import html
     import posixpath
 
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
 
     sent = client.post("/api/v1/run/team/greet", headers=api(), data={"init_params": '{"vars": {"author": "x"}}'},
                        files=[("files", ("gone.txt", b"soon gone\n"))])  # fmt: skip
@@ -194,7 +194,7 @@ def test_a_file_no_longer_stored_is_shown_so_and_refused_by_name_never_dropped(c
 def test_run_again_never_attaches_another_collections_file(client):
     """A record's file_paths are the run's own: one naming another collection's
     stored file, or climbing out with '..', is not attached again."""
-    from pier.lifecycle.services import Services
+    from pier.lifecycle.wiring import Services
     from pier.record import RunStatus, Trajectory
 
     client.post("/api/v1/collections", json={"name": "other"}, headers=api())

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from pier import web
 from pier.api.app import create_app
-from pier.lifecycle.services import Services
+from pier.lifecycle.wiring import Services
 from pier.record import RunStatus, StageStatus
 from pier.settings import Settings, get_settings
 from tests.unit.test_run_state import ended, preflight_failed
