@@ -26,8 +26,8 @@ from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, WorkflowRunne
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pier.executors.temporal_worker import RUNNER
-from pier.executors.temporal_workflow import RunWorkflow
+from pier.executors.temporal.worker import RUNNER
+from pier.executors.temporal.workflow import RunWorkflow
 
 SANDBOXED, UNSANDBOXED = "sandboxed (pier's)", "unsandboxed"
 HISTORIES = Path(__file__).resolve().parents[1] / "tests" / "unit" / "executors" / "histories"

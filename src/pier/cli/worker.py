@@ -16,7 +16,7 @@ def worker(
 ) -> None:
     """Run runs from Temporal on this host's Docker engine (PIER_EXECUTOR=temporal fleets)."""
     from pier.executors.temporal import TemporalUnavailable
-    from pier.executors.temporal_worker import run_worker
+    from pier.executors.temporal.worker import run_worker
     from pier.settings import get_settings
     from pier.telemetry import logs
 

@@ -1001,7 +1001,7 @@ def preflight_workflow(
     Problems.raise_any(problems)
 
 
-# The fleet's steps (pier.executors.temporal_steps): a Temporal workflow
+# The fleet's steps (pier.executors.temporal.steps): a Temporal workflow
 # decides the order, the branches and the fan-out's children; each call below
 # is one of its activities, on whichever worker takes it, with the context
 # (init_params and the earlier steps' inputs and outputs, as the record keeps

@@ -12,7 +12,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from pier.executors.temporal_worker import RUNNER, WORKFLOWS
+from pier.executors.temporal.worker import RUNNER, WORKFLOWS
 from tests.support.aio import run_coroutine
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))

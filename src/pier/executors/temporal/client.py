@@ -1,6 +1,6 @@
 """Reaching Temporal: the client connection and the queue names, below both the
-executor a server holds (temporal.py) and the worker processes
-(temporal_worker.py), so that neither file imports the other back."""
+executor a server holds (executor.py) and the worker processes
+(worker.py), so that neither file imports the other back."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def control_queue(settings: Settings) -> str:
 
 
 def steps_queue(settings: Settings) -> str:
-    """Where a workflow task's steps wait for any worker (temporal_steps.py)."""
+    """Where a workflow task's steps wait for any worker (steps.py)."""
     return f"{settings.temporal_task_queue}-steps"
 
 

@@ -1,6 +1,6 @@
 """The Temporal executor (`PIER_EXECUTOR=temporal`): `pier serve` starts one
 workflow per run (id = the run's trajectory id) and executes nothing itself;
-`pier worker` processes (temporal_worker.py) run the lifecycle.
+`pier worker` processes (worker.py) run the lifecycle.
 
 The run crosses to the worker as a RunSpec, secrets sealed with the vault key:
 Temporal's history never holds a secret value in clear, and every worker needs
@@ -30,15 +30,15 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from pier.executors.base import CancelOutcome, Holding, Job
 from pier.executors.spec import RunSpec
-from pier.executors.temporal_client import (
+from pier.executors.temporal.client import (
     TemporalUnavailable,
     connect,
     control_queue,
     decision_queue,
     steps_queue,
 )
-from pier.executors.temporal_steps import STEPS_WORKFLOW
-from pier.executors.temporal_workflow import WORKFLOW
+from pier.executors.temporal.steps import STEPS_WORKFLOW
+from pier.executors.temporal.workflow import WORKFLOW
 from pier.policies import webhooks
 from pier.settings import Settings
 from pier.telemetry import tracing
@@ -165,7 +165,7 @@ class TemporalExecutor:
         """This server keeps records and runs workflows too (a run whose worker
         is lost is failed, one cancelled while it waits ends, even when no
         worker is left); it executes no run."""
-        from pier.executors.temporal_worker import control_worker, default_identity, workflow_worker
+        from pier.executors.temporal.worker import control_worker, default_identity, workflow_worker
 
         identity = f"serve-{default_identity()}"
         workers = [
@@ -183,8 +183,8 @@ class TemporalExecutor:
 
     def submit(self, job: Job) -> None:
         """Start the run's workflow (id: its trajectory id, so a second submit of
-        one run is a no-op): a runbook run's (temporal_workflow.py) or a
-        workflow task's (temporal_steps.py); TemporalUnavailable when Temporal does not answer
+        one run is a no-op): a runbook run's (workflow.py) or a
+        workflow task's (steps.py); TemporalUnavailable when Temporal does not answer
         within PIER_SUBMIT_TIMEOUT_SEC."""
         spec = RunSpec.seal(job.trajectory_id, job.payload, self._vault)
 

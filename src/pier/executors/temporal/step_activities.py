@@ -1,5 +1,5 @@
 """The activities of a workflow task's steps on the fleet (the workflow is
-temporal_steps.py): every `pier worker` polls the steps queue with them, up
+steps.py): every `pier worker` polls the steps queue with them, up
 to PIER_WORKER_STEPS at once. Each builds the run's context from its spec and
 its record (any worker may take any step), runs one call of
 pier.lifecycle.workflow's fleet functions in a thread, heartbeating, and
@@ -26,8 +26,8 @@ from pier.errors import PierError
 from pier.executors.base import Job
 from pier.executors.ports import ChildRuns, LifecycleHooks
 from pier.executors.spec import RunSpec
-from pier.executors.temporal import fair_share
-from pier.executors.temporal_workflow import WORKER_LOST
+from pier.executors.temporal.executor import fair_share
+from pier.executors.temporal.workflow import WORKER_LOST
 from pier.lifecycle import workflow as steps
 from pier.lifecycle.context import RunContext
 from pier.settings import Settings

@@ -1,9 +1,9 @@
 """The workflow of a workflow task on the fleet (docs/workflows.md): one per
-run, workflow id = the run's trajectory id, as a runbook run's (temporal_workflow.py).
+run, workflow id = the run's trajectory id, as a runbook run's (workflow.py).
 
 It imports only temporalio and the standard library: Temporal replays it in a
 sandbox, so it decides and does nothing else. Each step is an activity on the
-steps queue, which every `pier worker` polls (temporal_step_activities.py):
+steps queue, which every `pier worker` polls (step_activities.py):
 its result (status, inputs, outputs as the record keeps them, where a branch
 goes on) is in this workflow's history, so a worker lost, or restarted,
 mid-workflow costs the step it was running (tried again on another worker),
@@ -32,7 +32,7 @@ from temporalio import workflow
 from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import ActivityError, ChildWorkflowError, is_cancelled_exception
 
-from pier.executors.temporal_workflow import WORKFLOW, queue_webhook
+from pier.executors.temporal.workflow import WORKFLOW, queue_webhook
 
 STEPS_WORKFLOW = "pier-steps"
 FAN_OUT = "list_emit_await"

@@ -1,12 +1,12 @@
 """`pier worker`: polls Temporal and runs the lifecycle on this host's sandbox
-backend (the workflow is in temporal_workflow.py).
+backend (the workflow is in workflow.py).
 
 A worker listens on three task queues: the shared one (`claim`: a run waits
 there until a worker has a free slot; the workflows of runs `pier run
 --remote` sent, and every workflow task's steps workflow), its own queue,
 named after its identity, where the stages that touch its sandboxes run, and
 the steps queue, where any workflow task's steps wait for any worker
-(temporal_steps.py). The workflows of the runbook runs a server accepted are
+(steps.py). The workflows of the runbook runs a server accepted are
 decided on the servers' own queue (`decision_queue`), never here: a worker
 frozen with its long-polls open would hold the workflow task that reacts to
 its silence until that task timed out. A run's
@@ -46,10 +46,10 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from pier.executors.base import Job
 from pier.executors.ports import EventSink, LifecycleHooks, RunPorts
 from pier.executors.spec import RunSpec
-from pier.executors.temporal_client import TemporalUnavailable, connect, control_queue, steps_queue
-from pier.executors.temporal_step_activities import StepActivities
-from pier.executors.temporal_steps import StepsWorkflow
-from pier.executors.temporal_workflow import WHOLE_RUN, WORKER_LOST, WORKER_LOST_RUNNING, RunWorkflow
+from pier.executors.temporal.client import TemporalUnavailable, connect, control_queue, steps_queue
+from pier.executors.temporal.step_activities import StepActivities
+from pier.executors.temporal.steps import StepsWorkflow
+from pier.executors.temporal.workflow import WHOLE_RUN, WORKER_LOST, WORKER_LOST_RUNNING, RunWorkflow
 from pier.lifecycle import runner
 from pier.lifecycle.background import PeriodicSweeper
 from pier.lifecycle.context import RunContext
