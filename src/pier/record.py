@@ -117,6 +117,14 @@ class CheckResult(BaseModel):
         return self.outcome in ("fail", "error")
 
 
+class VolumeRecord(BaseModel):
+    """A collection's named volume the run's sandbox mounted (docs/sessions.md#volumes)."""
+
+    name: str  # in the collection, as the runbook's `volumes:` names it
+    path: str  # where the sandbox saw it
+    read_only: bool = False
+
+
 class SandboxRecord(BaseModel):
     source: str | None = None  # snapshot | image | dockerfile
     name: str | None = None
@@ -131,6 +139,7 @@ class SandboxRecord(BaseModel):
     kept_until: float | None = None
     continued_by: str | None = None
     runtime: str | None = None  # the OCI runtime it ran under (runsc, runc), when the backend tells
+    volumes: list[VolumeRecord] = Field(default_factory=list)  # the runbook's `volumes:` it mounted
 
 
 class Label(BaseModel):

@@ -112,6 +112,9 @@ def test_a_read_only_volume_is_read_only_to_the_agent(base_image, docker_backend
     assert seeded.success, seeded.error
     tried = go(TRY_WRITE, collection, DATASETS, base_image)
     assert tried.success, tried.error
+    assert [(v.name, v.path, v.read_only) for v in tried.outputs.sandbox.volumes] == [
+        ("datasets", "/data", True)
+    ], "the run's record does not name the volume it mounted (the run page shows it)"
     results = run_folder(tried) / "results"
     assert (results / "read.txt").read_text() == "rows\n"
     assert (results / "write.txt").read_text() == "refused\n", "the agent wrote into a read-only volume"

@@ -16,7 +16,7 @@ def list_command(
     collection: Annotated[str, typer.Option(help="the collection whose volumes to list")] = "local",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """The collection's volumes: name, the engine's name, created, sandboxes using it."""
+    """The collection's volumes: name, the engine's name, created, sandboxes using it (and where)."""
     import json
 
     from pier.cli.console import out, refusals
@@ -27,15 +27,16 @@ def list_command(
     with refusals():
         found = list_volumes(services.backend, collection)
     if as_json:
-        rows = [{"name": v.name, "engine_name": v.engine_name, "created": v.created, "in_use": v.in_use}
-                for v in found]  # fmt: skip
+        rows = [{"name": v.name, "engine_name": v.engine_name, "created": v.created, "in_use": v.in_use,
+                 "paths": list(v.paths)} for v in found]  # fmt: skip
         print(json.dumps({"collection": collection, "volumes": rows}, indent=2))
         return
     if not found:
         out.print(f"no volumes in collection {collection}", highlight=False)
         return
     for v in found:
-        used = "" if not v.in_use else f"  (in use by {v.in_use} sandbox(es))"
+        at = f" at {', '.join(v.paths)}" if v.paths else ""
+        used = "" if not v.in_use else f"  (in use by {v.in_use} sandbox(es){at})"
         out.print(f"{v.name}  {v.engine_name}  {v.created or ''}{used}", highlight=False)
 
 

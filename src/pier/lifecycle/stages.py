@@ -41,7 +41,7 @@ from pier.lifecycle.save import check_room, full_scratch, no_space, save_outputs
 from pier.lifecycle.sessions import claim_kept, collection_snapshot, continued, wants_keep
 from pier.lifecycle.verdict import provider_message, run_usage, trouble_outcome
 from pier.lifecycle.volumes import run_mounts
-from pier.record import RUN_STEP, SandboxRecord
+from pier.record import RUN_STEP, SandboxRecord, VolumeRecord
 from pier.sandbox import create_with_retry, resolve_source
 from pier.sandbox.base import (
     LABEL_COLLECTION,
@@ -143,6 +143,7 @@ def create(ctx: RunContext) -> None:
         id=ctx.sandbox.id,
         pool=None if ctx.pool is None else ("hit" if pooled else "miss"),
         runtime=runtime,
+        volumes=[VolumeRecord(name=name, path=path, read_only=ro) for name, path, ro in plan.volumes],
     )
     shown = f"runtime {runtime}, " if runtime else ""
     ctx.log(

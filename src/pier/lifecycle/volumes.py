@@ -46,6 +46,7 @@ class Volume:
     engine_name: str
     created: str | None
     in_use: int | None  # sandboxes that mount it now
+    paths: tuple[str, ...] = ()  # where they see it, when the backend tells
 
 
 def run_mounts(
@@ -82,7 +83,9 @@ def list_volumes(backend: SandboxBackend, collection: str) -> list[Volume]:
 
 
 def _volume(collection: str, info: VolumeInfo) -> Volume:
-    return Volume(collection, info.labels.get(LABEL_VOLUME, ""), info.name, info.created, info.in_use)
+    return Volume(
+        collection, info.labels.get(LABEL_VOLUME, ""), info.name, info.created, info.in_use, tuple(info.paths)
+    )
 
 
 def remove_volume(backend: SandboxBackend, collection: str, name: str) -> Volume:

@@ -89,6 +89,7 @@ class VolumeInfo:
     labels: Mapping[str, str]
     created: str | None = None  # as the engine says it
     in_use: int | None = None  # sandboxes that mount it now (None: not known)
+    paths: tuple[str, ...] = ()  # where those sandboxes see it (a runbook's `path:`), when known
 
 
 @dataclass(frozen=True)

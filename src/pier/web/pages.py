@@ -15,11 +15,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from pier.errors import InputError, NotFoundError
+from pier.errors import InputError, NotFoundError, SandboxError
 from pier.record import RunStatus, Trajectory
 from pier.server.auth import Caller, caller_for_token, collection_access, require_admin
-from pier.server.errors import Invalid, invalid
-from pier.server.services import again, audit, collections, runs, tasks
+from pier.server.errors import Invalid, ServiceError, invalid
+from pier.server.services import again, audit, collections, runs, tasks, volumes
 from pier.server.services.runs import MAX_FILES
 from pier.server.services.stats import run_cost
 from pier.server.state import ApiState
@@ -407,19 +407,37 @@ def _quotas(state: ApiState, collection: str) -> list[tuple[str, int | None, boo
     return [(name, value, name in found.overrides) for name, value in found.in_force.items()]
 
 
+def _volumes(state: ApiState, collection: str) -> dict[str, Any]:
+    """The collection's volumes for the settings page; an engine that cannot be
+    reached says so there instead of failing the page."""
+    try:
+        if not state.services.backend.capabilities.volumes:
+            return {"volumes": [], "volumes_note": "This server's sandbox backend has no volumes."}
+        return {"volumes": volumes.volumes(state, collection), "volumes_note": None}
+    except SandboxError as exc:
+        return {"volumes": [], "volumes_note": f"The volumes could not be listed: {exc}"}
+
+
+async def _settings_context(
+    state: ApiState, caller: Caller, collection: str, new_token: str | None = None
+) -> dict[str, Any]:
+    return {
+        "collection": collection,
+        "env_names": collections.environment(state, collection),
+        "tokens": collections.tokens(state, collection) if caller.admin else None,
+        "new_token": new_token,
+        "quotas": _quotas(state, collection),
+        "volume_error": None,
+        **await run_in_threadpool(_volumes, state, collection),
+    }
+
+
 @router.get("/collections/{collection}/settings")
 async def settings_page(
     request: Request, state: StateDep, caller: PageCaller, collection: str, new_token: str | None = None
 ) -> HTMLResponse:
     await collection_access(collection, state, caller)
-    context = {
-        "collection": collection,
-        "env_names": collections.environment(state, collection),
-        "tokens": collections.tokens(state, collection) if caller.admin else None,
-        "new_token": None,
-        "quotas": _quotas(state, collection),
-    }
-    return page(request, "settings.html", context)
+    return page(request, "settings.html", await _settings_context(state, caller, collection))
 
 
 @router.post("/collections/{collection}/environment")
@@ -446,13 +464,7 @@ async def create_token(
     await require_admin(caller)
     label = str(form.get("label") or "web")[:200]
     token = await run_in_threadpool(collections.issue_token, state, collection, label)
-    context = {
-        "collection": collection,
-        "env_names": collections.environment(state, collection),
-        "tokens": collections.tokens(state, collection),
-        "new_token": token,
-        "quotas": _quotas(state, collection),
-    }
+    context = await _settings_context(state, caller, collection, new_token=token)
     return page(request, "settings.html", context, status_code=201)
 
 
@@ -468,6 +480,22 @@ async def revoke_token(
     await require_admin(caller)
     await run_in_threadpool(collections.revoke_token, state, collection, token_id)
     return _see_other(f"/collections/{collection}/settings#tokens")
+
+
+@router.post("/collections/{collection}/volumes/{name}/remove")
+async def remove_volume(
+    request: Request, state: StateDep, caller: FormCaller, collection: str, name: str
+) -> Response:
+    """Remove the collection's volume and its data, as `DELETE
+    /api/v1/volume/{c}/{name}` does; refused (409, the page again with the
+    service's message) while a sandbox mounts it."""
+    await collection_access(collection, state, caller)
+    try:
+        await run_in_threadpool(volumes.remove, state, collection, name)
+    except ServiceError as exc:
+        context = await _settings_context(state, caller, collection) | {"volume_error": exc.detail}
+        return page(request, "settings.html", context, status_code=exc.status)
+    return _see_other(f"/collections/{collection}/settings#volumes")
 
 
 # overview

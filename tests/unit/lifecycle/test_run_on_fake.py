@@ -130,3 +130,57 @@ def test_a_set_up_failure_ends_the_run_there_naming_only_itself(tmp_path, engine
     assert failures == [f"setup failed: {record.error}"], failures
     assert not any("nothing in /app/results" in line for line in log)
     assert engine.sandboxes == {}
+
+
+VOLUMES_RUNBOOK = """---
+agent: script
+volumes:
+  datasets: {path: /data, read_only: true}
+  cache: {path: /root/.cache}
+---
+# test
+
+```bash
+echo hello > /app/results/out.txt
+```
+"""
+
+
+def test_the_run_record_names_the_volumes_its_sandbox_mounted(tmp_path, engine):
+    """What the run page shows (docs/sessions.md#volumes): read from the record,
+    the mounts the sandbox was created with."""
+    from pier.lifecycle.volumes import engine_name
+    from pier.record import VolumeRecord
+    from pier.sandbox.base import Capabilities
+
+    created = []
+
+    class WithVolumes(FakeBackend):
+        def create(self, spec):
+            created.append(spec.volumes)
+            return super().create(spec)
+
+    capabilities = Capabilities(memory_limit=True, disk_quota=True, volumes=True)
+    register_backend(
+        "fake-vol",
+        lambda settings: WithVolumes(
+            settings,
+            engine=engine,
+            program=Script().on(r"script\.sh", write_results),
+            capabilities=capabilities,
+        ),
+    )
+    settings = Settings(home=tmp_path / "home", ca_bundle=None, sandbox_backend="fake-vol")
+    task = task_from_runbook(parse(VOLUMES_RUNBOOK))
+    record = run(Services(settings), RunRequest(collection="tests", task_name="t", task=task))
+    assert record.status == RunStatus.completed, record.error
+    assert [(m.name, m.path, m.read_only) for m in created[0]] == [
+        (engine_name("tests", "datasets"), "/data", True),
+        (engine_name("tests", "cache"), "/root/.cache", False),
+    ]
+    assert record.outputs.sandbox.volumes == [
+        VolumeRecord(name="datasets", path="/data", read_only=True),
+        VolumeRecord(name="cache", path="/root/.cache", read_only=False),
+    ]
+    stored = Services(settings).store.get_run(record.trajectory_id, "tests")
+    assert stored.outputs.sandbox.volumes == record.outputs.sandbox.volumes, "the stored record lost them"

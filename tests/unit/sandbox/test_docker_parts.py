@@ -540,3 +540,50 @@ def test_gvisor_gets_a_process_ceiling_far_above_the_asked_one_and_a_note():
     backend._settings = Settings(ca_bundle=None, sandbox_runtime="runsc")
     backend.__dict__.pop("hardening", None)
     assert not backend.capabilities.pids_limit
+
+
+# --- volumes ------------------------------------------------------------------
+
+
+class VolumesApi:
+    """Just enough of docker.APIClient for list_volumes: the engine's answer
+    to `volumes` and `containers`, each container's Mounts as Docker gives them."""
+
+    def __init__(self, volumes: list[dict], containers: list[dict]):
+        self._volumes, self._containers = volumes, containers
+        self.filters: list[dict] = []
+
+    def volumes(self, filters: dict) -> dict:
+        self.filters.append(filters)
+        return {"Volumes": self._volumes}
+
+    def containers(self, all: bool, filters: dict) -> list[dict]:
+        assert all and filters == {"label": LABEL_RUN}
+        return self._containers
+
+
+def test_list_volumes_says_which_sandboxes_mount_each_and_where():
+    """Where a volume is mounted is the Docker mount's Destination (what the
+    web UI shows as "Mounted at"); another sandbox's bind mount is no volume."""
+    labels = {"pier.volume.collection": "c"}
+    api = VolumesApi(
+        volumes=[
+            {"Name": "pier-vol-a-cache", "Labels": {**labels, "pier.volume": "cache"}, "CreatedAt": "2026-12-01"},
+            {"Name": "pier-vol-a-data", "Labels": {**labels, "pier.volume": "data"}},
+        ],
+        containers=[
+            {"Mounts": [{"Type": "volume", "Name": "pier-vol-a-cache", "Destination": "/root/.cache"},
+                        {"Type": "bind", "Name": "pier-vol-a-data", "Destination": "/bound"}]},
+            {"Mounts": [{"Type": "volume", "Name": "pier-vol-a-cache", "Destination": "/cache"}]},
+            {"Mounts": [{"Type": "volume", "Name": "someone-elses", "Destination": "/x"}]},
+        ],
+    )  # fmt: skip
+    backend = DockerBackend(Settings(ca_bundle=None), api=api)  # type: ignore[arg-type]
+    found = {v.name: v for v in backend.list_volumes(labels)}
+    assert api.filters == [{"label": ["pier.volume.collection=c"]}]
+    assert found["pier-vol-a-cache"].in_use == 2 and found["pier-vol-a-cache"].paths == (
+        "/cache",
+        "/root/.cache",
+    )
+    assert found["pier-vol-a-cache"].created == "2026-12-01"
+    assert found["pier-vol-a-data"].in_use == 0 and found["pier-vol-a-data"].paths == ()

@@ -19,6 +19,7 @@ class VolumeOut(BaseModel):
     engine_name: str
     created: str | None = None
     in_use: int | None = None
+    paths: list[str] = []  # where the sandboxes that mount it now see it
 
 
 class VolumeList(BaseModel):
@@ -28,7 +29,11 @@ class VolumeList(BaseModel):
 
 def _out(volume: Volume) -> VolumeOut:
     return VolumeOut(
-        name=volume.name, engine_name=volume.engine_name, created=volume.created, in_use=volume.in_use
+        name=volume.name,
+        engine_name=volume.engine_name,
+        created=volume.created,
+        in_use=volume.in_use,
+        paths=list(volume.paths),
     )
 
 

@@ -536,16 +536,20 @@ class DockerBackend(SandboxBackend):
             found = self.api.volumes(filters=filters).get("Volumes") or []
             names = {volume["Name"] for volume in found}
             using: dict[str, int] = {}
+            paths: dict[str, set[str]] = {}
             for container in self.api.containers(all=True, filters={"label": LABEL_RUN}):
                 for mount in container.get("Mounts") or []:
                     if mount.get("Type") == "volume" and mount.get("Name") in names:
                         using[mount["Name"]] = using.get(mount["Name"], 0) + 1
+                        if mount.get("Destination"):
+                            paths.setdefault(mount["Name"], set()).add(mount["Destination"])
         return [
             VolumeInfo(
                 name=volume["Name"],
                 labels=volume.get("Labels") or {},
                 created=volume.get("CreatedAt"),
                 in_use=using.get(volume["Name"], 0),
+                paths=tuple(sorted(paths.get(volume["Name"], ()))),
             )
             for volume in found
         ]
