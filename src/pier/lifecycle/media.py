@@ -213,7 +213,9 @@ def gemini_images(road: Route, model: str, prompt: str) -> tuple[list[Made], str
     from google import genai
     from google.genai import types
 
-    client = genai.Client(api_key=road.key, http_options=types.HttpOptions(base_url=road.base_url, api_version="v1beta"))
+    client = genai.Client(
+        api_key=road.key, http_options=types.HttpOptions(base_url=road.base_url, api_version="v1beta")
+    )
     answer = client.models.generate_content(
         model=model,
         contents=prompt,
