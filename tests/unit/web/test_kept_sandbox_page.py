@@ -102,3 +102,13 @@ def test_the_collections_viewer_may_pause_and_another_collections_may_not(client
     assert client.post(url, data={}).status_code == 403 and not sandbox.frozen  # no CSRF token: refused
     assert client.post(url, data={"csrf": csrf_token(mine)}, follow_redirects=False).status_code == 303
     assert sandbox.frozen
+
+
+def test_a_sandbox_a_command_holds_reads_so_and_links_no_run(client: TestClient) -> None:
+    held, _ = kept_run("team")
+    held.outputs.sandbox.continued_by = "pier:pause"  # what a pause writes while it works
+    with Store.open(Settings().db_url) as store:
+        store.save_run(held, replace_final=True)
+    page = html.unescape(client.get(f"/runs/{held.trajectory_id}").text)
+    assert "a command is at it now (pause)" in page
+    assert 'href="/runs/pier:pause"' not in page and "Pause sandbox" not in page
