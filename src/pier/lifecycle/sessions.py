@@ -10,6 +10,8 @@
   (`continued_by`) as a compare-and-set in the store (Store.swap_run), so the
   sandbox is in use by one run at a time across every process of a fleet, and
   the new run's record names its `parent`. It may keep the sandbox again.
+  A pause, a resume or a snapshot save holds it the same way while it works
+  (`continued_by` is HOLD + what it does, cleared after).
 - The sweep asks `sweep_status` what a sandbox's run is: a sandbox is labelled
   with the run that made it, so the chain of runs that continued in it is
   followed to its last run; a kept one not yet expired, or one a continuing run
@@ -22,6 +24,8 @@ import hashlib
 import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -69,6 +73,7 @@ def claim_kept(ctx: RunContext) -> Sandbox:
     return sandbox
 
 
+HOLD = "pier:"  # continued_by while a command (a snapshot save, a pause) holds the sandbox: no run id
 CLAIM_TRIES = 20  # reads of the parent a claim makes at most while other writes to it come first
 
 
@@ -115,6 +120,8 @@ def _refusal(parent: Trajectory, now: float) -> str | None:
     kept = parent.outputs.sandbox
     if parent.status not in FINAL:
         return f"it is still {parent.status.value}; wait for it to end"
+    if kept.continued_by and kept.continued_by.startswith(HOLD):
+        return f"another command is at its sandbox ({kept.continued_by[len(HOLD) :]}); try again in a moment"
     if kept.continued_by:
         return (
             f"its sandbox is in use by run {kept.continued_by} (or was: a sandbox serves one run at a time)"
@@ -240,17 +247,16 @@ def save_snapshot(
         raise InputError(
             f"invalid snapshot name {name!r}: lowercase letters, digits, '.', '_', '-' (at most 64)"
         )
-    record = store.get_run(trajectory_id, collection)  # NotFoundError: another collection's is unknown
-    refuse = _refusal(record, time.time())
-    if refuse:
-        raise InputError(f"cannot save a snapshot from run {trajectory_id}: {refuse}")
-    kept = record.outputs.sandbox
-    assert kept.id is not None
-    with _CLAIM:  # not while a run claims it
+    with (
+        _CLAIM,
+        _held(
+            store, backend, collection, trajectory_id, "snapshot save", "save a snapshot from run"
+        ) as sandbox_id,
+    ):
         try:
-            if backend.paused(kept.id):
-                backend.resume(kept.id)
-            sandbox = backend.attach(kept.id)
+            if backend.paused(sandbox_id):
+                backend.resume(sandbox_id)
+            sandbox = backend.attach(sandbox_id)
         except SandboxError as exc:
             raise InputError(
                 f"cannot save a snapshot from run {trajectory_id}: its kept sandbox is gone ({exc})"
@@ -263,7 +269,7 @@ def save_snapshot(
             LABEL_SNAPSHOT_NAME: name,
             LABEL_SNAPSHOT_RUN: trajectory_id,
         }
-        return backend.commit(kept.id, snapshot_ref(collection, name), labels)
+        return backend.commit(sandbox_id, snapshot_ref(collection, name), labels)
 
 
 # --- pause and resume ------------------------------------------------------------
@@ -274,14 +280,48 @@ def pause_kept(
 ) -> str:
     """Pause (or resume) the kept sandbox of a run of `collection`; its id.
     Refused like a continuation when it is not kept, expired or in use."""
-    record = store.get_run(trajectory_id, collection)  # NotFoundError: another collection's is unknown
-    refuse = _refusal(record, time.time())
-    if refuse:
-        raise InputError(
-            f"cannot {'pause' if pause else 'resume'} the sandbox of run {trajectory_id}: {refuse}"
-        )
-    sandbox_id = record.outputs.sandbox.id
-    assert sandbox_id is not None
-    with _CLAIM:
+    verb = "pause" if pause else "resume"
+    with (
+        _CLAIM,
+        _held(store, backend, collection, trajectory_id, verb, f"{verb} the sandbox of run") as sandbox_id,
+    ):
         (backend.pause if pause else backend.resume)(sandbox_id)
     return sandbox_id
+
+
+@contextmanager
+def _held(
+    store: Store, backend: SandboxBackend, collection: str, trajectory_id: str, verb: str, doing: str
+) -> Iterator[str]:
+    """The run's kept sandbox (its id), held for one command: `continued_by`
+    is set to HOLD + verb by a compare-and-set on the run's record, as a
+    continuing run's claim is, so neither a run nor another command of any
+    process of a fleet takes it meanwhile (they are refused as in use); it is
+    let go after. InputError when it is not kept, expired, in use or gone."""
+    marker = HOLD + verb
+    for _ in range(CLAIM_TRIES):
+        record, seen = store.get_run_seen(trajectory_id, collection)  # NotFoundError: another collection's
+        refuse = _refusal(record, time.time())
+        if refuse:
+            raise InputError(f"cannot {doing} {trajectory_id}: {refuse}")
+        kept = record.outputs.sandbox
+        assert kept.id is not None
+        try:
+            backend.attach(kept.id)
+        except SandboxError as exc:
+            raise InputError(f"cannot {doing} {trajectory_id}: its kept sandbox is gone ({exc})") from None
+        kept.continued_by = marker
+        if store.swap_run(record, seen):
+            break
+    else:
+        raise InputError(f"cannot {doing} {trajectory_id}: its record kept changing; try again")
+    try:
+        yield kept.id
+    finally:
+        for _ in range(CLAIM_TRIES):  # let go: only the hold this command wrote
+            record, seen = store.get_run_seen(trajectory_id, collection)
+            if record.outputs.sandbox.continued_by != marker:
+                break
+            record.outputs.sandbox.continued_by = None
+            if store.swap_run(record, seen):
+                break

@@ -187,6 +187,7 @@ def run_page(request: Request, state: StateDep, caller: PageCaller, trajectory_i
         "inputs": views.shown_inputs(record),
         "instruction": record.run.inputs.get("instruction") or "",
         "trace_url": runs.trace_url(state, record),
+        "sandbox_refusal": getattr(request.state, "sandbox_refusal", None),  # set by a refused form below
     }
     part = request.headers.get(PART_HEADER)
     if part == "live":
@@ -229,6 +230,40 @@ async def cancel(
     record = runs.visible(state, caller, trajectory_id)
     await run_in_threadpool(runs.cancel, state, record.collection, record.name, [trajectory_id])
     return _see_other(f"/runs/{trajectory_id}")
+
+
+# a run's kept sandbox (docs/sessions.md): pause, resume, save as a snapshot
+
+SANDBOX_DONE = {"pause": "paused", "resume": "resumed", "snapshot": "saved"}  # ?sandbox= after it
+
+
+@router.post("/runs/{trajectory_id}/sandbox/{action}")
+async def kept_sandbox(
+    request: Request,
+    state: StateDep,
+    caller: FormCaller,
+    trajectory_id: str,
+    action: Annotated[str, FastPath(pattern="^(pause|resume|snapshot)$")],
+) -> Response:
+    """Pause, resume or save as a snapshot the run's kept sandbox, as the API's
+    routes do (the same services); a refusal is shown on the run's page."""
+    form = await request.form()
+    record = runs.visible(state, caller, trajectory_id)  # only a viewer who may use its collection
+    try:
+        if action == "snapshot":
+            name = str(form.get("name") or "").strip()
+            await run_in_threadpool(runs.save_snapshot, state, record.collection, trajectory_id, name)
+        else:
+            pause = action == "pause"
+            await run_in_threadpool(runs.pause_sandbox, state, record.collection, trajectory_id, pause)
+    except (ServiceError, InputError) as exc:
+        if isinstance(exc, NotFoundError):
+            raise
+        request.state.sandbox_refusal = exc.detail if isinstance(exc, ServiceError) else str(exc)
+        response = await run_in_threadpool(run_page, request, state, caller, trajectory_id)
+        response.status_code = exc.status if isinstance(exc, ServiceError) else 422
+        return response
+    return _see_other(f"/runs/{trajectory_id}?sandbox={SANDBOX_DONE[action]}#sandbox")
 
 
 # tasks

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import threading
 import time
 import uuid
@@ -94,3 +95,54 @@ def test_swap_run_writes_only_over_the_version_it_read(store, stored):
     assert store.swap_run(first, seen) is True
     assert store.swap_run(second, seen) is False, "a write over a version another write replaced"
     assert store.get_run(stored.trajectory_id, "c").error == "one"
+
+
+class PausingBackend(Backend):
+    """The same barrier in `attach`, and a pause that is counted (a file per call)."""
+
+    def __init__(self, barrier, marks: str) -> None:
+        super().__init__(barrier)
+        self.marks = marks
+
+    def pause(self, sandbox_id: str) -> None:
+        with open(self.marks, "a") as marks:
+            marks.write("paused\n")
+
+
+def pauser(url: str, parent_id: str, barrier, answers, marks: str) -> None:
+    from pier.errors import InputError
+    from pier.lifecycle.sessions import pause_kept
+
+    with Store.open(url) as store:
+        try:
+            pause_kept(store, PausingBackend(barrier, marks), "c", parent_id, pause=True)
+            answers.put(("pause", "claimed"))
+        except InputError as exc:
+            answers.put(("pause", str(exc)))
+
+
+def test_a_pause_and_a_run_continuing_at_once_exactly_one_gets_the_sandbox(store_url, tmp_path):
+    with Store.open(store_url) as store:
+        parent = Trajectory.new(uuid.uuid4().hex, "c", "t")
+        parent.status = RunStatus.completed
+        parent.outputs.sandbox.id = "s" * 64
+        parent.outputs.sandbox.kept_until = time.time() + 600
+        store.create_run(parent)
+    barrier, answers, marks = FORK.Barrier(2), FORK.Queue(), str(tmp_path / "paused")
+    workers = [FORK.Process(target=claimant, args=(store_url, parent.trajectory_id, barrier, answers)),
+               FORK.Process(target=pauser, args=(store_url, parent.trajectory_id, barrier, answers, marks))]  # fmt: skip
+    for worker in workers:
+        worker.start()
+    got = dict(answers.get(timeout=60) for _ in workers)
+    for worker in workers:
+        worker.join(timeout=30)
+    winners = [who for who, said in got.items() if said == "claimed"]
+    assert len(winners) == 1, f"a pause and a continuing run both had the kept sandbox: {got}"
+    (loser,) = set(got) - set(winners)
+    with Store.open(store_url) as store:
+        after = store.get_run(parent.trajectory_id, "c").outputs.sandbox.continued_by
+    paused = os.path.exists(marks)
+    if winners == ["pause"]:  # the run was refused while the pause held it, and the pause let go after
+        assert "another command is at its sandbox (pause)" in got[loser] and paused and after is None
+    else:
+        assert "in use by run" in got[loser] and not paused and after == winners[0]

@@ -114,3 +114,32 @@ def save_snapshot(collection: CollectionDep, name: str, body: SnapshotSave, stat
     not kept (or expired, gone, in use), 404 for another collection's run."""
     image = service.save_snapshot(state, collection, body.trajectory_id, name)
     return SnapshotSaved(collection=collection, name=name, image=image, trajectory_id=body.trajectory_id)
+
+
+class SandboxPaused(BaseModel):
+    collection: str
+    trajectory_id: str
+    sandbox_id: str
+    paused: bool = Field(description="true: its processes are frozen, its CPU free; false: running again")
+
+
+@router.post("/sandbox/{collection}/{trajectory_id}/pause", summary="Pause a kept sandbox")
+def pause_sandbox(collection: CollectionDep, trajectory_id: str, state: StateDep) -> SandboxPaused:
+    """Freeze the processes of a run's kept sandbox (its memory and files stay,
+    its CPU is free); a run that continues in it, or a snapshot save, resumes it
+    first. 409 when the run's sandbox is not kept (or expired, in use), 404 for
+    another collection's run."""
+    sandbox_id = service.pause_sandbox(state, collection, trajectory_id, pause=True)
+    return SandboxPaused(
+        collection=collection, trajectory_id=trajectory_id, sandbox_id=sandbox_id, paused=True
+    )
+
+
+@router.post("/sandbox/{collection}/{trajectory_id}/resume", summary="Resume a paused kept sandbox")
+def resume_sandbox(collection: CollectionDep, trajectory_id: str, state: StateDep) -> SandboxPaused:
+    """Thaw a run's paused kept sandbox. 409 when the run's sandbox is not kept
+    (or expired, in use), 404 for another collection's run."""
+    sandbox_id = service.pause_sandbox(state, collection, trajectory_id, pause=False)
+    return SandboxPaused(
+        collection=collection, trajectory_id=trajectory_id, sandbox_id=sandbox_id, paused=False
+    )

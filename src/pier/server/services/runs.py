@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from pier.db import Event, Store
 from pier.db.runs import LabelFilter
-from pier.errors import NotFoundError
+from pier.errors import InputError, NotFoundError
 from pier.lifecycle.files import save_uploads
 from pier.names import check_task_name, trajectory_id_of
 from pier.record import Label, RunStatus, Trajectory, storage_key
@@ -346,3 +346,17 @@ def save_snapshot(state: ApiState, collection: str, trajectory_id: str, name: st
     from pier.lifecycle.sessions import save_snapshot as save
 
     return save(state.store, state.services.backend, collection, trajectory_id, name)
+
+
+def pause_sandbox(state: ApiState, collection: str, trajectory_id: str, pause: bool) -> str:
+    """Pause (or resume) the kept sandbox of a run of `collection`
+    (docs/sessions.md); its id. Another collection's run is not found (404); a
+    run whose sandbox is not kept, expired or in use is refused (409)."""
+    from pier.lifecycle.sessions import pause_kept
+
+    try:
+        return pause_kept(state.store, state.services.backend, collection, trajectory_id, pause)
+    except NotFoundError:
+        raise
+    except InputError as exc:
+        raise ServiceError(409, str(exc)) from None
