@@ -36,6 +36,8 @@ PROVIDERS: dict[str, Provider] = {
     # no agent's: a workflow's image and video steps (pier.lifecycle.media)
     "replicate": Provider("replicate", "REPLICATE_API_TOKEN", "https://api.replicate.com", "REPLICATE_BASE_URL"),
 }  # fmt: skip
+# The providers agents run on: every one but those only a workflow's media steps call.
+AGENT_PROVIDERS: tuple[str, ...] = tuple(name for name in PROVIDERS if name != "replicate")
 # When a runbook names no provider: the first of these the agent supports whose
 # key is set in the run's environment (one key for every vendor's models comes
 # first), else the agent's own provider (_default).

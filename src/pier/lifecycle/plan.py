@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pier.agents import Agent, agent_env_names, get_agent, known_agents
-from pier.agents.providers import PROVIDERS, setting_names
+from pier.agents.providers import AGENT_PROVIDERS, setting_names
 from pier.agents.upstreams import Upstreams
 from pier.checks import Check, check_isolation
 from pier.checks.model import CodeCheck
@@ -275,7 +275,7 @@ def build_plan(step: ResolvedStep, inputs: RunInputs, settings: Settings) -> Run
     warnings = list(step.warnings)
     warnings += checked(lambda: vars_rules(step, rendered, settings), [])
     model, provider = step.model, step.model_provider
-    if provider and provider not in PROVIDERS:
+    if provider and provider not in AGENT_PROVIDERS:
         warnings.append(_foreign_provider(step))
         model, provider = None, None
     checked(lambda: check_sandbox_inputs(step), None)
@@ -421,7 +421,7 @@ def _foreign_provider(step: ResolvedStep) -> str:
     own provider choice and model; the runbook's two keys stay in its text."""
     return (
         f"model_provider '{step.model_provider}' is not a provider pier runs agents on "
-        f"({', '.join(PROVIDERS)}): the agent runs on its own provider and default model, and the "
+        f"({', '.join(AGENT_PROVIDERS)}): the agent runs on its own provider and default model, and the "
         f"runbook's model '{step.model}' and model_provider '{step.model_provider}' are left to the "
         "runbook's own tools (if you meant one of pier's providers, fix the name)"
     )

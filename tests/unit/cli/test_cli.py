@@ -96,3 +96,18 @@ def test_validate_warns_when_only_this_machine_lacks_a_key(tmp_path, monkeypatch
     result = runner.invoke(app, ["validate", str(path)], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     assert "warning:" in result.output and "ANTHROPIC_API_KEY" in result.output
+
+
+def test_a_model_provider_only_media_steps_use_is_the_runbooks_own_tools_not_an_error(tmp_path):
+    """`model_provider: replicate` (the corpus's pelican-persona): pier calls
+    Replicate for a workflow's image steps, but runs no agent on it; the runbook
+    names the model its own tools call, so validate warns and passes (it said
+    'agent claude-code cannot use model_provider replicate' once replicate was
+    in the provider table)."""
+    path = write(
+        tmp_path,
+        "---\nagent: claude-code\nmodel: google/nano-banana\nmodel_provider: replicate\nsnapshot: ''\n---\n# Draw\n",
+    )
+    result = runner.invoke(app, ["validate", str(path)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "model_provider 'replicate' is not a provider pier runs agents on" in result.output
