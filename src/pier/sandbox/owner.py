@@ -64,11 +64,12 @@ def owner_alive(label: str) -> bool | None:
     if proc is None or proc.state in _GONE_STATES:
         return False
     if proc.start == "?" or start == "?":
-        return _pid_exists(pid)
+        return pid_exists(pid)
     return proc.start == start
 
 
-def _pid_exists(pid: int) -> bool:
+def pid_exists(pid: int) -> bool:
+    """Whether a process of that pid exists on this host (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

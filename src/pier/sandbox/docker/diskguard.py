@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pier.errors import SandboxError
+from pier.sandbox.owner import pid_exists
 
 log = logging.getLogger(__name__)
 
@@ -276,18 +277,8 @@ class Spares:
         """Half-made spares of processes that ended while formatting them."""
         for partial in self.folder.glob(".*.partial"):
             pid = partial.name[1:].split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not pid_exists(int(pid)):
                 partial.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def release(folder: Path, container_id: str, mountpoint: Path | None = None) -> None:
