@@ -19,11 +19,27 @@ _FROM_FRONTMATTER = (
 )  # fmt: skip
 
 
+# Settings blocks a run overrides key by key: the platform's `code_checks:` is a task
+# default "a run may override per key" (a run sending {"timeout_sec": 60} keeps the
+# task's sources and executor).
+_MERGED_PER_KEY = ("code_checks",)
+
+
 def merge_init_params(task: Mapping[str, Any], run: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Per top-level key: a key the run sends replaces the task's whole value."""
+    """Per top-level key: a key the run sends replaces the task's whole value,
+    except the settings blocks of _MERGED_PER_KEY, merged one level down."""
     merged = dict(task)
-    merged.update(run or {})
+    for key, value in (run or {}).items():
+        merged[key] = _per_key(merged.get(key), value) if key in _MERGED_PER_KEY else value
     return merged
+
+
+def _per_key(default: Any, given: Any) -> Any:
+    """`given`'s keys over `default`'s when both are mappings; else `given` (a
+    malformed value is left for the plan to refuse, naming it)."""
+    if isinstance(default, Mapping) and isinstance(given, Mapping):
+        return {**default, **given}
+    return given
 
 
 def lookup(expression: str, context: Mapping[str, Any]) -> Any:
@@ -85,6 +101,8 @@ def resolve(task: Task, run_params: Mapping[str, Any] | None = None) -> Resolved
     runbook = parse(instruction)
     front = runbook.frontmatter
     for key in _FROM_FRONTMATTER:
+        if key in _MERGED_PER_KEY and key in params:
+            params[key] = _per_key(getattr(front, key), params[key])
         params.setdefault(key, getattr(front, key))
 
     def get(path: str) -> Any:

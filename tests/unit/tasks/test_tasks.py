@@ -54,6 +54,27 @@ def test_run_params_merge_per_top_level_key():
     assert merged == {"vars": {"a": 9}, "agent": "codex"}
 
 
+def test_a_runs_code_checks_override_the_tasks_per_key():
+    """The platform's code_checks is a task default "a run may override per key".
+    Before: a run's {"timeout_sec": 60} replaced the whole block, dropping the
+    task's sources and executor."""
+    task = {"code_checks": {"executor": "agent", "timeout_sec": 120, "sources": [{"name": "s"}]}}
+    merged = merge_init_params(task, {"code_checks": {"timeout_sec": 60}, "agent": "script"})
+    assert merged["code_checks"] == {"executor": "agent", "timeout_sec": 60, "sources": [{"name": "s"}]}
+    # A value that is no mapping still replaces (the plan refuses it, naming the key).
+    assert merge_init_params(task, {"code_checks": "x"})["code_checks"] == "x"
+
+
+def test_a_runs_code_checks_override_the_runbooks_frontmatter_per_key():
+    runbook = "---\nagent: script\ncode_checks:\n  executor: agent\n  timeout_sec: 120\n---\nbody"
+    step = resolve(
+        Task.model_validate({"init_params": {"instruction": runbook}}), {"code_checks": {"timeout_sec": 30}}
+    )
+    assert step.code_checks == {"executor": "agent", "timeout_sec": 30}
+    step = resolve(Task.model_validate({"init_params": {"instruction": runbook}}))
+    assert step.code_checks == {"executor": "agent", "timeout_sec": 120}
+
+
 def test_image_with_empty_snapshot_overrides_task_default():
     step = resolve(task_from_runbook(parse(RUNBOOK)), {"snapshot": "", "image": "ghcr.io/x/y:1"})
     assert step.snapshot == "" and step.image == "ghcr.io/x/y:1"
