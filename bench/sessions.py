@@ -5,6 +5,9 @@ the same process on the same engine (the script agent; no model):
 - fresh: a run that creates its sandbox and deletes it (the default);
 - keep: the same run with keep_sandbox (its end deletes nothing);
 - continue: a follow-up run in the kept sandbox (no image, no create);
+- pause, resume: the kept sandbox frozen and thawed (`pier sandbox pause|resume`:
+  the compare-and-set hold on the run's record and the engine's pause), each
+  a step, not a run;
 - snapshot save: the kept sandbox committed as a snapshot of the collection;
 - from snapshot: a run whose sandbox starts from that snapshot;
 - with a volume: the fresh run with one of the collection's volumes mounted
@@ -24,12 +27,13 @@ import statistics
 import time
 import uuid
 
-from pier.lifecycle.sessions import save_snapshot, snapshot_ref
+from pier.lifecycle.sessions import pause_kept, save_snapshot, snapshot_ref
 from pier.lifecycle.start import RunRequest, Services, run
 from pier.lifecycle.volumes import list_volumes
 from pier.runbook import parse
 from pier.tasks import task_from_runbook
 
+STEPS = ("pause", "resume", "snapshot save")  # commands on a kept sandbox, not runs
 SCRIPT = "mkdir -p /opt/work && date > /opt/work/stamp && echo ok > /app/results/ok.txt"
 
 
@@ -54,7 +58,17 @@ def main() -> None:
     collection = f"bench-{uuid.uuid4().hex[:8]}"
     text = runbook(args.image)
     figures: dict[str, list[float]] = {
-        k: [] for k in ("fresh", "keep", "continue", "snapshot save", "from snapshot", "with a volume")
+        k: []
+        for k in (
+            "fresh",
+            "keep",
+            "continue",
+            "pause",
+            "resume",
+            "snapshot save",
+            "from snapshot",
+            "with a volume",
+        )
     }
     with_volume = text.replace("agent: script\n", "agent: script\nvolumes: {cache: {path: /opt/cache}}\n")
     go(services, text, collection)  # warm: the image looked up once
@@ -64,6 +78,10 @@ def main() -> None:
         figures["keep"].append(kept.duration_seconds or 0)
         then = go(services, text, collection, keep_sandbox=True, continue_from=kept.trajectory_id)
         figures["continue"].append(then.duration_seconds or 0)
+        for verb, pause in (("pause", True), ("resume", False)):
+            began = time.monotonic()
+            pause_kept(services.store, backend, collection, then.trajectory_id, pause)
+            figures[verb].append(time.monotonic() - began)
         name = f"bench-{index}"
         began = time.monotonic()
         save_snapshot(services.store, backend, collection, then.trajectory_id, name)
@@ -85,7 +103,7 @@ def main() -> None:
     print(f"{'':16} {'median s':>9} {'vs fresh':>9}   (n={args.repeat}, image {args.image})")
     for key, values in figures.items():
         median = statistics.median(values)
-        versus = "" if key == "snapshot save" else f"{median - base:+9.2f}"  # a step, not a run
+        versus = "" if key in STEPS else f"{median - base:+9.2f}"  # a step, not a run
         print(f"{key:16} {median:9.2f} {versus:>9}")
 
 
