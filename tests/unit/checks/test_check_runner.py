@@ -304,3 +304,28 @@ def test_summary_lines():
     assert summary_line(result(False, 1, "")) == "check n FAILED (1.2s, exit 1)"
     assert summary_line(result(False, None, "  \n")) == "check n FAILED (1.2s)"
     assert summary_line(result(False, 1, "y" * 300)) == f"check n FAILED (1.2s, exit 1): {'y' * 200}"
+
+
+def test_a_code_checks_command_past_its_timeout_is_error_not_fail():
+    """The platform's rule: a `## Code Checks` command that times out is `error`
+    (its exit 1 would be `fail`), and its time limit is code_checks.timeout_sec."""
+    from pier.checks.platform import CodeChecksConfig, compile_code_checks
+    from pier.runbook.sections import code_checks
+
+    body = (
+        "# t\n\n## Code Checks\n\n### slow — waits\n\n```bash\nsleep 600\n```\n\n"
+        "### wrong — fails\n\n```bash\nexit 1\n```\n"
+    )
+    compiled = compile_code_checks(code_checks(body), CodeChecksConfig(timeout_sec=5))
+    sandbox = ScriptedSandbox(
+        lambda c: (
+            ExecResult(137, "", 5, timed_out=True)
+            if "sleep 600" in str(c)
+            else ExecResult(1, "", 0.1)
+            if "exit 1" in str(c)
+            else ok()
+        )
+    )
+    slow, wrong = run_checks(sandbox, list(compiled.checks), CheckOptions(network=False))
+    assert (slow.outcome, wrong.outcome) == ("error", "fail")
+    assert [kwargs["timeout"] for c, kwargs in sandbox.execs() if "sleep 600" in str(c)] == [5]

@@ -356,3 +356,27 @@ def test_an_mcp_server_gets_the_secret_it_names_and_the_agents_config_not_the_na
     assert out["gh"] == {"url": "https://mcp.example/x", "headers": {"Authorization": "Bearer o-value"}}
     assert out["local"] == {"command": "srv", "env": {"GH": "t-value"}}
     assert out["plain"] == {"command": "p"}
+
+
+def test_code_checks_mcp_servers_join_the_runs_and_the_runs_own_win(tmp_path):
+    """code_checks.mcp_servers are merged into the run's MCP servers (a server of
+    the same name in the runbook's mcp_servers wins); a run's code_checks of
+    {"timeout_sec": 30} keeps the runbook's servers and executor (per key)."""
+    from pier.lifecycle.plan import RunInputs, plan_run
+    from pier.runbook import parse
+    from pier.settings import Settings
+    from pier.tasks import task_from_runbook
+
+    text = (
+        "---\nagent: script\n"
+        "mcp_servers: {shared: {command: runbooks-own}}\n"
+        "code_checks:\n  executor: agent\n  timeout_sec: 120\n"
+        "  mcp_servers: {judge: {command: judge-srv}, shared: {command: checks-one}}\n"
+        "---\n# t\n\n```bash\ntrue\n```\n"
+    )
+    task = task_from_runbook(parse(text))
+    settings = Settings(home=tmp_path / "home", ca_bundle=None)
+    inputs = RunInputs(trajectory_id="a" * 32, collection="c", task="t")
+    plan = plan_run(task, {"code_checks": {"timeout_sec": 30}}, inputs, settings)[1]
+    assert plan.mcp_servers == {"judge": {"command": "judge-srv"}, "shared": {"command": "runbooks-own"}}
+    assert (plan.code_checks.executor, plan.code_checks.timeout_sec) == ("agent", 30)

@@ -82,6 +82,13 @@ def test_soft_ceilings_the_fake_cannot_enforce_become_run_warnings(tmp_path, eng
     assert not any("disk" in w for w in record.outputs.warnings), "the fake enforces the disk limit"
 
 
+def filled_its_disk(sandbox, call):
+    """What the engine's stop looks like to the agent: killed, its sandbox
+    saying which limit it reached."""
+    sandbox.reached = "the sandbox filled its disk limit of 1M and was stopped"
+    return replied("", exit_code=137)
+
+
 def events(tmp_path, record) -> list[str]:
     settings = Settings(home=tmp_path / "home", ca_bundle=None, sandbox_backend="fake-run")
     return [e.line for e in Services(settings).store.events(record.trajectory_id)]
@@ -94,8 +101,9 @@ def events(tmp_path, record) -> list[str]:
         (replied(""), "no_results", "collect"),
         (replied("boom", exit_code=1), "agent_failed", "run_agent"),
         (lambda sandbox, call: ExecResult(124, "", 1.0, timed_out=True), "timed_out", "run_agent"),
+        (filled_its_disk, "limit_reached", "run_agent"),
     ],
-    ids=["success", "wrote-nothing", "exit-1", "timeout"],
+    ids=["success", "wrote-nothing", "exit-1", "timeout", "disk-limit"],
 )
 def test_each_way_an_agent_ends_is_its_own_outcome_on_the_record(tmp_path, engine, reply, outcome, stage):
     """The record's outcome is what experiments, metrics and traces count: an
