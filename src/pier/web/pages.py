@@ -320,8 +320,14 @@ def _form_context(
             "value": settings.get(name, ""),
             "default": _shown(init.get(name)) if init.get(name) else None,
         }
-        for name in again.FORM_FIELDS
+        for name in again.TEXT_FIELDS
     ]
+    task_keeps = init.get(again.KEEP) is True
+    keep = settings.get(again.KEEP, "")
+    keep_field = {  # checked as the run (or the form sent) had it, else as the task has it
+        "checked": keep == "true" or (keep == "" and task_keeps),
+        "task_keeps": task_keeps,  # then unchecked sends "false": the task's own is not the run's
+    }
     return {
         "task": stored,
         "collection": source.source.collection if source else stored.collection,
@@ -330,6 +336,7 @@ def _form_context(
         "params": {k: v for k, v in init.items() if k not in ("instruction", "vars")},
         "variables": variables,
         "fields": fields,
+        "keep": keep_field,
         "source": source,
         "action": f"/runs/{source.source.trajectory_id}/again"
         if source
@@ -364,7 +371,7 @@ async def start_run(
 ) -> Response:
     """The form's `var.NAME` fields become init_params.vars (only those filled
     in), its image, snapshot and model fields the run's own (when filled in),
-    and its files are attached as the API's multipart `files` would be. A
+    its keep_sandbox checkbox init_params.keep_sandbox, and its files are attached as the API's multipart `files` would be. A
     refusal (the rules of the plan, the CLI's and the API's) shows the form
     again, with what was typed and what to fix."""
     await collection_access(collection, state, caller)
