@@ -271,3 +271,27 @@ def test_a_keep_sandbox_that_is_not_a_boolean_is_refused_in_the_plans_words(clie
     assert api_sent.status_code == 422, api_sent.text
     words = "keep_sandbox must be true or false, got 'yes'"
     assert words in html.unescape(sent.text) and words in api_sent.text, (sent.text, api_sent.text)
+
+
+def test_run_again_of_a_continued_run_with_no_stored_task_does_not_claim_its_sandbox_again(client):
+    """A `pier run --continue-from X --keep` stores no task: the new run runs its
+    record's runbook and settings, but not its continue_from (X's sandbox is
+    that run's); its keep is the task's own, and unchecking it says false."""
+    from pier.lifecycle.wiring import Services
+    from pier.record import RunStatus, Trajectory
+
+    params = {
+        "instruction": RUNBOOK,
+        "vars": {"author": "x"},
+        "continue_from": "a" * 32,
+        "keep_sandbox": True,
+    }
+    record = Trajectory.new("e" * 32, "team", "cli-only", init_params=params)
+    record.finish(RunStatus.completed, record.created, 1.0)
+    Services().store.create_run(record)
+    form = client.get(f"/runs/{record.trajectory_id}/again").text
+    assert '<input type="hidden" name="keep_sandbox" value="false">' in form and " checked" in keep_box(form)
+    tid = again(client, record.trajectory_id, **{"var.author": "x", "keep_sandbox": "false"})  # unchecked
+    new = wait_ended(client, "team", "cli-only", tid)
+    assert "continue_from" not in new["init_params"] and new["init_params"]["keep_sandbox"] is False, new
+    assert new["status"] == "completed" and new["parent"] is None, new["error"]
