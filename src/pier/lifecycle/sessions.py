@@ -83,11 +83,8 @@ def _claim(ctx: RunContext, store: Store, parent_id: str, collection: str) -> tu
     any process of a fleet, on SQLite or PostgreSQL) exactly one writes; the
     others read it again and are refused as "in use"."""
     for _ in range(CLAIM_TRIES):
-        parent, seen = _parent(store, parent_id, collection)
+        parent, seen = continuable(store, parent_id, collection)
         kept = parent.outputs.sandbox
-        refuse = _refusal(parent, time.time())
-        if refuse:
-            raise StageError("create", f"cannot continue from run {parent_id}: {refuse}")
         assert kept.id is not None
         try:
             if ctx.backend.paused(kept.id):  # paused while kept: a run needs it running
@@ -103,6 +100,21 @@ def _claim(ctx: RunContext, store: Store, parent_id: str, collection: str) -> tu
         if store.swap_run(parent, seen):
             return kept, sandbox
     raise StageError("create", f"cannot continue from run {parent_id}: its record kept changing; try again")
+
+
+def continuable(
+    store: Store, parent_id: str, collection: str, now: float | None = None
+) -> tuple[Trajectory, datetime]:
+    """The record of run parent_id (and the version read) when a run of
+    `collection` may continue in its kept sandbox now, as far as its record
+    says (the engine is asked when the sandbox is attached); else the
+    StageError("create") a claim fails with, in its words. A form asks it
+    before it starts a run; the claim asks it again and decides."""
+    parent, seen = _parent(store, parent_id, collection)
+    refuse = _refusal(parent, time.time() if now is None else now)
+    if refuse:
+        raise StageError("create", f"cannot continue from run {parent_id}: {refuse}")
+    return parent, seen
 
 
 def _parent(store: Store, parent_id: str, collection: str) -> tuple[Trajectory, datetime]:

@@ -188,6 +188,7 @@ def run_page(request: Request, state: StateDep, caller: PageCaller, trajectory_i
         "instruction": record.run.inputs.get("instruction") or "",
         "trace_url": runs.trace_url(state, record),
         "sandbox_refusal": getattr(request.state, "sandbox_refusal", None),  # set by a refused form below
+        "continue_tasks": _continue_tasks(state, record),
     }
     part = request.headers.get(PART_HEADER)
     if part == "live":
@@ -197,6 +198,16 @@ def run_page(request: Request, state: StateDep, caller: PageCaller, trajectory_i
     events = runs.lines(state, trajectory_id, 0, LOG_LINES)
     context |= {"log": events, "last_seq": events[-1].seq if events else 0}
     return page(request, "run.html", context)
+
+
+def _continue_tasks(state: ApiState, record: Trajectory) -> list[str]:
+    """The tasks of the run's collection a run may continue in its kept
+    sandbox with (runbooks, not workflows), while it is kept; else none."""
+    kept = record.outputs.sandbox
+    if not (record.status.terminal and kept.kept_until and not kept.continued_by):
+        return []
+    found = tasks.of_collection(state, record.collection)
+    return [t.name for t in found if not tasks.definition(t).is_workflow]
 
 
 @router.get("/runs/{trajectory_id}/files/{path:path}")
@@ -266,6 +277,32 @@ async def kept_sandbox(
     return _see_other(f"/runs/{trajectory_id}?sandbox={SANDBOX_DONE[action]}#sandbox")
 
 
+@router.post("/runs/{trajectory_id}/continue")
+async def continue_run(request: Request, state: StateDep, caller: FormCaller, trajectory_id: str) -> Response:
+    """A new run of a task of the run's collection in its kept sandbox
+    (init_params.continue_from, and keep_sandbox when checked), through the
+    service that checks the claim's rules first (pier.server.services.runs.
+    continue_in, then what the API's POST /run does); a refusal (another
+    collection's run, not kept, expired, in use; the plan's rules) is shown on
+    the kept run's page in the same words."""
+    form = await request.form()
+    record = runs.visible(state, caller, trajectory_id)  # only a viewer who may use its collection
+    collection = str(form.get("collection") or record.collection)
+    await collection_access(collection, state, caller)
+    task = str(form.get("task") or "")
+    keep = str(form.get(again.KEEP) or "")
+    init = again.run_fields({}, {again.KEEP: keep})  # the task's own variables and settings
+    try:
+        started = await run_in_threadpool(runs.continue_in, state, collection, task, trajectory_id, init)
+    except (ServiceError, InputError) as exc:
+        request.state.sandbox_refusal = _refusal(exc)
+        response = await run_in_threadpool(run_page, request, state, caller, trajectory_id)
+        response.status_code = exc.status if isinstance(exc, ServiceError) else 422
+        return response
+    note(request, object_id=started.trajectory_id)
+    return _see_other(f"/runs/{started.trajectory_id}")
+
+
 # tasks
 
 
@@ -320,8 +357,14 @@ def _form_context(
             "value": settings.get(name, ""),
             "default": _shown(init.get(name)) if init.get(name) else None,
         }
-        for name in again.FORM_FIELDS
+        for name in again.TEXT_FIELDS
     ]
+    task_keeps = init.get(again.KEEP) is True
+    keep = settings.get(again.KEEP, "")
+    keep_field = {  # checked as the run (or the form sent) had it, else as the task has it
+        "checked": keep == "true" or (keep == "" and task_keeps),
+        "task_keeps": task_keeps,  # then unchecked sends "false": the task's own is not the run's
+    }
     return {
         "task": stored,
         "collection": source.source.collection if source else stored.collection,
@@ -330,6 +373,7 @@ def _form_context(
         "params": {k: v for k, v in init.items() if k not in ("instruction", "vars")},
         "variables": variables,
         "fields": fields,
+        "keep": keep_field,
         "source": source,
         "action": f"/runs/{source.source.trajectory_id}/again"
         if source
@@ -364,7 +408,7 @@ async def start_run(
 ) -> Response:
     """The form's `var.NAME` fields become init_params.vars (only those filled
     in), its image, snapshot and model fields the run's own (when filled in),
-    and its files are attached as the API's multipart `files` would be. A
+    its keep_sandbox checkbox init_params.keep_sandbox, and its files are attached as the API's multipart `files` would be. A
     refusal (the rules of the plan, the CLI's and the API's) shows the form
     again, with what was typed and what to fix."""
     await collection_access(collection, state, caller)

@@ -212,3 +212,86 @@ def test_run_again_never_attaches_another_collections_file(client):
                           data={"csrf": csrf_token(ADMIN), "var.author": "x", "keep": "secret.txt"},
                           follow_redirects=False)  # fmt: skip
     assert refused.status_code == 422
+
+
+def test_run_again_carries_a_changed_image_and_snapshot_to_the_new_run(client):
+    """Every FORM_FIELD round-trips: the form shows the run's image and
+    snapshot, and the ones typed in instead are the new run's."""
+    sent = client.post("/api/v1/run/team/greet", headers=api(),
+                       json={"init_params": {"vars": {"author": "ada"}, "image": "pier-base:bookworm", "snapshot": ""}})  # fmt: skip
+    assert sent.status_code == 200, sent.text
+    first = wait_ended(client, "team", "greet", sent.json()["trajectory_id"])
+    form = client.get(f"/runs/{first['trajectory_id']}/again").text
+    assert 'name="image" value="pier-base:bookworm"' in form
+    tid = again(client, first["trajectory_id"],
+                **{"var.author": "ada", "image": "pier-test-changed:2", "snapshot": "prepared"})  # fmt: skip
+    second = wait_ended(client, "team", "greet", tid)
+    assert second["init_params"]["image"] == "pier-test-changed:2", second["init_params"]
+    assert second["init_params"]["snapshot"] == "prepared", second["init_params"]
+    form = client.get(f"/runs/{tid}/again").text  # and its own form shows them
+    assert 'name="image" value="pier-test-changed:2"' in form and 'name="snapshot" value="prepared"' in form
+
+
+def keep_box(html: str) -> str:
+    found = re.search(r'<input id="field-keep_sandbox"[^>]*>', html)
+    assert found, html
+    return found.group(0)
+
+
+def test_the_run_form_keeps_the_sandbox_when_asked_and_run_again_carries_it(client):
+    form = client.get("/tasks/team/greet").text
+    assert "Keep the sandbox after the run" in form and " checked" not in keep_box(form)
+    sent = client.post("/tasks/team/greet/run", data={"csrf": csrf_token(ADMIN), "var.author": "ada", "keep_sandbox": "true"},
+                       follow_redirects=False)  # fmt: skip
+    assert sent.status_code == 303, sent.text
+    tid = sent.headers["location"].rsplit("/", 1)[-1]
+    first = wait_ended(client, "team", "greet", tid)
+    assert first["init_params"]["keep_sandbox"] is True, first["init_params"]
+    assert first["steps"]["run"]["outputs"]["sandbox"]["kept_until"], first["steps"]["run"]["outputs"]
+    form = client.get(f"/runs/{tid}/again").text
+    assert " checked" in keep_box(form)  # the run kept it: so does its form
+    second = wait_ended(
+        client, "team", "greet", again(client, tid, **{"var.author": "ada", "keep_sandbox": "true"})
+    )
+    assert second["init_params"]["keep_sandbox"] is True
+    third = wait_ended(client, "team", "greet", again(client, tid, **{"var.author": "ada"}))  # unchecked
+    assert "keep_sandbox" not in third["init_params"], third["init_params"]
+    assert not third["steps"]["run"]["outputs"]["sandbox"].get("kept_until")
+    assert " checked" not in keep_box(client.get(f"/runs/{third['trajectory_id']}/again").text)
+
+
+def test_a_keep_sandbox_that_is_not_a_boolean_is_refused_in_the_plans_words(client):
+    import html
+
+    sent = client.post("/tasks/team/greet/run", data={"csrf": csrf_token(ADMIN), "var.author": "ada", "keep_sandbox": "yes"},
+                       follow_redirects=False)  # fmt: skip
+    assert sent.status_code == 422, sent.text
+    api_sent = client.post("/api/v1/run/team/greet", headers=api(),
+                           json={"init_params": {"vars": {"author": "ada"}, "keep_sandbox": "yes"}})  # fmt: skip
+    assert api_sent.status_code == 422, api_sent.text
+    words = "keep_sandbox must be true or false, got 'yes'"
+    assert words in html.unescape(sent.text) and words in api_sent.text, (sent.text, api_sent.text)
+
+
+def test_run_again_of_a_continued_run_with_no_stored_task_does_not_claim_its_sandbox_again(client):
+    """A `pier run --continue-from X --keep` stores no task: the new run runs its
+    record's runbook and settings, but not its continue_from (X's sandbox is
+    that run's); its keep is the task's own, and unchecking it says false."""
+    from pier.lifecycle.wiring import Services
+    from pier.record import RunStatus, Trajectory
+
+    params = {
+        "instruction": RUNBOOK,
+        "vars": {"author": "x"},
+        "continue_from": "a" * 32,
+        "keep_sandbox": True,
+    }
+    record = Trajectory.new("e" * 32, "team", "cli-only", init_params=params)
+    record.finish(RunStatus.completed, record.created, 1.0)
+    Services().store.create_run(record)
+    form = client.get(f"/runs/{record.trajectory_id}/again").text
+    assert '<input type="hidden" name="keep_sandbox" value="false">' in form and " checked" in keep_box(form)
+    tid = again(client, record.trajectory_id, **{"var.author": "x", "keep_sandbox": "false"})  # unchecked
+    new = wait_ended(client, "team", "cli-only", tid)
+    assert "continue_from" not in new["init_params"] and new["init_params"]["keep_sandbox"] is False, new
+    assert new["status"] == "completed" and new["parent"] is None, new["error"]

@@ -1,5 +1,6 @@
 """Running a run again: the form of a new run filled from one the caller may
-see (its variables, files, image, snapshot and model), and the new run made
+see (its variables, files, image, snapshot, model and whether it kept its
+sandbox), and the new run made
 from it. It works for any run the caller may see: a stored task's (the task
 as it is now), and one made elsewhere with no stored task, such as a `pier
 run` in the `local` collection (its runbook and settings are in its record).
@@ -24,7 +25,9 @@ from pier.server.state import ApiState
 from pier.storage.base import RunStorage, clean_key
 from pier.tasks.model import Task
 
-FORM_FIELDS = ("image", "snapshot", "model")  # the settings a run form takes, beside its variables and files
+TEXT_FIELDS = ("image", "snapshot", "model")  # a run form's settings typed in
+KEEP = "keep_sandbox"  # and whether the sandbox is kept after the run (a checkbox: "true" or "false")
+FORM_FIELDS = (*TEXT_FIELDS, KEEP)  # the settings a run form takes, beside its variables and files
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class Again:
     task: Task  # what the new run runs
     stored: bool  # the task is stored in the run's collection (else: the run's own copy of it)
     variables: dict[str, str]
-    settings: dict[str, str]  # image, snapshot, model as the run had them ("" for unset)
+    settings: dict[str, str]  # image, snapshot, model, keep_sandbox as the run had them ("" for unset)
     files: list[SourceFile]
 
 
@@ -93,7 +96,9 @@ def run_fields(variables: Mapping[str, str], settings: Mapping[str, str]) -> dic
     """A run form's init_params: only what was filled in. An empty variable is
     not given (a required one is then refused by the plan's rules, as the CLI
     and the API refuse it; one with a default takes it); an empty setting is the
-    task's own. An image given without a snapshot is the sandbox's image."""
+    task's own. An image given without a snapshot is the sandbox's image.
+    keep_sandbox "true" or "false" is that boolean; any other text is given as
+    it is, for the plan to refuse in its words (as the API's JSON would be)."""
     init: dict[str, Any] = {}
     given = {k: v for k, v in variables.items() if v != ""}
     if given:
@@ -102,6 +107,8 @@ def run_fields(variables: Mapping[str, str], settings: Mapping[str, str]) -> dic
         value = (settings.get(name) or "").strip()
         if value:
             init[name] = value
+    if KEEP in init:
+        init[KEEP] = {"true": True, "false": False}.get(init[KEEP], init[KEEP])
     if "image" in init and "snapshot" not in init:
         init["snapshot"] = ""
     return init
@@ -110,7 +117,11 @@ def run_fields(variables: Mapping[str, str], settings: Mapping[str, str]) -> dic
 def _task_of(source: Trajectory) -> Task:
     """The task a run with no stored task ran: its resolved parameters (its
     runbook among them) and its step's config, as its record keeps them."""
-    init = {k: v for k, v in source.run.inputs.items() if k != "file_paths" and v is not None}
+    init = {  # not the sandbox it continued in: that one is claimed (the form says whether to keep)
+        k: v
+        for k, v in source.run.inputs.items()
+        if k not in ("file_paths", "continue_from") and v is not None
+    }
     config = source.step_configs.get(RUN_STEP)
     try:
         return Task.model_validate(

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from pier.db import Event, Store
 from pier.db.runs import LabelFilter
-from pier.errors import InputError, NotFoundError
+from pier.errors import InputError, NotFoundError, StageError
 from pier.lifecycle.files import save_uploads
 from pier.names import check_task_name, trajectory_id_of
 from pier.record import Label, RunStatus, Trajectory, storage_key
@@ -360,3 +360,22 @@ def pause_sandbox(state: ApiState, collection: str, trajectory_id: str, pause: b
         raise
     except InputError as exc:
         raise ServiceError(409, str(exc)) from None
+
+
+def continue_in(
+    state: ApiState, collection: str, task: str, trajectory_id: str, init_params: dict[str, Any]
+) -> Trajectory:
+    """A run of the collection's task in the kept sandbox of run
+    `trajectory_id` (init_params.continue_from, docs/sessions.md), as `accept`
+    makes it. What the run's claim would refuse by the record (another
+    collection's run, one not kept, expired, still running, a sandbox in use)
+    is refused first (409, in the claim's words) and no run is made; the claim
+    at the run's start still decides (a run that took the sandbox meanwhile
+    fails it at create, as over the API)."""
+    from pier.lifecycle.sessions import continuable
+
+    try:
+        continuable(state.store, trajectory_id, collection)
+    except StageError as exc:
+        raise ServiceError(409, exc.message) from None
+    return accept(state, collection, task, {"init_params": {**init_params, "continue_from": trajectory_id}})
