@@ -345,9 +345,10 @@ async function trajectories(ctx, check) {
 
 async function templates(ctx, check) {
   await check("listStepTemplates", async () => {
+    // The platform's shape: {templates, categories, total_count} (the SDK passes it through).
     const list = await ctx.jetty.listStepTemplates();
-    assert.ok(Array.isArray(list), "StepTemplate[]");
-    const runbook = list.find((t) => t.name === "runbook");
+    assert.ok(Array.isArray(list.templates) && list.total_count === list.templates.length);
+    const runbook = list.templates.find((t) => t.name === "runbook");
     assert.ok(runbook && isObject(runbook.config_schema));
   });
   await check("getStepTemplate", async () => {

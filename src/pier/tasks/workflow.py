@@ -226,6 +226,7 @@ ACTIVITIES: dict[str, Activity] = {
         Activity("extract_from_trajectories", "control_flow", "gathers values by path from the children of a fan-out: outputs.extracted_data", ExtractFromTrajectories),
     )
 }  # fmt: skip
+CATEGORIES = tuple(dict.fromkeys(a.category for a in ACTIVITIES.values()))
 LLM_ACTIVITIES = frozenset({"litellm_chat", "simple_judge", "litellm_vision"})
 # Model steps whose provider is fixed by the activity (their key is checked when a run is accepted).
 MEDIA_PROVIDERS = {

@@ -154,10 +154,10 @@ def test_ingest_cannot_overwrite_a_run_of_another_collection(server, collection:
 def test_step_templates_name_the_activities_and_their_schema(collection: Collection):
     c = collection.client()
     listed = c.get("/api/v1/step-templates").json()
-    assert isinstance(listed, list) and "control_flow" in {t["category"] for t in listed}
-    names = [t["activity_name"] for t in listed]
+    assert listed["total_count"] == len(listed["templates"]) and "control_flow" in listed["categories"]
+    names = [t["activity_name"] for t in listed["templates"]]
     assert {"runbook", "litellm_chat", "simple_judge", "list_emit_await", "text_split"} <= set(names)
-    template = next(t for t in listed if t["name"] == "runbook")
+    template = next(t for t in listed["templates"] if t["name"] == "runbook")
     assert "timeout_sec" in template["config_schema"]["properties"]
     missing = c.get("/api/v1/step-templates/http_get")
     assert missing.status_code == 404 and "runbook" in missing.json()["detail"]

@@ -167,20 +167,26 @@ def test_run_run_sync_with_a_file_logs_trajectories_and_stats(collection: Collec
 
 
 TEMPLATE_CALLS = r"""
+curl -sf "$JETTY_API_URL/api/v1/step-templates" | jq -c '[.templates[] | .activity_name]' > "$OUT/names"
 curl -sf "$JETTY_API_URL/api/v1/step-templates" \
-  | jq -r '.[] | "\(.name)\t\(.description // "No description")"' > "$OUT/templates"
+  | jq '.templates[] | select(.activity_name == "litellm_chat")' > "$OUT/chat"
 curl -sf "$JETTY_API_URL/api/v1/step-templates/runbook" | jq > "$OUT/runbook"
 """
 
 
 def test_step_templates_without_a_token(collection: Collection, tmp_path: Path):
+    """The skills' references list templates with a bare curl (no token) and read
+    `{templates, categories, total_count}` (their words: "The step templates API
+    response is {templates: [...], categories: [...], total_count: N}"). The shell
+    helper's older `jq '.[] | .name'` reads an array the platform no longer answers."""
     out = bash(collection, tmp_path, TEMPLATE_CALLS)
     with collection.server.client(token=None) as c:
-        templates = c.get("/api/v1/step-templates").json()
-    assert lines(out["templates"]) == [f"{t['name']}\t{t['description']}" for t in templates]
-    names = [line.split("\t")[0] for line in lines(out["templates"])]
+        listed = c.get("/api/v1/step-templates").json()
+    names = json.loads(out["names"])
+    assert names == [t["activity_name"] for t in listed["templates"]] and len(names) == listed["total_count"]
     assert {"runbook", "litellm_chat", "simple_judge", "text_split"} <= set(names)
-    assert all(t["description"] for t in templates), "each has a description of its own"
+    chat = json.loads(out["chat"])
+    assert chat["activity_name"] == "litellm_chat" and chat["description"] and chat["parameters"]
     runbook_template = json.loads(out["runbook"])
     assert (
         runbook_template["name"] == "runbook"

@@ -1,6 +1,6 @@
 """What this server offers: the activities a workflow step may use (step
 templates, each with its config schema; no token needed, as on the platform,
-whose clients list them before they hold one), and the trial keys."""
+whose references list them with a bare curl), and the trial keys."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.state import StateDep
 from pier.errors import NotFoundError
 from pier.policies.trial import TrialStatus
-from pier.tasks.workflow import ACTIVITIES, config_schema, known_activities
+from pier.tasks.workflow import ACTIVITIES, CATEGORIES, config_schema, known_activities
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES)
 
@@ -30,6 +30,14 @@ class StepTemplate(BaseModel):
     description: str
     config_schema: dict[str, Any]
     parameters: list[dict[str, Any]]
+
+
+class StepTemplates(BaseModel):
+    """The platform's shape: `{templates, categories, total_count}`."""
+
+    templates: list[StepTemplate]
+    categories: list[str]
+    total_count: int
 
 
 def _template(name: str) -> StepTemplate:
@@ -54,10 +62,9 @@ def _template(name: str) -> StepTemplate:
 
 
 @router.get("/step-templates", tags=["workflows"], summary="The activities pier runs")
-def list_step_templates() -> list[StepTemplate]:
-    """An array, as the platform's clients read it (`StepTemplate[]` in its
-    SDK; its skills' shell helper runs `jq '.[] | .name'` on it)."""
-    return [_template(name) for name in ACTIVITIES]
+def list_step_templates() -> StepTemplates:
+    templates = [_template(name) for name in ACTIVITIES]
+    return StepTemplates(templates=templates, categories=list(CATEGORIES), total_count=len(templates))
 
 
 @router.get("/step-templates/{name}", tags=["workflows"], summary="One activity and its config schema")
