@@ -46,8 +46,8 @@ log = logging.getLogger(__name__)
 
 DESCRIPTION = """Runs AI agents on runbooks, one isolated sandbox per run.
 
-Every route but the health checks (`/health`, `/health/live`, `/health/ready`)
-and the docs needs `Authorization: Bearer <token>`:
+Every route but the health checks (`/health`, `/health/live`, `/health/ready`),
+the step templates and the docs needs `Authorization: Bearer <token>`:
 a collection's token (`pier collection create NAME`) or the admin token
 (`PIER_ADMIN_TOKEN`). Errors are JSON: `{"detail": "<what to do>"}`."""
 

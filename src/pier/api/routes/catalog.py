@@ -1,5 +1,6 @@
 """What this server offers: the activities a workflow step may use (step
-templates, each with its config schema), and the trial keys."""
+templates, each with its config schema; no token needed, as on the platform,
+whose references list them with a bare curl), and the trial keys."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from pier.api.auth import CallerDep, CollectionDep
+from pier.api.auth import CollectionDep
 from pier.api.schemas.common import ERROR_RESPONSES
 from pier.api.state import StateDep
 from pier.errors import NotFoundError
@@ -61,13 +62,13 @@ def _template(name: str) -> StepTemplate:
 
 
 @router.get("/step-templates", tags=["workflows"], summary="The activities pier runs")
-def list_step_templates(_caller: CallerDep) -> StepTemplates:
+def list_step_templates() -> StepTemplates:
     templates = [_template(name) for name in ACTIVITIES]
     return StepTemplates(templates=templates, categories=list(CATEGORIES), total_count=len(templates))
 
 
 @router.get("/step-templates/{name}", tags=["workflows"], summary="One activity and its config schema")
-def get_step_template(name: str, _caller: CallerDep) -> StepTemplate:
+def get_step_template(name: str) -> StepTemplate:
     if name not in ACTIVITIES:
         raise NotFoundError(f"no step template {name!r}: pier runs these activities: {known_activities()}")
     return _template(name)

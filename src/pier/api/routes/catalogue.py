@@ -32,11 +32,17 @@ class DatasetPublic(DatasetSummary):
 
 class ModelPublic(BaseModel):
     id: str
+    name: str = Field(description="the same as id: the platform's clients list models by name")
     object: str = "model"
     provider: str = Field(description="the model_provider a run names to use it")
     owned_by: str
     key_env: str = Field(description="the variable whose key reaches it")
     via: str = Field(description="collection: its own key; trial: the server's trial key")
+
+
+def _model(found: service.Model) -> ModelPublic:
+    return ModelPublic(id=found.id, name=found.id, provider=found.provider, owned_by=found.provider,
+                       key_env=found.key_env, via=found.via)  # fmt: skip
 
 
 def _summary(found: service.Dataset) -> dict[str, Any]:
@@ -60,17 +66,14 @@ def get_dataset(collection: CollectionDep, dataset: str, state: StateDep) -> Dat
 def list_models(collection: CollectionDep, state: StateDep) -> list[ModelPublic]:
     """Every model (by the price table's list) of each provider whose key the
     collection's environment, or the server's trial keys, hold."""
-    return [ModelPublic(id=m.id, provider=m.provider, owned_by=m.provider, key_env=m.key_env, via=m.via)
-            for m in service.models(state, collection)]  # fmt: skip
+    return [_model(m) for m in service.models(state, collection)]
 
 
 @router.get("/models/{collection}/{model:path}", summary="One model the collection can reach")
 def get_model(collection: CollectionDep, model: str, state: StateDep) -> ModelPublic:
     for m in service.models(state, collection):
         if model in (m.id, f"{m.provider}/{m.id}"):
-            return ModelPublic(
-                id=m.id, provider=m.provider, owned_by=m.provider, key_env=m.key_env, via=m.via
-            )
+            return _model(m)
     raise NotFoundError(
         f"model {model!r} is not one collection {collection!r} can reach: GET /api/v1/models/{collection}/ "
         "lists them (set a provider's key in the collection's environment to reach its models)"
