@@ -73,11 +73,15 @@ def end_orphaned_runs(
     return ended
 
 
-def end_orphan(store: Store, settings: Settings, record: Trajectory) -> Trajectory:
+def end_orphan(
+    store: Store, settings: Settings, record: Trajectory, message: str | None = None
+) -> Trajectory:
+    """End the run as failed saying `message` (by default orphan_message's)
+    and delete its scratch files."""
     from pier.lifecycle.outcomes import end_record
     from pier.lifecycle.scratch import scratch_dir
 
-    message = orphan_message(store, record)
+    message = message or orphan_message(store, record)
     record = end_record(record, RunStatus.failed, message)
     store.save_run(record)
     store.append_event(record.trajectory_id, message, "save")

@@ -1,10 +1,16 @@
 """What a starting server does about the runs a previous one left: nothing
 accepted is lost, and nothing a live process runs is touched.
 
-- running, and its owner (the process that ran it) is gone: its sandbox with
-  the agent's work in it cannot be resumed, so the run fails saying so (and is
-  swept). A run whose owner still runs (a `pier run` on the same PIER_HOME, a
-  zombie aside) is left to it;
+- running, and its owner (the process that ran it) is gone: a runbook run's
+  sandbox with the agent's work in it cannot be resumed, so the run fails
+  saying so (and is swept). A workflow run the API accepted (a top-level one,
+  its request kept) is taken over from its record instead: it is queued again
+  as pending, and runs on from it (pier.lifecycle.workflow keeps the steps
+  that completed and the fan-out children that ended); the children that had
+  not ended died with the process, and end failed saying their item starts
+  again, which their parent's fan-out then does (it is no longer told of them).
+  A run whose owner still runs (a `pier run` on the same PIER_HOME, a zombie
+  aside) is left to it;
 - pending: it never started, so it starts now, in the order it was accepted
   (a pending run with an owner is a `pier run`'s, not the server's to start);
 - ended but with a kept request: the server stopped before finishing up, so
@@ -37,15 +43,19 @@ from datetime import datetime, timedelta
 from pier.errors import NotFoundError
 from pier.executors.base import Holding, Job
 from pier.lifecycle.background import sweep_once
-from pier.lifecycle.orphans import end_orphaned_runs
+from pier.lifecycle.orphans import UNFINISHED, end_orphan, end_orphaned_runs
 from pier.lifecycle.outcomes import CANCELLED, end_record, failed_to_start
-from pier.record import RunStatus, Trajectory, utcnow
+from pier.record import ActivityOutputs, RunStatus, StageStatus, Trajectory, utcnow
 from pier.sandbox.owner import owner_alive
 from pier.server.dispatcher import Dispatcher, Payload
 
 log = logging.getLogger(__name__)
 
 LOST_REQUEST = "the server lost this run's request before it started; run it again"
+TAKEN_OVER = (
+    "the server running this workflow stopped before it ended; this one takes it over from its record "
+    "(the steps that completed are kept)"
+)
 FIRST_RETRY_SEC = 1.0
 
 
@@ -96,6 +106,7 @@ def recover(dispatcher: Dispatcher, before: datetime | None = None) -> None:
         reconcile(dispatcher)
         return
     services = dispatcher.services
+    take_over_workflows(dispatcher, before)
     for record in end_orphaned_runs(services.store, services.settings, judge=abandoned_at_start):
         log.warning("run %s was running when its process stopped: marked failed", record.trajectory_id)
     sweep_once(lambda: services.backend, services.store, services.settings)
@@ -165,6 +176,67 @@ def abandoned_at_start(record: Trajectory) -> bool:
     if record.status == RunStatus.running:
         return alive is not True
     return alive is False
+
+
+def take_over_workflows(dispatcher: Dispatcher, before: datetime | None = None) -> list[str]:
+    """Queue again (pending, no owner: requeue_pending starts it) every
+    workflow run a previous server was running when it stopped, ending first
+    the children it had under way (and theirs), which died with it, and taking
+    them out of its fan-out's record, so that it starts their items again. The
+    ids taken over. A `pier run`'s workflow (no kept request) and a child
+    workflow (its parent's fan-out starts its item again) are not taken over."""
+    store, settings = dispatcher.store, dispatcher.services.settings
+    unfinished = store.runs_with_status(UNFINISHED)
+    children: dict[str, list[Trajectory]] = {}
+    for record in unfinished:
+        if record.parent_trajectory_id:
+            children.setdefault(record.parent_trajectory_id, []).append(record)
+    taken = []
+    for record in unfinished:
+        tid = record.trajectory_id
+        if (
+            record.status != RunStatus.running
+            or record.parent_trajectory_id is not None
+            or not record.is_workflow
+            or not abandoned_at_start(record)
+            or (before is not None and record.created >= before)
+            or store.run_request(tid) is None
+        ):
+            continue
+        lost: set[str] = set()
+        below = list(children.get(tid, []))
+        while below:
+            child = below.pop()
+            message = (
+                f"the server running its parent {child.parent_trajectory_id} was lost; "
+                "the fan-out started this item again"
+            )
+            end_orphan(store, settings, child, message)
+            lost.add(child.trajectory_id)
+            below.extend(children.get(child.trajectory_id, []))
+        _forget_children(record, lost)
+        record.status, record.owner = RunStatus.pending, None
+        if store.save_run(record):
+            store.append_event(tid, TAKEN_OVER, "prepare")
+            log.warning("workflow run %s was running when its server stopped: taken over from its record "
+                        "(%d child run(s) lost)", tid, len(lost))  # fmt: skip
+            taken.append(tid)
+    return taken
+
+
+def _forget_children(record: Trajectory, lost: set[str]) -> None:
+    """Take the lost children out of the fan-outs under way in the record (the
+    `started` a list_emit_await keeps), so that their items start again."""
+    for step in record.steps.values():
+        if step.status != StageStatus.running:
+            continue
+        outputs = step.outputs.model_dump(mode="json")
+        started = outputs.get("started")
+        if isinstance(started, list):
+            outputs["started"] = [
+                ref for ref in started if not (isinstance(ref, dict) and ref.get("trajectory_id") in lost)
+            ]
+            step.outputs = ActivityOutputs(**outputs)
 
 
 def requeue_pending(dispatcher: Dispatcher, before: datetime | None = None) -> None:

@@ -8,16 +8,17 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from pier.db import Store
 from pier.lifecycle.context import scratch_dir
 from pier.lifecycle.orphans import end_orphaned_runs, owner_gone
-from pier.record import RunStatus, StageStatus, Trajectory
+from pier.record import ActivityOutputs, RunStatus, StageStatus, Step, Trajectory
 from pier.sandbox.base import LABEL_RUN, SandboxBackend, SandboxInfo
 from pier.sandbox.owner import owner_label
-from pier.server.recovery import abandoned_at_start
+from pier.server.recovery import TAKEN_OVER, abandoned_at_start, take_over_workflows
 from pier.settings import Settings
 
 
@@ -124,3 +125,72 @@ def test_the_start_up_judgement():
     assert abandoned_at_start(record(owner_label(), RunStatus.pending)) is False
     assert abandoned_at_start(record(dead_label(), RunStatus.pending)) is True
     assert owner_gone(record(None)) is False and owner_gone(record(dead_label())) is True
+
+
+def workflow_run(tid: str, owner: str | None, fan_started: list[str]) -> Trajectory:
+    record = Trajectory.new(tid, "local", "wf", owner=owner, status=RunStatus.running)
+    record.steps = {
+        "first": Step(activity="text_echo", key="first", status=StageStatus.completed,
+                      outputs=ActivityOutputs(text="kept")),
+        "fan": Step(activity="list_emit_await", key="fan", status=StageStatus.running,
+                    outputs=ActivityOutputs(started=[{"index": i, "trajectory_id": t}
+                                                     for i, t in enumerate(fan_started)])),
+    }  # fmt: skip
+    record.total_steps = ["first", "fan"]
+    return record
+
+
+def child_run(tid: str, parent: str, status: RunStatus, owner: str | None) -> Trajectory:
+    record = Trajectory.new(tid, "local", "nap", owner=owner, status=status, parent_trajectory_id=parent)
+    if status.terminal:
+        record.ended = record.created
+    return record
+
+
+def test_a_server_s_workflow_run_is_taken_over_and_its_lost_children_let_go(store, tmp_path):
+    """The previous server's workflow run goes back to pending (the start
+    re-queues it) with its completed steps; its fan-out's children that had not
+    ended end failed as lost and leave the fan-out's record, so their items
+    start again; the ended one stays. A runbook run, a `pier run`'s workflow
+    and a live owner's are judged as before."""
+    settings = Settings(home=tmp_path / "home")
+    dead = dead_label()
+    wf = workflow_run("wf", dead, ["done", "running", "waiting"])
+    store.enqueue_run(wf, {"collection": "local"})
+    store.save_run(wf)
+    for child in (
+        child_run("done", "wf", RunStatus.completed, dead),
+        child_run("running", "wf", RunStatus.running, dead),
+        child_run("waiting", "wf", RunStatus.pending, None),  # waiting for a run slot
+        child_run("unnoted", "wf", RunStatus.running, dead),  # started, not yet in the parent's record
+    ):
+        store.create_run(child)
+    cli_wf = workflow_run("cli-wf", dead, [])  # a `pier run`'s: no kept request
+    store.create_run(cli_wf)
+    live_wf = workflow_run("live-wf", owner_label(), [])
+    store.enqueue_run(live_wf, {"collection": "local"})
+    store.save_run(live_wf)
+    runbook = Trajectory.new("runbook", "local", "task", owner=dead, status=RunStatus.running)
+    store.enqueue_run(runbook, {"collection": "local"})
+    store.save_run(runbook)
+
+    dispatcher = SimpleNamespace(store=store, services=SimpleNamespace(settings=settings))
+    assert take_over_workflows(dispatcher) == ["wf"]  # type: ignore[arg-type]
+
+    taken = store.get_run("wf")
+    assert taken.status == RunStatus.pending and taken.owner is None
+    assert (
+        taken.steps["first"].status == StageStatus.completed and taken.steps["first"].outputs.text == "kept"
+    )
+    assert taken.steps["fan"].outputs.model_dump()["started"] == [{"index": 0, "trajectory_id": "done"}]
+    assert TAKEN_OVER in [e.line for e in store.events("wf")]
+    assert store.get_run("done").status == RunStatus.completed
+    for tid in ("running", "waiting", "unnoted"):
+        lost = store.get_run(tid)
+        assert lost.status == RunStatus.failed, tid
+        assert lost.error == "the server running its parent wf was lost; the fan-out started this item again"
+    assert store.get_run("live-wf").status == RunStatus.running
+    for tid in ("cli-wf", "runbook"):  # left to end_orphaned_runs: failed
+        assert store.get_run(tid).status == RunStatus.running
+    ended = {r.trajectory_id for r in end_orphaned_runs(store, settings, judge=abandoned_at_start)}
+    assert ended == {"cli-wf", "runbook"}
