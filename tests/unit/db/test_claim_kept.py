@@ -39,7 +39,7 @@ class Backend:
         return SimpleNamespace(id=sandbox_id)
 
 
-def claimant(url: str, parent_id: str, barrier, answers) -> None:
+def claimant(url: str, parent_id: str, barrier, answers, answered=None) -> None:
     trajectory_id = uuid.uuid4().hex
     with Store.open(url) as store:
         plan = SimpleNamespace(continue_from=parent_id, collection="c")
@@ -56,6 +56,9 @@ def claimant(url: str, parent_id: str, barrier, answers) -> None:
             answers.put((trajectory_id, "claimed"))
         except StageError as exc:
             answers.put((trajectory_id, str(exc)))
+        finally:
+            if answered is not None:
+                answered.set()
 
 
 def test_two_runs_continuing_from_one_kept_sandbox_at_once_exactly_one_gets_it(store_url):
@@ -98,24 +101,27 @@ def test_swap_run_writes_only_over_the_version_it_read(store, stored):
 
 
 class PausingBackend(Backend):
-    """The same barrier in `attach`, and a pause that is counted (a file per call)."""
+    """The same barrier in `attach`, and a pause that is counted (a file per call)
+    and lasts until the claimant has its answer: a pause that let go first would
+    leave the claimant's next try a free sandbox (one after the other, not at once)."""
 
-    def __init__(self, barrier, marks: str) -> None:
+    def __init__(self, barrier, marks: str, answered) -> None:
         super().__init__(barrier)
-        self.marks = marks
+        self.marks, self.answered = marks, answered
 
     def pause(self, sandbox_id: str) -> None:
         with open(self.marks, "a") as marks:
             marks.write("paused\n")
+        self.answered.wait(timeout=30)
 
 
-def pauser(url: str, parent_id: str, barrier, answers, marks: str) -> None:
+def pauser(url: str, parent_id: str, barrier, answers, marks: str, answered) -> None:
     from pier.errors import InputError
     from pier.lifecycle.sessions import pause_kept
 
     with Store.open(url) as store:
         try:
-            pause_kept(store, PausingBackend(barrier, marks), "c", parent_id, pause=True)
+            pause_kept(store, PausingBackend(barrier, marks, answered), "c", parent_id, pause=True)
             answers.put(("pause", "claimed"))
         except InputError as exc:
             answers.put(("pause", str(exc)))
@@ -129,8 +135,9 @@ def test_a_pause_and_a_run_continuing_at_once_exactly_one_gets_the_sandbox(store
         parent.outputs.sandbox.kept_until = time.time() + 600
         store.create_run(parent)
     barrier, answers, marks = FORK.Barrier(2), FORK.Queue(), str(tmp_path / "paused")
-    workers = [FORK.Process(target=claimant, args=(store_url, parent.trajectory_id, barrier, answers)),
-               FORK.Process(target=pauser, args=(store_url, parent.trajectory_id, barrier, answers, marks))]  # fmt: skip
+    answered = FORK.Event()
+    workers = [FORK.Process(target=claimant, args=(store_url, parent.trajectory_id, barrier, answers, answered)),
+               FORK.Process(target=pauser, args=(store_url, parent.trajectory_id, barrier, answers, marks, answered))]  # fmt: skip
     for worker in workers:
         worker.start()
     got = dict(answers.get(timeout=60) for _ in workers)
