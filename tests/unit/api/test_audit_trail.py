@@ -163,3 +163,45 @@ def test_deleting_the_newest_rows_is_detected_by_verify(client, pier_home, tmp_p
                              capture_output=True, text=True, timeout=60)  # fmt: skip
     assert against.returncode == 1, against.stdout
     assert f"2 exported entries are missing from the database: {ids[2]}, {ids[3]}" in against.stdout
+
+
+def test_export_follows_new_entries_to_syslog_over_udp(tmp_path):
+    """`pier audit export --syslog 127.0.0.1:PORT --follow` sends each entry as
+    one datagram to a real UDP listener (a SIEM's syslog input), the ones
+    written before it started and one written while it follows."""
+    import socket
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIER_")}
+    env.update(PIER_HOME=str(tmp_path), PIER_RESIDENT="0")
+
+    def create(name: str) -> None:
+        done = subprocess.run([*PIER, "collection", "create", name], env=env, capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
+    create("before-export")
+    listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.settimeout(30)
+    port = listener.getsockname()[1]
+    follower = subprocess.Popen([*PIER, "audit", "export", "--syslog", f"127.0.0.1:{port}", "--follow",
+                                 "--poll", "0.2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        first = listener.recv(65536).decode()
+        create("while-following")
+        second = listener.recv(65536).decode()
+        time.sleep(0.5)
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            listener.recv(65536)  # one datagram per entry, nothing twice
+    finally:
+        follower.terminate()
+        follower.wait(timeout=30)
+        listener.close()
+    for datagram, name in ((first, "before-export"), (second, "while-following")):
+        assert datagram.startswith("<") and "pier-audit: " in datagram, datagram  # syslog's <PRI> and tag
+        entry = json.loads(datagram.split("pier-audit: ", 1)[1].rstrip("\x00"))
+        assert (entry["action"], entry["object_id"]) == ("cli collection create", name) and entry[
+            "entry_hash"
+        ]
