@@ -306,8 +306,8 @@ class Trajectory(BaseModel):
     def success(self) -> bool | None:
         if self.is_workflow:  # every step that ran completed
             return None if not self.status.terminal else self.status == RunStatus.completed
-        step = self.steps.get(RUN_STEP)
-        return None if step is None else step.outputs.success
+        outputs = _runbook_outputs(self)
+        return None if outputs is None else outputs.success
 
     def stage(self, name: str) -> StageRecord:
         for stage in self.outputs.stages:
@@ -457,9 +457,16 @@ class RunState(BaseModel):
     stages: list[StageState] = Field(default_factory=list, description="each stage's state, as it is shown")
 
 
-def run_state(record: Trajectory) -> RunState:
+def _runbook_outputs(record: Trajectory) -> StepOutputs | None:
+    """The runbook step's outputs; None without one: none yet, or a workflow's
+    step named run (its outputs are its activity's, with no stages or checks)."""
     step = record.steps.get(RUN_STEP)
-    stages = list(step.outputs.stages) if step else []
+    return step.outputs if step is not None and isinstance(step.outputs, StepOutputs) else None
+
+
+def run_state(record: Trajectory) -> RunState:
+    outputs = _runbook_outputs(record)
+    stages = list(outputs.stages) if outputs is not None else []
     agent = next((s for s in stages if s.name == "run_agent"), None)
     agent_started = agent is not None and agent.status not in (StageStatus.pending, StageStatus.skipped)
     return RunState(
@@ -486,9 +493,9 @@ def _summary(record: Trajectory, stages: list[StageRecord], agent_started: bool)
     if status == RunStatus.failed:
         return f"failed at {record.failed_stage}: {error}" if record.failed_stage else f"failed: {error}"
     if status == RunStatus.completed and record.success is False:
-        step = record.steps.get(RUN_STEP)
-        failing = step is not None and any(c.failing for c in step.outputs.checks)
-        verdict = ((step.outputs.eval or {}) if step else {}).get("passed")
+        outputs = _runbook_outputs(record)
+        failing = outputs is not None and any(c.failing for c in outputs.checks)
+        verdict = ((outputs.eval or {}) if outputs is not None else {}).get("passed")
         if not failing and verdict is False:
             return "completed; the evaluation report (validation_report.json) did not pass"
         return f"completed; {_checks_state(record, stages)}"
@@ -508,8 +515,8 @@ def _declares_checks(record: Trajectory) -> bool | None:
 
 
 def _checks_state(record: Trajectory, stages: list[StageRecord]) -> str:
-    step = record.steps.get(RUN_STEP)
-    results = step.outputs.checks if step else []
+    outputs = _runbook_outputs(record)
+    results = outputs.checks if outputs is not None else []
     if results:
         outcomes = [c.outcome for c in results]
         others = [f"{outcomes.count(o)} {'failed' if o == 'fail' else o}" for o in ("fail", "error", "skipped")

@@ -97,3 +97,20 @@ def test_additive_fields_and_unknown_stages_leave_the_state_alone():
     data["steps"]["run"]["outputs"]["stages"].append({"name": "evaluate", "status": "pending"})
     again = Trajectory.model_validate(data)
     assert again.state.summary == record.state.summary and again.state.checks == record.state.checks
+
+
+def test_a_workflow_step_named_run_is_not_read_as_a_runbook_run():
+    """A workflow may name a step "run" (Task accepts it); its outputs are its
+    activity's, with no stages or checks: the state is a workflow's, as for
+    any other name, and the record serialises (state is a computed field)."""
+
+    def workflow(step: str) -> Trajectory:
+        return Trajectory.model_validate({
+            "name": "t", "collection": "local", "trajectory_id": "c" * 32, "status": "completed",
+            "steps": {step: {"activity": "text_template", "status": "completed", "outputs": {"text": "hi"}}},
+        })  # fmt: skip
+
+    named_run, other = workflow("run"), workflow("render")
+    assert named_run.is_workflow
+    assert named_run.state == other.state
+    assert named_run.model_dump(mode="json")["state"] == other.model_dump(mode="json")["state"]

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from pier.checks.model import Check, program_spec
 from pier.record import CheckResult
@@ -263,7 +263,7 @@ def _normalised(entry: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     return entry
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

@@ -169,9 +169,9 @@ class AuditStore(StoreBase):
         ).scalar()
         prev = last or ""
         values = entry.model_dump(exclude={"id", "prev_hash", "entry_hash"})
-        new_id = connection.execute(
-            insert(audit_events).values(**values, prev_hash=prev)
-        ).inserted_primary_key[0]
+        key = connection.execute(insert(audit_events).values(**values, prev_hash=prev)).inserted_primary_key
+        assert key is not None  # a single-row insert's (SQLAlchemy types it Optional)
+        new_id = key[0]
         stored = _entry(connection.execute(select(audit_events).where(audit_events.c.id == new_id)).one())
         digest = entry_hash(stored, prev)
         connection.execute(update(audit_events).where(audit_events.c.id == new_id).values(entry_hash=digest))

@@ -12,6 +12,7 @@ import ssl
 import threading
 import time
 from pathlib import Path
+from typing import TypedDict
 
 import httpx
 import uvicorn
@@ -28,6 +29,14 @@ log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30
 # A model call may think for minutes before its first byte; connecting may not.
 UPSTREAM_TIMEOUT = httpx.Timeout(connect=30, read=900, write=120, pool=60)
+
+
+class _ClientOptions(TypedDict):
+    """The keywords _serve gives httpx's client, typed so mypy can check them
+    against AsyncClient's parameters."""
+
+    timeout: httpx.Timeout
+    follow_redirects: bool
 
 
 class Gateway:
@@ -77,7 +86,7 @@ class Gateway:
         asyncio.run(self._serve())
 
     async def _serve(self) -> None:
-        options = {"timeout": UPSTREAM_TIMEOUT, "follow_redirects": False}
+        options: _ClientOptions = {"timeout": UPSTREAM_TIMEOUT, "follow_redirects": False}
         client = (
             httpx.AsyncClient(transport=self._transport, **options)
             if self._transport is not None

@@ -204,7 +204,8 @@ def urls_in(output: Any) -> list[str]:
 def replicate_run(road: Route, model: str, inputs: dict[str, Any]) -> Any:
     import replicate
 
-    client = replicate.Client(api_token=road.key, base_url=road.base_url, timeout=CALL_TIMEOUT_S)
+    # replicate annotates timeout as httpx.Timeout, but hands it on to httpx, which takes seconds too
+    client = replicate.Client(api_token=road.key, base_url=road.base_url, timeout=CALL_TIMEOUT_S)  # type: ignore[arg-type]
     client.poll_interval = 0.5
     return client.run(model, input=inputs, use_file_output=False)
 

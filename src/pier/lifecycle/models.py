@@ -126,6 +126,7 @@ def chat(
         raise ModelCallError(f"{choice.name} {model}: {type(exc).__name__}: {exc}") from None
     finally:
         if grant is not None:
+            assert gateway is not None  # the grant is the gateway's
             gateway.close(grant)
     usage = grant.usage() if grant is not None else reported
     return ChatAnswer(text, choice.model or model, choice.name, usage, finish)

@@ -94,7 +94,7 @@ def outcome_of(record: Trajectory) -> Outcome | None:
         return None
     if record.status == RunStatus.cancelled:
         return Outcome.cancelled
-    if record.outcome in Outcome.__members__:
+    if record.outcome is not None and record.outcome in Outcome.__members__:
         return Outcome(record.outcome)
     return _legacy(record)
 

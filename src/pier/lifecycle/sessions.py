@@ -69,6 +69,7 @@ def claim_kept(ctx: RunContext) -> Sandbox:
     record.parent = parent_id
     record.outputs.sandbox = kept.model_copy(update={"continued_by": None, "kept_until": None, "pool": None})
     ctx.image = kept.image
+    assert kept.id is not None  # _claim attached the sandbox by it
     ctx.log(f"continuing in the kept sandbox {kept.id[:12]} of run {parent_id}")
     return sandbox
 

@@ -801,9 +801,9 @@ def _store_media(ctx: RunContext, name: str, made: list[Any], start: int = 0) ->
 
 
 def _media_call(
-    ctx: RunContext, name: str, provider: str, model: str, call: Callable[[Any], Any]
+    ctx: RunContext, name: str, provider: str, model: str, call: Callable[[Any, str], Any]
 ) -> tuple[Any, dict[str, Any]]:
-    """Run `call(route)` through the gateway; (its answer, the call's usage), the purse charged."""
+    """Run `call(route, model)` through the gateway; (its answer, the call's usage), the purse charged."""
     from pier.lifecycle import media
 
     choice, purse, routed = _media_route(ctx, provider, model)
@@ -1053,6 +1053,8 @@ def plan_fan_out(ctx: RunContext, name: str, context: dict[str, Any]) -> dict[st
     _start_step(ctx, name, step)
     try:
         inputs, p = resolve_params(name, record.step_configs[name], context)
+        # the workflow plans a fan-out only for a list_emit_await step, whose params these are
+        assert isinstance(p, ListEmitAwait)
         step.inputs = ctx.redactor.data(inputs)
         ctx.log(f"inputs: {_brief(step.inputs)}", name)
         task = _child_task(ctx, p)

@@ -59,6 +59,7 @@ def checked(cadence: Any) -> dict[str, Any]:
     if hour is not None:
         result["hour_utc"] = hour
     if kind == "weekly":
+        assert isinstance(day, str)  # a weekly cadence's day was checked above
         result["day_of_week"] = day.lower()
     return result
 

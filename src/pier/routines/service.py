@@ -244,9 +244,9 @@ class Routines:
                     f"init_params.{key}", "a routine's parameters are stored in clear: leave secrets out"
                 )
         try:
-            task = Task.model_validate(definition)
-            if not task.is_workflow:  # a workflow's params are checked when each run is accepted
-                step = resolve(task, params)
+            parsed = Task.model_validate(definition)
+            if not parsed.is_workflow:  # a workflow's params are checked when each run is accepted
+                step = resolve(parsed, params)
                 load_checks(step.checks, None)
         except InputError as exc:
             raise RoutineError("init_params", str(exc)) from None

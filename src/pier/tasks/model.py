@@ -70,6 +70,10 @@ AnyStep = Annotated[
 ]
 
 
+def _one_runbook_step() -> dict[str, StepConfig | ActivityStep]:
+    return {"run": StepConfig()}
+
+
 class Task(BaseModel):
     """A runbook task (steps ["run"], one runbook step), or a workflow: steps of
     the catalogue's activities run in order (pier.tasks.workflow)."""
@@ -78,7 +82,7 @@ class Task(BaseModel):
 
     init_params: dict[str, Any] = Field(default_factory=dict)
     steps: list[str] = Field(default_factory=lambda: ["run"])
-    step_configs: dict[str, AnyStep] = Field(default_factory=lambda: {"run": StepConfig()})
+    step_configs: dict[str, AnyStep] = Field(default_factory=_one_runbook_step)
 
     @model_validator(mode="after")
     def _runbook_or_workflow(self) -> Task:

@@ -114,9 +114,10 @@ class StepsWorkflow:
                 if child.get("error"):  # no such task, say
                     children[index] = {"index": index, "trajectory_id": None, "error": child["error"]}
                     continue
-                children[index] = {"index": index, "trajectory_id": tid, "error": None}
+                ref: dict[str, Any] = {"index": index, "trajectory_id": tid, "error": None}
+                children[index] = ref
                 self._open += 1
-                running.append(asyncio.create_task(self._child(child, config, children[index])))
+                running.append(asyncio.create_task(self._child(child, config, ref)))
             await asyncio.gather(*running)
         except BaseException:
             # cancelled (or a child could not be stored): the open children are

@@ -76,7 +76,7 @@ def models(state: ApiState, collection: str) -> list[Model]:
     own = set(state.store.get_env_encrypted(collection))
     trial = set(state.settings.trial_keys) if state.settings.trial_keys else set()
     tables = {p.id: p for p in data.providers}
-    found = []
+    found: list[Model] = []
     for name, provider in sorted(PROVIDERS.items()):
         via = "collection" if provider.key_env in own else "trial" if provider.key_env in trial else None
         table = tables.get(PRICE_TABLE_NAMES.get(name, ""))

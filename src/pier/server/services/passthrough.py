@@ -154,7 +154,8 @@ def prepare(state: ApiState, caller: Caller, payload: dict[str, Any]) -> Call:
     body["model"] = provider_model
     hide_usage = False
     if stream:  # the stream's usage comes in a last chunk, only when asked
-        options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
+        given = body.get("stream_options")
+        options = given if isinstance(given, dict) else {}
         hide_usage = options.get("include_usage") is not True
         body["stream_options"] = {**options, "include_usage": True}
     gateway = _gateway(state)

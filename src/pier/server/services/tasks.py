@@ -3,6 +3,7 @@ runbook's text, or the platform client's `{workflow, description}`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,10 +50,10 @@ def workflow_task(
 _STEP_KINDS = ("runbook", "activity")  # pier.tasks.model.AnyStep's tags: not a field the client wrote
 
 
-def _task_errors(exc: ValidationError) -> list[tuple[dict[str, Any], tuple[Any, ...]]]:
+def _task_errors(exc: ValidationError) -> list[tuple[Mapping[str, Any], tuple[Any, ...]]]:
     """(error, the field it names as the client wrote it): a workflow's
     problems one by one, and a step's fields without the union's tag."""
-    out: list[tuple[dict[str, Any], tuple[Any, ...]]] = []
+    out: list[tuple[Mapping[str, Any], tuple[Any, ...]]] = []
     for error in exc.errors():
         cause = (error.get("ctx") or {}).get("error")
         if isinstance(cause, WorkflowProblems):
