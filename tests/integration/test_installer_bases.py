@@ -103,3 +103,31 @@ def test_each_agent_installs_on_a_stock_base_and_answers_the_scripted_model(
     else:
         assert "the image has no python3" not in log
     assert {c.credential for c in model_server.model_calls()} == {key}
+
+
+@pytest.mark.parametrize(
+    ("base", "says"),
+    [
+        ("bookworm-no-python", "pier: hermes needs python3 and 'apt-get install python3' failed"),
+        (
+            "bookworm-minimal",
+            "uv could not be fetched from PyPI and 'apt-get install python3.11-venv' failed",
+        ),
+    ],
+    ids=["no-python", "no-venv"],
+)
+def test_with_no_network_the_install_stops_naming_what_is_missing(base, says, stock_bases):
+    """hermes's installer on a stock base with no network at all (no PyPI for uv,
+    no Debian mirror for apt): it stops, exit 1, with one line saying what it
+    needed and which way to get it failed, not pip's or apt's traceback."""
+    from pier.agents.hermes import HermesAgent
+    from pier.agents.install import install_script
+
+    done = subprocess.run(
+        ["docker", "run", "--rm", "--runtime", "runc", "--network", "none", stock_bases[base],
+         "bash", "-c", install_script(HermesAgent.install_spec)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 1, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    assert says in done.stdout, done.stdout[-2000:]
+    assert "Traceback" not in done.stdout + done.stderr

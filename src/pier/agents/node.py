@@ -5,6 +5,7 @@ so the pinned versions and checksums exist once."""
 
 from __future__ import annotations
 
+import shlex
 from functools import cache
 from importlib import resources
 
@@ -46,7 +47,11 @@ def _instructions(dockerfile: str, recipe: str) -> list[str]:
 def _as_shell(instruction: str, recipe: str) -> str:
     keyword, _, rest = instruction.partition(" ")
     if keyword == "RUN":
-        return f"( {rest.strip()} )"
+        # A shell of its own, as Docker's RUN is: in a `( ... )` subshell that is
+        # part of `&&`/`||` (how the installers use these steps) bash ignores the
+        # step's `set -e`, so a failed download or checksum went on to unpack and
+        # install what it had (seen with no network: a traceback, then the fallback).
+        return f"/bin/sh -c {shlex.quote(rest.strip())}"
     if keyword == "ENV":
         return f"export {rest.strip()}"
     raise ValueError(f"{recipe}: pier cannot run a {keyword} step at run time")

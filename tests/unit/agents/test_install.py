@@ -72,3 +72,22 @@ def test_install_failure_names_agent_version_and_last_lines():
     timed_out = sandbox_answering(ExecResult(137, "added 1 package", 600.0, timed_out=True))
     with pytest.raises(StageError, match="took over 600s and was stopped"):
         run_install(timed_out, get_agent("codex").install_spec, lambda _: None, timeout=600)
+
+
+def test_a_recipe_step_that_fails_stops_itself_even_inside_an_or_list():
+    """The installers run a recipe's steps as `steps || fallback`. In a `( ... )`
+    subshell there, bash ignores the step's own `set -e`: a failed download or
+    checksum went on to unpack and install what it had (before: AFTER printed,
+    the unverified file installed, and only a later failure reached the
+    fallback). Each RUN is a shell of its own now, as in a Docker build."""
+    from pier.agents.node import _instructions
+
+    recipe = 'ENV PIER_T=1\nRUN set -eu; \\\n    test "$PIER_T" = 1; false; echo AFTER\nRUN echo SECOND\n'
+    script = " &&\n".join(_instructions(recipe, "test.Dockerfile"))
+    done = subprocess.run(["bash", "-c", f"{{ {script}; }} || echo FALLBACK"], capture_output=True, text=True)
+    assert done.stdout.split() == ["FALLBACK"], done.stdout
+    ok = recipe.replace("false; ", "")
+    done = subprocess.run(
+        ["bash", "-c", " &&\n".join(_instructions(ok, "t"))], capture_output=True, text=True
+    )
+    assert done.stdout.split() == ["AFTER", "SECOND"], (done.stdout, done.stderr)
