@@ -13,12 +13,11 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from pier import web
-from pier.api.app import create_app
 from pier.db import Store
-from pier.settings import Settings, get_settings
+from pier.settings import Settings
 from pier.web.session import csrf_token
 from tests.support.kept import kept_run
+from tests.support.web_app import admin_web_client
 
 ADMIN = "admin-token-for-continue"
 RUNBOOK = "---\nagent: script\nsnapshot: ''\nimage: pier-base:bookworm\n---\n```bash\necho hi > {{results_dir}}/out.txt\n```\n"
@@ -27,19 +26,11 @@ FORM = 'action="/runs/{}/continue"'
 
 @pytest.fixture
 def client(pier_home, monkeypatch) -> Iterator[TestClient]:
-    monkeypatch.setenv("PIER_ADMIN_TOKEN", ADMIN)
-    monkeypatch.setenv("PIER_SANDBOX_BACKEND", "tests.support.fleet_backend:backend")
-    monkeypatch.setenv("PIER_SWEEP_INTERVAL_SEC", "3600")
-    get_settings.cache_clear()
-    with TestClient(create_app(Settings(), pages=web.install)) as client:
-        client.tokens = {}  # type: ignore[attr-defined]
+    with admin_web_client(monkeypatch, ADMIN) as client:
         for name in ("team", "other"):
-            made = client.post("/api/v1/collections", json={"name": name}, headers=api())
-            client.tokens[name] = made.json()["token"]  # type: ignore[attr-defined]
             put = client.put(f"/api/v1/tasks/{name}/next", content=RUNBOOK,
                              headers={**api(), "Content-Type": "text/markdown"})  # fmt: skip
             assert put.status_code == 200, put.text
-        client.cookies.set("pier_session", ADMIN)
         yield client
 
 

@@ -11,14 +11,13 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from pier import web
-from pier.api.app import create_app
 from pier.db import Store
 from pier.lifecycle.sessions import snapshot_ref
 from pier.sandbox.fake import FakeBackend
-from pier.settings import Settings, get_settings
+from pier.settings import Settings
 from pier.web.session import csrf_token
 from tests.support.kept import kept_run
+from tests.support.web_app import admin_web_client
 
 ADMIN = "admin-token-for-kept"
 BUTTONS = ("Pause sandbox", "Resume sandbox", "Save as snapshot")
@@ -26,17 +25,7 @@ BUTTONS = ("Pause sandbox", "Resume sandbox", "Save as snapshot")
 
 @pytest.fixture
 def client(pier_home, monkeypatch) -> Iterator[TestClient]:
-    monkeypatch.setenv("PIER_ADMIN_TOKEN", ADMIN)
-    monkeypatch.setenv("PIER_SANDBOX_BACKEND", "tests.support.fleet_backend:backend")
-    monkeypatch.setenv("PIER_SWEEP_INTERVAL_SEC", "3600")
-    get_settings.cache_clear()
-    with TestClient(create_app(Settings(), pages=web.install)) as client:
-        client.tokens = {}  # type: ignore[attr-defined]
-        for name in ("team", "other"):
-            made = client.post("/api/v1/collections", json={"name": name},
-                               headers={"Authorization": f"Bearer {ADMIN}"})  # fmt: skip
-            client.tokens[name] = made.json()["token"]  # type: ignore[attr-defined]
-        client.cookies.set("pier_session", ADMIN)
+    with admin_web_client(monkeypatch, ADMIN) as client:
         yield client
 
 
