@@ -188,7 +188,8 @@ def run_page(request: Request, state: StateDep, caller: PageCaller, trajectory_i
         "instruction": record.run.inputs.get("instruction") or "",
         "trace_url": runs.trace_url(state, record),
         "sandbox_refusal": getattr(request.state, "sandbox_refusal", None),  # set by a refused form below
-        "continue_tasks": _continue_tasks(state, record),
+        "sandbox_open": (sandbox_open := _sandbox_open(record)),
+        "continue_tasks": _continue_tasks(state, record) if sandbox_open else [],
     }
     part = request.headers.get(PART_HEADER)
     if part == "live":
@@ -200,12 +201,16 @@ def run_page(request: Request, state: StateDep, caller: PageCaller, trajectory_i
     return page(request, "run.html", context)
 
 
+def _sandbox_open(record: Trajectory) -> bool:
+    """The run ended and its sandbox is kept with nothing at it: the page offers
+    pause, resume, snapshot and continue."""
+    kept = record.outputs.sandbox
+    return bool(record.status.terminal and kept.kept_until and not kept.continued_by)
+
+
 def _continue_tasks(state: ApiState, record: Trajectory) -> list[str]:
     """The tasks of the run's collection a run may continue in its kept
-    sandbox with (runbooks, not workflows), while it is kept; else none."""
-    kept = record.outputs.sandbox
-    if not (record.status.terminal and kept.kept_until and not kept.continued_by):
-        return []
+    sandbox with (runbooks, not workflows)."""
     found = tasks.of_collection(state, record.collection)
     return [t.name for t in found if not tasks.definition(t).is_workflow]
 
@@ -270,11 +275,20 @@ async def kept_sandbox(
     except (ServiceError, InputError) as exc:
         if isinstance(exc, NotFoundError):
             raise
-        request.state.sandbox_refusal = exc.detail if isinstance(exc, ServiceError) else str(exc)
-        response = await run_in_threadpool(run_page, request, state, caller, trajectory_id)
-        response.status_code = exc.status if isinstance(exc, ServiceError) else 422
-        return response
+        said = exc.detail if isinstance(exc, ServiceError) else str(exc)
+        return await _refused_on_run_page(request, state, caller, trajectory_id, exc, said)
     return _see_other(f"/runs/{trajectory_id}?sandbox={SANDBOX_DONE[action]}#sandbox")
+
+
+async def _refused_on_run_page(
+    request: Request, state: ApiState, caller: Caller, trajectory_id: str, exc: Exception, said: str
+) -> Response:
+    """The run's page again, saying why a form about its kept sandbox was
+    refused, with the refusal's status (a service's, else 422)."""
+    request.state.sandbox_refusal = said
+    response = await run_in_threadpool(run_page, request, state, caller, trajectory_id)
+    response.status_code = exc.status if isinstance(exc, ServiceError) else 422
+    return response
 
 
 @router.post("/runs/{trajectory_id}/continue")
@@ -295,10 +309,7 @@ async def continue_run(request: Request, state: StateDep, caller: FormCaller, tr
     try:
         started = await run_in_threadpool(runs.continue_in, state, collection, task, trajectory_id, init)
     except (ServiceError, InputError) as exc:
-        request.state.sandbox_refusal = _refusal(exc)
-        response = await run_in_threadpool(run_page, request, state, caller, trajectory_id)
-        response.status_code = exc.status if isinstance(exc, ServiceError) else 422
-        return response
+        return await _refused_on_run_page(request, state, caller, trajectory_id, exc, _refusal(exc))
     note(request, object_id=started.trajectory_id)
     return _see_other(f"/runs/{started.trajectory_id}")
 
