@@ -177,6 +177,12 @@ class Purse:
         return None
 
 
+def lost_child(who: str, parent_id: str) -> str:
+    """How a fan-out's child that died with the process running its parent ends
+    (a worker taken over, a server restarted): its item starts again."""
+    return f"the {who} running its parent {parent_id} was lost; the fan-out started this item again"
+
+
 def execute_workflow(ctx: RunContext, owned: bool = True) -> Trajectory:
     """Run every step; the record ends completed, failed (naming the step) or
     cancelled. `owned`: this process owns the run (in-process: if it dies,
@@ -517,8 +523,7 @@ def list_emit_await(ctx: RunContext, name: str, p: ListEmitAwait) -> Outcome:
         if child.status.terminal:
             note(index, tid)
             return child
-        children.end_lost(child, f"the worker running its parent {ctx.record.trajectory_id} was lost; "
-                                 "the fan-out started this item again")  # fmt: skip
+        children.end_lost(child, lost_child("worker", ctx.record.trajectory_id))
         return None
 
     def one(index: int) -> None:

@@ -45,6 +45,7 @@ from pier.executors.base import Holding, Job
 from pier.lifecycle.background import sweep_once
 from pier.lifecycle.orphans import UNFINISHED, end_orphan, end_orphaned_runs
 from pier.lifecycle.outcomes import CANCELLED, end_record, failed_to_start
+from pier.lifecycle.workflow import lost_child
 from pier.record import ActivityOutputs, RunStatus, StageStatus, Trajectory, utcnow
 from pier.sandbox.owner import owner_alive
 from pier.server.dispatcher import Dispatcher, Payload
@@ -207,11 +208,7 @@ def take_over_workflows(dispatcher: Dispatcher, before: datetime | None = None) 
         below = list(children.get(tid, []))
         while below:
             child = below.pop()
-            message = (
-                f"the server running its parent {child.parent_trajectory_id} was lost; "
-                "the fan-out started this item again"
-            )
-            end_orphan(store, settings, child, message)
+            end_orphan(store, settings, child, lost_child("server", child.parent_trajectory_id or tid))
             lost.add(child.trajectory_id)
             below.extend(children.get(child.trajectory_id, []))
         _forget_children(record, lost)
