@@ -65,7 +65,9 @@ def test_plan_sets_limits_keepalive_and_labels():
     assert host["pids_limit"] == 100
     assert "binds" not in host, "a spec names no host path: nothing is bind-mounted"
     assert "network_mode" not in host
-    assert create["entrypoint"] == ["sleep"] and create["command"] == ["infinity"]
+    # the keep-alive (takes the first archive on its stdin, then sleeps), stdin open for it
+    assert create["entrypoint"][:2] == ["sh", "-c"] and "exec sleep infinity" in create["entrypoint"][2]
+    assert create["entrypoint"][-1] == "/" and create["command"] is None and create["stdin_open"] is True
     assert create["working_dir"] == "/app" and create["user"] == "0"
     assert create["hostname"] == "pier-run-42"
     assert create["labels"] == {LABEL_RUN: "Run_42", LABEL_OWNER: "h:1:2", LABEL_CREATED: "1000"}

@@ -313,7 +313,7 @@ class DockerBackend(SandboxBackend):
                 if not self._prepare_again(spec.image):
                     raise
                 container_id, plan = self._create(plan)
-        sandbox = self._sandbox(container_id)
+        sandbox = self._sandbox(container_id, stdin_fresh=True)
         try:
             disk = self._guard_disk(spec, plan, container_id)
             sandbox.applied, sandbox.notes = applied_limits(spec, plan, self.facts, guarded=disk is not None)
@@ -366,7 +366,9 @@ class DockerBackend(SandboxBackend):
     def _oom(self) -> OomWatch:
         return OomWatch(self.api)
 
-    def _sandbox(self, container_id: str) -> DockerSandbox:
+    def _sandbox(self, container_id: str, stdin_fresh: bool = False) -> DockerSandbox:
+        """The sandbox object; stdin_fresh for one this process made, whose
+        keep-alive still waits for its first archive (keepalive.py)."""
         return DockerSandbox(
             self.api,
             container_id,
@@ -375,6 +377,7 @@ class DockerBackend(SandboxBackend):
             self._settings.disk_guard_root,
             files_by_exec=self.hardening.runtime == "runsc",
             oom=self._oom if self._pier_kills_for_memory else None,
+            stdin_fresh=stdin_fresh,
         )
 
     def _stop_for_disk(self, container_id: str) -> None:

@@ -20,12 +20,13 @@ from pier.limits import parse_size
 from pier.sandbox.base import LABEL_CREATED, LABEL_OWNER, LABEL_RUN, SandboxInfo, SandboxSpec
 from pier.sandbox.docker.client import EngineFacts
 from pier.sandbox.docker.hardening import Hardening
+from pier.sandbox.docker.keepalive import KEEPALIVE
 
 log = logging.getLogger(__name__)
 
-# Minimal images have no init and an entrypoint that exits; a plain sleep keeps
+# Minimal images have no init and an entrypoint that exits; the keep-alive (a
+# sleep, once it has taken the first archive on its stdin: keepalive.py) keeps
 # the sandbox up, and docker-init (init=True) reaps what the agent orphans.
-KEEPALIVE = ["sleep", "infinity"]
 WORKDIR = "/app"
 
 
@@ -78,8 +79,9 @@ def plan_container(
         ]
     create = {
         "image": spec.image,
-        "entrypoint": KEEPALIVE[:1],
-        "command": KEEPALIVE[1:],
+        "entrypoint": KEEPALIVE,
+        "command": None,
+        "stdin_open": True,  # with StdinOnce (the SDK's default then): the first archive's channel
         "working_dir": WORKDIR,
         "user": "0",  # the agent runs as root (apt-get and friends work as on the platform)
         "hostname": hostname_for(spec.labels.get(LABEL_RUN)),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 import tarfile
 import threading
@@ -20,8 +21,11 @@ from pier.sandbox.docker.client import docker_errors
 from pier.sandbox.docker.containers import container_state, remove_container
 from pier.sandbox.docker.diskguard import DiskWatch
 from pier.sandbox.docker.execs import exec_untar, run_exec, stream_exec
+from pier.sandbox.docker.keepalive import NO_TAR, ChannelClosed, send_on_stdin
 from pier.sandbox.docker.oomwatch import OomWatch
 from pier.sandbox.tarutil import tar_members
+
+log = logging.getLogger(__name__)
 
 # cgroup v1 memory.oom_control and v2 memory.events both count "oom_kill N".
 OOM_FILES = "/sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events"
@@ -45,6 +49,7 @@ class DockerSandbox(Sandbox):
         *,
         files_by_exec: bool = False,
         oom: OomWatch | None = None,
+        stdin_fresh: bool = False,
     ):
         self.id = container_id
         self._api = api
@@ -57,6 +62,10 @@ class DockerSandbox(Sandbox):
         self._oom = oom  # pier's OOM killer, where it kills instead of the kernel (gVisor)
         self._pending = b""  # tar members not yet sent
         self._pending_lock = threading.Lock()
+        # Made by this process, its keep-alive still waiting on stdin: the first
+        # archive into / goes there (keepalive.py). A sandbox found by its id
+        # (attach) says False: its first run's set-up used the channel.
+        self._stdin_fresh = stdin_fresh
 
     def defer_files(self, files: Mapping[str, bytes]) -> None:
         """Place files (absolute path -> content) with the next archive or before the
@@ -71,11 +80,13 @@ class DockerSandbox(Sandbox):
 
     def _flush(self) -> None:
         pending = self._take_pending()
-        if pending:
+        if pending or self._stdin_fresh:  # nothing runs while the keep-alive still waits on stdin
             self._send("/", pending + b"\0" * (2 * tarfile.BLOCKSIZE))
 
     def _send(self, dest_dir: str, tar_bytes: bytes | Iterator[bytes] | Iterable[bytes]) -> None:
         """One archive into dest_dir (which exists, or is made when going in from inside)."""
+        if dest_dir == "/" and self._stdin_fresh and self._send_on_stdin(tar_bytes):
+            return
         with self._errors(f"copying files into {dest_dir}"):
             if not self._files_by_exec:
                 self._api.put_archive(self.id, dest_dir, tar_bytes)
@@ -85,6 +96,29 @@ class DockerSandbox(Sandbox):
                 exec_untar(self._api, self.id, dest_dir, chunks)
             except RuntimeError as exc:
                 raise SandboxError(f"sandbox {self.id[:12]}: {exc}") from exc
+
+    def _send_on_stdin(self, tar_bytes: bytes | Iterator[bytes] | Iterable[bytes]) -> bool:
+        """The archive through the keep-alive's stdin: True when it is placed, False
+        when it must go the engine's way (the image has no tar, or the channel
+        failed before sending anything that cannot be sent again)."""
+        self._stdin_fresh = False
+        with self._errors("reading its state"):
+            running = container_state(self._api, self.id).get("Running")
+        if not running:  # an attach to a stopped container waits for it to start again
+            return False
+        chunks = [tar_bytes] if isinstance(tar_bytes, bytes) else tar_bytes
+        try:
+            status, messages = send_on_stdin(self._api, self.id, chunks)
+        except ChannelClosed as exc:
+            if isinstance(tar_bytes, Iterator):  # a generator was read: it cannot go again
+                raise SandboxError(f"sandbox {self.id[:12]}: copying files into /: {exc}") from exc
+            log.debug("sandbox %s: %s; the engine's archive call instead", self.id[:12], exc)
+            return False
+        if status == NO_TAR:
+            return False
+        if status != "0":
+            raise SandboxError(f"sandbox {self.id[:12]}: tar -x into / exited {status}: {messages[-500:]}")
+        return True
 
     def __repr__(self) -> str:
         return f"DockerSandbox({self.id[:12]})"
