@@ -1,6 +1,7 @@
 """What a sandbox's stdout flood costs one real `pier serve` (SQLite, Docker):
 a run whose agent prints --mb MB of lines, then the bytes of its log the store
-holds (run_events), the size of its agent.log, and the server's RSS at the end,
+holds (run_events), the size of its agent.log, and the server's RSS and CPU
+seconds (user + system, its start-up included) at the end,
 beside the cap (PIER_MAX_LOG_BYTES, default 50 MB). With --compare PYTHON
 (another checkout's interpreter) the same run on that checkout's pier, in the
 same bench run.
@@ -40,7 +41,9 @@ def flood(python: str, mb: int, image: str) -> str:
             tid = collection.run("flood")
             record = collection.wait("flood", tid, timeout=1800)
             took = time.monotonic() - started
-            rss = psutil.Process(server.proc.pid).memory_info().rss >> 20 if server.proc else 0
+            proc = psutil.Process(server.proc.pid) if server.proc else None
+            rss = proc.memory_info().rss >> 20 if proc else 0
+            cpu = sum(proc.cpu_times()[:2]) if proc else 0.0  # the server's user + system seconds
             with sqlite3.connect(home / "pier.db") as db:
                 stored = db.execute(
                     "SELECT COALESCE(SUM(LENGTH(CAST(line AS BLOB))), 0) FROM run_events WHERE trajectory_id = ?",
@@ -51,7 +54,8 @@ def flood(python: str, mb: int, image: str) -> str:
             db_size = (home / "pier.db").stat().st_size
             return (
                 f"{mb} MB printed in {took:.0f} s, status {record['status']}: store holds {stored / 1e6:.1f} MB of "
-                f"log rows (database file {db_size / 1e6:.1f} MB), agent.log {size / 1e6:.1f} MB, server RSS {rss} MB"
+                f"log rows (database file {db_size / 1e6:.1f} MB), agent.log {size / 1e6:.1f} MB, server RSS {rss} MB, "
+                f"server CPU {cpu:.1f} s"
             )
         finally:
             server.stop()

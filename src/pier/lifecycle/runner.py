@@ -55,7 +55,10 @@ def execute(ctx: RunContext) -> Trajectory:
     A workflow task's steps run in pier.lifecycle.workflow instead."""
     with _logged(ctx):
         log.info("run %s of %s/%s started", ctx.record.trajectory_id, ctx.record.collection, ctx.record.name)
-        record = _execute(ctx)
+        try:
+            record = _execute(ctx)
+        finally:
+            _flush_last_lines(ctx)  # what was said after the record's last save
         log.info("run %s %s", record.trajectory_id, record.status.value)
         return record
 
@@ -132,7 +135,10 @@ def conclude(ctx: RunContext) -> Trajectory:
     """The second half of execute, after begin on the same context. A
     workflow's steps all run here, on this worker (one Temporal activity)."""
     with _logged(ctx):
-        record = _conclude(ctx)
+        try:
+            record = _conclude(ctx)
+        finally:
+            _flush_last_lines(ctx)
         log.info("run %s %s", record.trajectory_id, record.status.value)
         return record
 
@@ -246,7 +252,17 @@ def _step(ctx: RunContext, name: str, stage: Stage) -> None:
         if name == tracing.AGENT_STAGE:
             for call in ctx.tool_calls:
                 tracing.tool_span(record.trajectory_id, call, step.ended)
+        ctx.flush_log()  # the stage's lines are stored before anyone is told it ended
         _saved(ctx, step, store=False)
+
+
+def _flush_last_lines(ctx: RunContext) -> None:
+    """Store the run's last gathered lines; a store that fails now loses them
+    (the record, saved before, is what counts) and never hides how the run ended."""
+    try:
+        ctx.flush_log()
+    except Exception as exc:
+        log.warning("the last lines of run %s could not be stored: %s", ctx.record.trajectory_id, exc)
 
 
 def _after_failure(record: Trajectory, name: str, ctx: RunContext) -> bool:

@@ -11,6 +11,7 @@ from typing import cast
 from pier.errors import PierError
 from pier.lifecycle.context import LogSink, RunContext, scratch_dir
 from pier.lifecycle.interrupts import interruption_reason
+from pier.lifecycle.logwriter import RunLogWriter
 from pier.lifecycle.outcomes import end_record
 from pier.lifecycle.request import RunRequest, preflight
 from pier.lifecycle.runner import execute
@@ -59,12 +60,18 @@ def new_context(
     else:
         backend = services.backend
 
-    def emit(stage: str, line: str) -> None:
-        store.append_event(record.trajectory_id, line, stage)
-        if on_log is not None:
-            _observe(on_log, stage, line)
+    tid = record.trajectory_id
+    # Lines are gathered into few writes (logwriter.py); the live view sees each once it is stored.
+    writer = RunLogWriter(
+        lambda lines, stage: store.append_events(tid, lines, stage),
+        stored=(lambda stage, line: _observe(on_log, stage, line)) if on_log is not None else None,
+    )
 
-    sink: LogSink = emit
+    def save_record(saved: Trajectory) -> object:
+        writer.flush()  # a record never says more than its stored lines do
+        return store.save_run(saved)
+
+    sink: LogSink = writer
     on_step = observer.on_step if observer else None
     return RunContext(
         task=request.task,
@@ -75,7 +82,8 @@ def new_context(
         backend=backend,
         output_dir=outputs_dir(services.settings, record.trajectory_id),
         emit=sink,
-        save_record=store.save_run,
+        flush_log=writer.flush,
+        save_record=save_record,
         redactor=Redactor(request.env.values()),
         on_step=(lambda step: _observe(on_step, step)) if on_step else None,
         storage=services.storage,
