@@ -23,6 +23,7 @@ from pier.agents.base import AgentLaunch
 from pier.agents.toolcalls import ToolCalls
 from pier.errors import InputError, SandboxError, StageError
 from pier.gateway.routing import ModelRoute, without_provider_keys
+from pier.lifecycle.admission import gate_for
 from pier.lifecycle.assets import setup_tar
 from pier.lifecycle.check import (
     check_stage,
@@ -167,7 +168,15 @@ def _volume_mounts(ctx: RunContext) -> tuple[VolumeMount, ...]:
 
 
 def _create(ctx: RunContext, spec: SandboxSpec, deadline: float) -> Sandbox:
-    with metrics.sandbox_operation.labels("create", ctx.backend.runtime or "unknown").time():
+    settings = ctx.settings
+    gate = gate_for(
+        ctx.backend,
+        ceiling=settings.max_concurrent_runs,
+        start=max(2, os.cpu_count() or 2),
+        fixed=settings.create_concurrency or None,
+    )
+    timed = metrics.sandbox_operation.labels("create", ctx.backend.runtime or "unknown").time()
+    with gate.admitted(), timed:  # the engine's pace decides how many creates go at once (admission.py)
         return create_with_retry(ctx.backend, spec, timeout=max(deadline - time.monotonic(), 60))
 
 

@@ -146,6 +146,12 @@ class SandboxSettings(BaseModel):
         description="host services sandboxes may reach besides pier's own, comma-separated ADDRESS:PORT "
         "(e.g. 172.17.0.1:5000 for a local registry)",
     )
+    create_concurrency: int = Field(
+        0,
+        ge=0,
+        description="sandbox creates one pier process asks the engine for at once (0: adaptive, following "
+        "how fast the engine creates; docs/speed.md)",
+    )
     warm_pool: list[WarmPoolEntry] = Field(
         default_factory=list,
         description='sources pier serve keeps ready sandboxes of, e.g. [{"image": "IMAGE", "size": 2}]',
