@@ -55,7 +55,9 @@ class RunContext:
     # what it returns (whether the store wrote: a run made final elsewhere stays) is unused here
     save_record: Callable[[Trajectory], object]
     redactor: Redactor = field(default_factory=Redactor)
-    flush_log: Callable[[], None] = lambda: None  # store the lines emit gathered (logwriter.py)
+    # Wait until what emit was given is stored (logwriter.py); never raises (a
+    # failed write is raised at the next line).
+    flush_log: Callable[[], None] = lambda: None
     cancel: threading.Event = field(default_factory=threading.Event)
     # a shutdown ended it (cancel is set too): it ends failed with this reason, as its stored record says
     stopped_as: str | None = None

@@ -1,98 +1,91 @@
 """A run's log lines into the store, gathered: one write for many lines.
 
 Every line of a run's log (pier's own and the agent's output) was its own write
-transaction, and under SQLite every run of a server waits for the one writer:
-an agent printing a thousand lines a second cost a thousand transactions a
-second. Lines now go in as a group commit does: a line that comes after a quiet
-spell (WINDOW_S since the last write) is written at once, so the first line of
-a burst is as prompt as before; the lines that follow it within the window are
-gathered and written together when it ends, in one transaction. At most about
-1/WINDOW_S writes a second then, whatever the agent prints.
+transaction, made in the thread that said it, and under SQLite every run of a
+server waits for the one writer: an agent printing a thousand lines a second
+cost a thousand transactions a second, and its output's reader waited for each.
+Lines now go in as a database's group commit does, with no delay added: a
+writer thread of the run's writes whatever is pending at once; while it writes,
+the lines that come are gathered, and its next write takes them all, in one
+transaction. A quiet run writes each line as it comes, as before; a chatty one
+writes as often as the store can take a write, each with as many lines as came
+meanwhile.
 
-The runner flushes at the end of every stage and before the run's record is
-saved, so a stage's lines are stored before the record says it ended. What is
-written is then handed to `stored` (the live view: the CLI's console, a
-server's followers, who read the store when told), in order. A write that fails
-in the flushing thread is raised in the run's own thread at its next line or
-flush, as a failed write always was."""
+The live view (the CLI's console, a server's followers, who read the store
+when told) is handed each line once it is stored, in order. The runner waits
+for the pending lines at the end of every stage, and the run's record is saved
+only after its lines are stored. A write that fails is raised in the run's own
+thread, at its next line or at the record's next save, as a failed write
+always was; the thread ends after IDLE_EXIT_S without a line and starts again
+with the next."""
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from itertools import groupby
 
-WINDOW_S = 0.1
+IDLE_EXIT_S = 5.0
 
 Write = Callable[[list[str], str], None]  # (lines, stage): one transaction
 Stored = Callable[[str, str], None]  # (stage, line), after it is stored
 
 
 class RunLogWriter:
-    def __init__(
-        self,
-        write: Write,
-        stored: Stored | None = None,
-        window: float = WINDOW_S,
-        clock: Callable[[], float] = time.monotonic,
-    ):
+    def __init__(self, write: Write, stored: Stored | None = None):
         self._write, self._stored = write, stored
-        self._window, self._clock = window, clock
         self._pending: list[tuple[str, str]] = []
-        self._lock = threading.Lock()  # the pending lines
-        self._writing = threading.Lock()  # one write at a time, in order
-        self._last_write = float("-inf")
-        self._timer: threading.Timer | None = None
+        self._busy = False  # a write is under way
+        self._thread: threading.Thread | None = None
+        self._cond = threading.Condition()
         self._error: BaseException | None = None
-        self.writes = 0  # transactions made (for benchmarks and tests)
+        self.writes = 0  # transactions made (benchmarks and tests read it)
 
     def __call__(self, stage: str, line: str) -> None:
         self._raise_kept()
-        with self._lock:
+        with self._cond:
             self._pending.append((stage, line))
-            if self._timer is not None:  # a write is due at the window's end: it takes this line
-                return
-            wait = self._last_write + self._window - self._clock()
-            if wait > 0:
-                timer = threading.Timer(wait, self._flush_from_timer)
-                timer.args = (timer,)
-                timer.daemon = True
-                self._timer = timer
-                timer.start()
-                return
-        self.flush()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="pier-run-log", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
 
-    def flush(self) -> None:
-        """Write what is pending now (in the caller's thread)."""
-        self._raise_kept()
-        self._flush()
+    def flush(self, raise_error: bool = True) -> None:
+        """Wait until every line said so far is stored (or its write failed);
+        raise a failed write's error unless raise_error is False (it is kept
+        for the next line or flush then)."""
+        with self._cond:
+            while self._pending or self._busy:
+                self._cond.wait()
+        if raise_error:
+            self._raise_kept()
 
-    def _flush_from_timer(self, timer: threading.Timer) -> None:
-        try:
-            self._flush(timer)
-        except BaseException as exc:  # raised again in the run's thread
-            self._error = exc
-
-    def _flush(self, timer: threading.Timer | None = None) -> None:
-        with self._writing:
-            with self._lock:
-                if timer is None and self._timer is not None:  # written now: the due write is not needed
-                    self._timer.cancel()
-                    self._timer = None
-                elif timer is not None and self._timer is timer:
-                    self._timer = None
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending:
+                    if not self._cond.wait(IDLE_EXIT_S) and not self._pending:
+                        self._thread = None  # the next line starts another
+                        return
                 lines, self._pending = self._pending, []
-                if not lines:
-                    return
-                self._last_write = self._clock()
-            for stage, group in groupby(lines, key=lambda item: item[0]):
-                texts = [line for _stage, line in group]
-                self._write(texts, stage)
-                self.writes += 1
-                if self._stored is not None:
-                    for text in texts:
-                        self._stored(stage, text)
+                self._busy = True
+            try:
+                self._store(lines)
+            except BaseException as exc:  # raised in the run's thread
+                self._error = exc
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _store(self, lines: list[tuple[str, str]]) -> None:
+        for stage, group in groupby(lines, key=lambda item: item[0]):
+            texts = [line for _stage, line in group]
+            self._write(texts, stage)
+            self.writes += 1
+            if self._stored is not None:
+                for text in texts:
+                    self._stored(stage, text)
 
     def _raise_kept(self) -> None:
         error, self._error = self._error, None

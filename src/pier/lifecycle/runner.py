@@ -257,12 +257,9 @@ def _step(ctx: RunContext, name: str, stage: Stage) -> None:
 
 
 def _flush_last_lines(ctx: RunContext) -> None:
-    """Store the run's last gathered lines; a store that fails now loses them
-    (the record, saved before, is what counts) and never hides how the run ended."""
-    try:
-        ctx.flush_log()
-    except Exception as exc:
-        log.warning("the last lines of run %s could not be stored: %s", ctx.record.trajectory_id, exc)
+    """Wait for the run's last lines to be stored (said after the record's last
+    save); a failed write loses them: the record, saved, is what counts."""
+    ctx.flush_log()
 
 
 def _after_failure(record: Trajectory, name: str, ctx: RunContext) -> bool:

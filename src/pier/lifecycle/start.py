@@ -68,7 +68,9 @@ def new_context(
     )
 
     def save_record(saved: Trajectory) -> object:
-        writer.flush()  # a record never says more than its stored lines do
+        # A record never says more than its stored lines do. A failed write of
+        # them is raised at the run's next line: it never keeps the record unsaved.
+        writer.flush(raise_error=False)
         return store.save_run(saved)
 
     sink: LogSink = writer
@@ -82,7 +84,7 @@ def new_context(
         backend=backend,
         output_dir=outputs_dir(services.settings, record.trajectory_id),
         emit=sink,
-        flush_log=writer.flush,
+        flush_log=lambda: writer.flush(raise_error=False),
         save_record=save_record,
         redactor=Redactor(request.env.values()),
         on_step=(lambda step: _observe(on_step, step)) if on_step else None,
