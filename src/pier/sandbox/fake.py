@@ -58,6 +58,7 @@ from pier.sandbox.fakeproc import (
     ExecCall,
     Killer,
     kill_marked,
+    kill_marked_all,
     new_marker,
     process_env,
     run_process,
@@ -218,8 +219,7 @@ class FakeSandbox(Sandbox):
         limit = self.spec.limits.disk
         if self.reached is None and limit and not self.deleted and _size_of(self.folder) > parse_size(limit):
             self.reached = f"the sandbox filled its disk limit of {limit} and was stopped"
-            for marker in list(self._markers):
-                kill_marked(marker)
+            kill_marked_all(self._markers)
         return self.reached
 
     def exec(
@@ -247,19 +247,18 @@ class FakeSandbox(Sandbox):
         cwd = self.host_path(call.workdir)
         cwd.mkdir(parents=True, exist_ok=True)
         marker = new_marker()
+        # Kept for the sandbox's life: what the command left running in the
+        # background (`cmd &`, nohup) carries it, and goes with the sandbox.
         self._markers.add(marker)
         env = process_env(call, self.spec.env, self.host_path("/root"), marker)
-        try:
-            outcome = run_process(
-                call,
-                cwd=cwd,
-                env=env,
-                memory_bytes=_memory_bytes(self.spec.limits.memory),
-                on_line=on_line,
-                kill=self.kill_on_stop,
-            )
-        finally:
-            self._markers.discard(marker)
+        outcome = run_process(
+            call,
+            cwd=cwd,
+            env=env,
+            memory_bytes=_memory_bytes(self.spec.limits.memory),
+            on_line=on_line,
+            kill=self.kill_on_stop,
+        )
         self.oom = self.oom or outcome.oom
         self._alive()
         return outcome.result
@@ -333,8 +332,7 @@ class FakeSandbox(Sandbox):
     def stop(self) -> None:
         """What removing it does: no more calls, its processes killed, files gone."""
         self.deleted = True
-        for marker in list(self._markers):
-            kill_marked(marker)
+        kill_marked_all(self._markers)
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

@@ -250,14 +250,21 @@ class _Stopper:
 
 def marked_pids(marker: str) -> list[int]:
     """Processes whose environment carries this exec's marker."""
-    needle = f"{MARKER_VAR}={marker}".encode()
+    return marked_by_any({marker})
+
+
+def marked_by_any(markers: set[str]) -> list[int]:
+    """Processes whose environment carries one of these markers (one look at /proc)."""
+    needles = {f"{MARKER_VAR}={marker}".encode() for marker in markers}
     found = []
+    if not needles:
+        return found
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
             with open(f"/proc/{entry.name}/environ", "rb") as env:
-                if needle in env.read().split(b"\0"):
+                if needles.intersection(env.read().split(b"\0")):
                     found.append(int(entry.name))
         except OSError:  # gone, or not ours to read
             continue
@@ -274,6 +281,19 @@ def resident_bytes(marker: str) -> int:
         except (OSError, IndexError, ValueError):
             continue
     return total
+
+
+def kill_marked_all(markers: set[str]) -> None:
+    """Kill every process carrying any of a sandbox's markers: what its commands
+    left running goes with it. Repeated while one is found (a loop may fork
+    between the look and the kill)."""
+    for _ in range(5):
+        pids = marked_by_any(set(markers))
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def kill_marked(marker: str, leader: int | None = None) -> None:

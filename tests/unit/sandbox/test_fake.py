@@ -101,3 +101,19 @@ def test_put_files_is_one_archive_at_the_root_naming_whole_paths(monkeypatch):
         assert sandbox.host_path("/etc/pier/sub/b.txt").read_bytes() == b"y"
     finally:
         sandbox.delete()
+
+
+def test_what_a_command_left_running_goes_with_the_sandbox():
+    """A background loop an exec started (nohup, `&`) outlives the exec but not
+    the sandbox: the conformance suite's pause check left such loops running on
+    the host, each starting ten processes a second, for the rest of a test run."""
+    from pier.sandbox.fakeproc import marked_by_any
+
+    backend = FakeBackend(engine=FakeEngine(), processes=True)
+    sandbox = backend.create(spec())
+    done = sandbox.exec("nohup bash -c 'while :; do sleep 0.1; done' >/dev/null 2>&1 &", timeout=30)
+    assert done.ok, done.output
+    markers = set(sandbox._markers)
+    assert marked_by_any(markers), "the loop did not start"
+    sandbox.delete()
+    assert marked_by_any(markers) == []
