@@ -9,13 +9,26 @@ p50/p95. Then the same N jobs by raw docker (`docker run -d`, `docker exec`,
 `docker cp` of the results, `docker rm -f`), S at a time, timed the same way.
 Goal: pier's runs/s at least 0.9x raw. Needs a Docker engine and the image.
 
+Like for like: both sides run on one OCI runtime (--runtime, default runc; raw
+docker's is the engine's default, pier's own default is runsc where the engine
+has it), and pier's sandboxes have no disk limit unless --disk-limit (raw
+docker has none). Each side's whole-machine CPU per run (user + system of every
+process, from /proc/stat, over the burst) is printed beside its rate: it
+includes whatever else the machine ran meanwhile, so read it with the load.
+
+--slots takes a list (8,16,32): each count is a burst of its own, beside raw
+docker at the same parallelism. --ungated adds a pier side whose sandbox creates
+are not gated (PIER_CREATE_CONCURRENCY = the slots: every run's create goes to
+the engine at once), beside the default adaptive gate (pier.lifecycle.admission).
+
 With --compare PYTHON (another checkout's interpreter, e.g. main's
 `../main/.venv/bin/python`), a server of that checkout's pier takes the same
-burst too, and --rounds N repeats the three N times (raw, then this and
-compared, taking turns to go first): the machine's load moves between rounds,
-so each round's ratios are taken within the round, and their medians printed.
+burst too, and --rounds N repeats them N times (raw, then the pier sides
+taking turns to go first): the machine's load moves between rounds, so each
+round's ratios are taken within the round, and their medians printed.
 
-    uv run python bench/burst.py [--runs 100] [--slots 8] [--image pier-base:bookworm] [--pool 0]
+    uv run python bench/burst.py [--runs 100] [--slots 8[,16,32]] [--image pier-base:bookworm] [--pool 0]
+                                 [--runtime runc] [--disk-limit 10G] [--ungated]
                                  [--compare ../main/.venv/bin/python] [--rounds 3]
 """
 
@@ -30,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -42,8 +56,24 @@ from api import NORMAL_SERVER, Server, http_request, load, percentile, runbook, 
 SCRIPT = 'echo "first line"\necho hello > {{results_dir}}/out.txt'
 
 
-def burst_api(args: argparse.Namespace, home: Path, python: str | None = None) -> tuple[float, list[float]]:
+def machine_cpu() -> float:
+    """CPU seconds the whole machine has spent busy (user, nice, system, irq, softirq, steal)."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    busy = fields[0] + fields[1] + fields[2] + sum(fields[5:8])
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def burst_api(
+    args: argparse.Namespace, home: Path, python: str | None = None, gated: bool = True
+) -> tuple[float, list[float]]:
     os.environ["PIER_MAX_CONCURRENT_RUNS"] = str(args.slots)
+    os.environ["PIER_SANDBOX_RUNTIME"] = args.runtime
+    os.environ["PIER_DISK_LIMIT"] = args.disk_limit
+    if gated:
+        os.environ.pop("PIER_CREATE_CONCURRENCY", None)
+    else:
+        os.environ["PIER_CREATE_CONCURRENCY"] = str(args.slots)
     # The whole burst waits at once: past the default quota of 100 queued runs, it would be refused.
     os.environ["PIER_QUOTA_QUEUED_RUNS"] = str(max(args.runs, 100))
     if args.pool:
@@ -69,25 +99,46 @@ def burst_api(args: argparse.Namespace, home: Path, python: str | None = None) -
 def wait_all(
     url: str, token: str, ids: list[str], began: float, timeout: float, task: str = "burst"
 ) -> list[datetime]:
-    """Each run's `ended`, once every run has one (polled once a second)."""
-    ended: dict[str, datetime] = {}
+    """Each run's `ended`, once every run has one. While they run it asks once
+    a second how many have ended (one count, `GET /api/v1/runs?status=...&limit=1`:
+    the bench's own polling is load on the server that raw docker's side does not
+    have, so it is one small request a second, not one per unfinished run), then
+    reads each record once."""
+    ended_states = [("status", s) for s in ("completed", "failed", "cancelled")]
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
-        while len(ended) < len(ids):
+        while True:
             if time.perf_counter() - began > timeout:
-                raise SystemExit(f"only {len(ended)} of {len(ids)} runs ended in {timeout:.0f} s")
+                raise SystemExit(f"not every one of {len(ids)} runs ended in {timeout:.0f} s")
+            page = client.get(
+                "/api/v1/runs", params=[("collection", "bench"), ("task", task), *ended_states, ("limit", 1)]
+            ).json()
+            if page["total"] >= len(ids):
+                break
             time.sleep(1)
-            for tid in (t for t in ids if t not in ended):
-                record = client.get(f"/api/v1/db/trajectory/bench/{task}/{tid}").json()
-                if record.get("status") in ("completed", "failed", "cancelled"):
-                    if record["status"] != "completed":
-                        raise SystemExit(f"run {tid} {record['status']}: {record.get('error')}")
-                    ended[tid] = datetime.fromisoformat(record["ended"])
-    return list(ended.values())
+        ended: list[datetime] = []
+        for tid in ids:
+            record = client.get(f"/api/v1/db/trajectory/bench/{task}/{tid}").json()
+            if record["status"] != "completed":
+                raise SystemExit(f"run {tid} {record['status']}: {record.get('error')}")
+            ended.append(datetime.fromisoformat(record["ended"]))
+    return ended
 
 
-def raw_job(image: str, out: Path) -> None:
+def raw_job(image: str, out: Path, runtime: str = "runc") -> None:
     cid = subprocess.check_output(
-        ["docker", "run", "-d", "--init", "--label", "pier.bench=burst", image, "sleep", "infinity"],
+        [
+            "docker",
+            "run",
+            "-d",
+            "--init",
+            "--runtime",
+            runtime,
+            "--label",
+            "pier.bench=burst",
+            image,
+            "sleep",
+            "infinity",
+        ],
         text=True,
     ).strip()
     try:
@@ -104,7 +155,7 @@ def burst_raw(args: argparse.Namespace, work: Path) -> tuple[float, list[float]]
     latencies: list[float] = []
 
     def job(n: int) -> None:
-        raw_job(args.image, work / f"raw-{n}")
+        raw_job(args.image, work / f"raw-{n}", args.runtime)
         latencies.append(time.perf_counter() - began)
 
     with ThreadPoolExecutor(args.slots) as pool:
@@ -112,60 +163,93 @@ def burst_raw(args: argparse.Namespace, work: Path) -> tuple[float, list[float]]
     return args.runs / max(latencies), latencies
 
 
-def show(label: str, rate: float, latencies: list[float]) -> None:
+def show(label: str, rate: float, latencies: list[float], cpu: float, runs: int) -> None:
     print(
-        f"{label:<34} {rate:6.2f} runs/s   ready latency p50 {statistics.median(latencies):6.2f} s, "
-        f"p95 {percentile(latencies, 0.95):6.2f} s"
+        f"{label:<40} {rate:6.2f} runs/s   ready latency p50 {statistics.median(latencies):6.2f} s, "
+        f"p95 {percentile(latencies, 0.95):6.2f} s   machine CPU {cpu / runs:5.2f} s/run",
+        flush=True,
     )
+
+
+def measured(burst: Callable[[], tuple[float, list[float]]]) -> tuple[float, list[float], float]:
+    """(runs/s, latencies, machine CPU seconds) of one burst."""
+    before = machine_cpu()
+    rate, latencies = burst()
+    return rate, latencies, machine_cpu() - before
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100)
-    parser.add_argument("--slots", type=int, default=8)
+    parser.add_argument("--slots", default="8", help="run slots, or a comma-separated list of them (8,16,32)")
     parser.add_argument("--image", default=os.environ.get("PIER_TEST_IMAGE", "pier-base:bookworm"))
     parser.add_argument("--pool", type=int, default=0, help="PIER_WARM_POOL size for the server (0: none)")
     parser.add_argument("--pool-wait", type=float, default=20, help="seconds to let the pool fill")
+    parser.add_argument("--runtime", default="runc", help="the OCI runtime of both sides (runc, runsc)")
+    parser.add_argument(
+        "--disk-limit", default="", help="pier's PIER_DISK_LIMIT (default none, as raw docker)"
+    )
+    parser.add_argument("--ungated", action="store_true", help="add a pier side with its create gate off")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--port", type=int, default=None, help="the server's port (default: a free one)")
     parser.add_argument("--compare", help="another checkout's python, whose pier serves the burst too")
     parser.add_argument("--rounds", type=int, default=1, help="times to repeat raw, this (and compared)")
     args = parser.parse_args()
-    sides = {"this": None, **({"compared": args.compare} if args.compare else {})}
-    rates: dict[str, list[float]] = {"raw": [], **{side: [] for side in sides}}
-    loads: list[float] = []
+    sides: dict[str, tuple[str | None, bool]] = {"this": (None, True)}
+    if args.ungated:
+        sides["this, ungated"] = (None, False)
+    if args.compare:
+        sides["compared"] = (args.compare, True)
+    median = statistics.median
     with tempfile.TemporaryDirectory(prefix="pier-burst-") as tmp:
         work = Path(tmp)
-        for n in range(args.rounds):
-            load_before = os.getloadavg()
-            raw_rate, raw_latencies = burst_raw(args, work / f"raw{n}")
-            show(f"round {n + 1}: raw docker", raw_rate, raw_latencies)
-            rates["raw"].append(raw_rate)
-            order = list(sides.items())
-            for side, python in order if n % 2 == 0 else order[::-1]:  # neither always goes first
-                rate, latencies = burst_api(args, work / f"home-{side}{n}", python)
-                show(f"round {n + 1}: pier serve ({side})", rate, latencies)
-                rates[side].append(rate)
-            load_after = os.getloadavg()
-            loads += [load_before[0], load_after[0]]
-            print(f"  load average before / after: {' '.join(f'{x:.2f}' for x in load_before)} / "
-                  f"{' '.join(f'{x:.2f}' for x in load_after)}", flush=True)  # fmt: skip
-    print(
-        f"{args.runs} runs, {args.slots} at a time, on {args.image}"
-        + (f", warm pool {args.pool}" if args.pool else "")
-        + f"; {args.rounds} round(s), 1-minute load average {min(loads):.1f}-{max(loads):.1f}"
-    )
-    median = statistics.median
-    print(f"raw docker (baseline)              {median(rates['raw']):6.2f} runs/s (median)")
-    for side in sides:
-        ratios = [rate / raw for rate, raw in zip(rates[side], rates["raw"], strict=True)]
-        label = "pier serve, POST /api/v1/run" + ("" if side == "this" else f" ({args.compare})")
-        print(f"{label:<34} {median(rates[side]):6.2f} runs/s (median; {', '.join(f'{r:.2f}' for r in rates[side])})"
-              f"   ratio pier / raw {median(ratios):.2f} ({', '.join(f'{r:.2f}' for r in ratios)})")  # fmt: skip
-    if args.compare:
-        this_vs = [t / c for t, c in zip(rates["this"], rates["compared"], strict=True)]
-        print(f"this / compared: {median(this_vs):.2f} (median of {', '.join(f'{r:.2f}' for r in this_vs)})")
-    print("goal: ratio pier / raw >= 0.9")
+        for slots in [int(x) for x in str(args.slots).split(",")]:
+            args.slots = slots
+            rates: dict[str, list[float]] = {"raw": [], **{side: [] for side in sides}}
+            cpus: dict[str, list[float]] = {"raw": [], **{side: [] for side in sides}}
+            loads: list[float] = []
+            for n in range(args.rounds):
+                load_before = os.getloadavg()
+                raw_work = work / f"raw{slots}-{n}"
+                rate, latencies, cpu = measured(lambda: burst_raw(args, raw_work))  # noqa: B023
+                show(f"{slots} slots, round {n + 1}: raw docker", rate, latencies, cpu, args.runs)
+                rates["raw"].append(rate)
+                cpus["raw"].append(cpu / args.runs)
+                order = list(sides.items())
+                shift = n % len(order)
+                for side, (python, gated) in order[shift:] + order[:shift]:  # none always goes first
+                    home = work / f"home-{side.replace(', ', '-')}{slots}-{n}"
+                    rate, latencies, cpu = measured(lambda: burst_api(args, home, python, gated))  # noqa: B023
+                    show(
+                        f"{slots} slots, round {n + 1}: pier serve ({side})", rate, latencies, cpu, args.runs
+                    )
+                    rates[side].append(rate)
+                    cpus[side].append(cpu / args.runs)
+                load_after = os.getloadavg()
+                loads += [load_before[0], load_after[0]]
+                print(f"  load average before / after: {' '.join(f'{x:.2f}' for x in load_before)} / "
+                      f"{' '.join(f'{x:.2f}' for x in load_after)}", flush=True)  # fmt: skip
+            print(
+                f"== {args.runs} runs, {slots} at a time, on {args.image}, runtime {args.runtime}, pier's disk "
+                f"limit {args.disk_limit or 'none'}"
+                + (f", warm pool {args.pool}" if args.pool else "")
+                + f"; {args.rounds} round(s), 1-minute load average {min(loads):.1f}-{max(loads):.1f}"
+            )
+            print(f"raw docker (baseline)                    {median(rates['raw']):6.2f} runs/s (median)   "
+                  f"machine CPU {median(cpus['raw']):.2f} s/run")  # fmt: skip
+            for side in sides:
+                ratios = [rate / raw for rate, raw in zip(rates[side], rates["raw"], strict=True)]
+                label = f"pier serve ({side})" if side != "compared" else f"pier serve ({args.compare})"
+                print(f"{label:<40} {median(rates[side]):6.2f} runs/s (median; "
+                      f"{', '.join(f'{r:.2f}' for r in rates[side])})   ratio pier / raw {median(ratios):.2f} "
+                      f"({', '.join(f'{r:.2f}' for r in ratios)})   machine CPU {median(cpus[side]):.2f} s/run "
+                      f"(raw + {median(cpus[side]) - median(cpus['raw']):.2f})")  # fmt: skip
+            if args.compare:
+                this_vs = [t / c for t, c in zip(rates["this"], rates["compared"], strict=True)]
+                print(
+                    f"this / compared: {median(this_vs):.2f} (median of {', '.join(f'{r:.2f}' for r in this_vs)})"
+                )
+    print("goals: ratio pier / raw >= 0.9; machine CPU per run <= raw + 0.2 s")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@ the side's sandboxes are removed (untimed) before the next side starts.
   create, exec start, exec inspect), through one docker SDK client.
 - pier: `DockerBackend.create` (pier's plan, hardening, labels, the disk guard
   when --disk-limit is set) then `Sandbox.exec`, the calls a run makes.
+- pier, create gate: the same, each create through the adaptive gate every run's
+  create passes (`pier.lifecycle.admission`, as PIER_CREATE_CONCURRENCY=0 does):
+  at most as many creates at the engine as it takes without queueing.
 - pier, warm pool: a `WarmPool` of N filled first (untimed: a server fills it
   ahead of runs), then N claims at once and `true` in each claimed sandbox.
 
@@ -20,7 +23,7 @@ none). --rounds repeats the three sides, rotating which goes first (the
 machine's load moves), and prints each side's figures per round and their
 medians. Every container made here has the label pier.bench=creates.
 
-    uv run python bench/creates.py [--creates 100] [--rounds 1] [--runtime runc]
+    uv run python bench/creates.py [--creates 100] [--rounds 1] [--runtime runc] [--sides raw,pier,gated,pool]
                                    [--disk-limit 10G] [--image pier-base:bookworm]
 """
 
@@ -38,6 +41,7 @@ from pathlib import Path
 
 import docker
 
+from pier.lifecycle.admission import CreateGate
 from pier.lifecycle.pool import PoolKey, WarmPool
 from pier.sandbox.base import LABEL_RUN, Limits, Sandbox, SandboxSpec
 from pier.sandbox.docker.backend import DockerBackend
@@ -100,7 +104,7 @@ def main() -> None:
     parser.add_argument("--disk-limit", default="", help="pier's disk limit (default none, as raw docker)")
     parser.add_argument("--image", default=os.environ.get("PIER_TEST_IMAGE", "pier-base:bookworm"))
     parser.add_argument("--timeout", type=float, default=300, help="a create -> first command past it fails")
-    parser.add_argument("--sides", default="raw,pier,pool", help="which sides, comma-separated")
+    parser.add_argument("--sides", default="raw,pier,gated,pool", help="which sides, comma-separated")
     args = parser.parse_args()
     n = args.creates
     home = Path(tempfile.mkdtemp(prefix="pier-bench-creates-"))
@@ -133,6 +137,12 @@ def main() -> None:
     def pier_make() -> Sandbox:
         labels = {LABEL_RUN: f"bench-creates-{time.time_ns()}", **LABELS}
         return backend.create(SandboxSpec(image=args.image, limits=limits, labels=labels))
+
+    gate = CreateGate(ceiling=n, start=max(2, os.cpu_count() or 2))
+
+    def gated_make() -> Sandbox:
+        with gate.admitted():
+            return pier_make()
 
     def pier_first(sandbox: object) -> None:
         assert isinstance(sandbox, Sandbox)
@@ -176,10 +186,16 @@ def main() -> None:
     sides: dict[str, Callable[[], dict]] = {
         "raw": lambda: burst(n, raw_make, raw_first, args.timeout),
         "pier": lambda: burst(n, pier_make, pier_first, args.timeout),
+        "gated": lambda: burst(n, gated_make, pier_first, args.timeout),
         "pool": pool_side,
     }
-    removers = {"raw": raw_remove, "pier": pier_remove, "pool": pier_remove}
-    labels = {"raw": "raw docker", "pier": "pier, no warm pool", "pool": "pier, warm pool"}
+    removers = {"raw": raw_remove, "pier": pier_remove, "gated": pier_remove, "pool": pier_remove}
+    labels = {
+        "raw": "raw docker",
+        "pier": "pier, no warm pool",
+        "gated": "pier, create gate",
+        "pool": "pier, warm pool",
+    }
     chosen = [side for side in args.sides.split(",") if side in sides]
     figures: dict[str, list[tuple[float, float, float]]] = {side: [] for side in chosen}
     loads: list[float] = []
