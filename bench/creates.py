@@ -41,7 +41,7 @@ from pathlib import Path
 
 import docker
 
-from pier.lifecycle.admission import CreateGate
+from pier.lifecycle.admission import FLOOR_PER_CPU, CreateGate
 from pier.lifecycle.pool import PoolKey, WarmPool
 from pier.sandbox.base import LABEL_RUN, Limits, Sandbox, SandboxSpec
 from pier.sandbox.docker.backend import DockerBackend
@@ -138,7 +138,7 @@ def main() -> None:
         labels = {LABEL_RUN: f"bench-creates-{time.time_ns()}", **LABELS}
         return backend.create(SandboxSpec(image=args.image, limits=limits, labels=labels))
 
-    gate = CreateGate(ceiling=n, start=max(2, os.cpu_count() or 2))
+    gate = CreateGate(ceiling=n, start=FLOOR_PER_CPU * (os.cpu_count() or 1))
 
     def gated_make() -> Sandbox:
         with gate.admitted():

@@ -15,7 +15,10 @@ multiplicative decrease):
 - a create within it says there is room: the width grows by one per width's
   worth of creates (about one per round), up to the ceiling.
 
-The width starts at the engine's CPU count. PIER_CREATE_CONCURRENCY fixes it
+The width never falls below FLOOR_PER_CPU creates per CPU, where it starts: on
+this 2-core machine 8 concurrent creates kept the engine's pace (a burst at 8
+slots ran faster with no gate than with one narrowed to 2), while 32 at once
+did not (docs/speed.md, "Admission"). PIER_CREATE_CONCURRENCY fixes the width
 instead (0, the default: adaptive). What a run waits at the gate is its
 create's time, as before; the gate only decides the order.
 """
@@ -32,6 +35,7 @@ from collections.abc import Callable, Iterator
 TOLERANCE = 2.0  # a create this many times the fastest lately means a queue at the engine
 BACKOFF = 0.75
 WINDOW = 64  # creates the "fastest lately" is taken over: an engine that became slower for good is re-learnt
+FLOOR_PER_CPU = 4
 
 
 class CreateGate:
@@ -44,9 +48,11 @@ class CreateGate:
         fixed: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ):
+        """start is also the floor the width never goes below (capped at the ceiling)."""
         self.ceiling = max(1, ceiling)
         self.fixed = fixed
-        self._width = float(fixed if fixed else min(max(1, start), self.ceiling))
+        self.floor = float(min(max(1, start), self.ceiling))
+        self._width = float(fixed) if fixed else self.floor
         self._clock = clock
         self._in_flight = 0
         self._recent: deque[float] = deque(maxlen=WINDOW)
@@ -87,7 +93,7 @@ class CreateGate:
         fastest = min(self._recent, default=took)
         self._recent.append(took)
         if took > TOLERANCE * fastest:
-            self._width = max(1.0, self._width * BACKOFF)
+            self._width = max(self.floor, self._width * BACKOFF)
         else:
             self._width = min(float(self.ceiling), self._width + 1.0 / self._width)
 

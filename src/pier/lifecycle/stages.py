@@ -23,7 +23,7 @@ from pier.agents.base import AgentLaunch
 from pier.agents.toolcalls import ToolCalls
 from pier.errors import InputError, SandboxError, StageError
 from pier.gateway.routing import ModelRoute, without_provider_keys
-from pier.lifecycle.admission import gate_for
+from pier.lifecycle.admission import FLOOR_PER_CPU, gate_for
 from pier.lifecycle.assets import setup_tar
 from pier.lifecycle.check import (
     check_stage,
@@ -172,7 +172,7 @@ def _create(ctx: RunContext, spec: SandboxSpec, deadline: float) -> Sandbox:
     gate = gate_for(
         ctx.backend,
         ceiling=settings.max_concurrent_runs,
-        start=max(2, os.cpu_count() or 2),
+        start=FLOOR_PER_CPU * (os.cpu_count() or 1),
         fixed=settings.create_concurrency or None,
     )
     timed = metrics.sandbox_operation.labels("create", ctx.backend.runtime or "unknown").time()

@@ -18,15 +18,17 @@ def test_creates_at_the_engines_unloaded_pace_widen_it_to_the_ceiling():
     assert gate.width == 8
 
 
-def test_a_create_past_the_tolerance_narrows_it_and_never_below_one():
-    gate = CreateGate(ceiling=32, start=16)
-    gate.observe(0.3)
+def test_a_create_past_the_tolerance_narrows_it_and_never_below_its_floor():
+    gate = CreateGate(ceiling=32, start=4)
+    for _ in range(1000):
+        gate.observe(0.3)
     width = gate._width
+    assert width == 32
     gate.observe(0.3 * TOLERANCE * 1.1)
     assert gate._width == pytest.approx(width * BACKOFF)
     for _ in range(50):
         gate.observe(100.0)
-    assert gate.width == 1
+    assert gate.width == 4  # the floor it started at
 
 
 def test_a_fixed_width_does_not_move():
@@ -58,9 +60,10 @@ class QueueingEngine:
 
 def test_under_a_queueing_engine_the_gate_keeps_few_creates_in_flight():
     """32 runs at once against an engine that queues: without the gate all 32
-    would be in flight; with it the width falls to what the engine takes."""
+    would be in flight; with it the width stays near what the engine takes
+    (creates within twice the fastest one's time)."""
     engine = QueueingEngine(base=0.005)
-    gate = CreateGate(ceiling=32, start=2)
+    gate = CreateGate(ceiling=32, start=2)  # a floor of 2
 
     def run() -> None:
         for _ in range(6):
@@ -72,7 +75,7 @@ def test_under_a_queueing_engine_the_gate_keeps_few_creates_in_flight():
         thread.start()
     for thread in threads:
         thread.join(30)
-    assert engine.most <= 4, f"{engine.most} creates were in flight at once"
+    assert engine.most <= 6, f"{engine.most} creates were in flight at once"
     assert gate.in_flight == 0
 
 
