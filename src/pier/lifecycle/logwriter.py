@@ -27,7 +27,7 @@ from itertools import groupby
 
 IDLE_EXIT_S = 5.0
 
-Write = Callable[[list[str], str], None]  # (lines, stage): one transaction
+Write = Callable[[list[str], str], object]  # (lines, stage): one transaction; what it returns is unused
 Stored = Callable[[str, str], None]  # (stage, line), after it is stored
 
 

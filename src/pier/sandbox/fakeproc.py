@@ -256,7 +256,7 @@ def marked_pids(marker: str) -> list[int]:
 def marked_by_any(markers: set[str]) -> list[int]:
     """Processes whose environment carries one of these markers (one look at /proc)."""
     needles = {f"{MARKER_VAR}={marker}".encode() for marker in markers}
-    found = []
+    found: list[int] = []
     if not needles:
         return found
     for entry in os.scandir("/proc"):
