@@ -11,7 +11,7 @@ multiplicative decrease):
 
 - the fastest create seen lately is the engine's pace unloaded;
 - a create that takes more than TOLERANCE times that says the engine is
-  queueing: the width shrinks by BACKOFF (never below one);
+  queueing: the width shrinks by BACKOFF (never below its floor, below);
 - a create within it says there is room: the width grows by one per width's
   worth of creates (about one per round), up to the ceiling.
 

@@ -15,8 +15,8 @@ The live view (the CLI's console, a server's followers, who read the store
 when told) is handed each line once it is stored, in order. The runner waits
 for the pending lines at the end of every stage, and the run's record is saved
 only after its lines are stored. A write that fails is raised in the run's own
-thread, at its next line or at the record's next save, as a failed write
-always was; the thread ends after IDLE_EXIT_S without a line and starts again
+thread at its next line, as a failed write always was (a stage's end and a
+record's save never raise it: the record is saved either way); the thread ends after IDLE_EXIT_S without a line and starts again
 with the next."""
 
 from __future__ import annotations

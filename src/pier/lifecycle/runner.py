@@ -58,7 +58,7 @@ def execute(ctx: RunContext) -> Trajectory:
         try:
             record = _execute(ctx)
         finally:
-            _flush_last_lines(ctx)  # what was said after the record's last save
+            ctx.flush_log()  # what was said after the record's last save (a failed write loses it)
         log.info("run %s %s", record.trajectory_id, record.status.value)
         return record
 
@@ -138,7 +138,7 @@ def conclude(ctx: RunContext) -> Trajectory:
         try:
             record = _conclude(ctx)
         finally:
-            _flush_last_lines(ctx)
+            ctx.flush_log()
         log.info("run %s %s", record.trajectory_id, record.status.value)
         return record
 
@@ -254,12 +254,6 @@ def _step(ctx: RunContext, name: str, stage: Stage) -> None:
                 tracing.tool_span(record.trajectory_id, call, step.ended)
         ctx.flush_log()  # the stage's lines are stored before anyone is told it ended
         _saved(ctx, step, store=False)
-
-
-def _flush_last_lines(ctx: RunContext) -> None:
-    """Wait for the run's last lines to be stored (said after the record's last
-    save); a failed write loses them: the record, saved, is what counts."""
-    ctx.flush_log()
 
 
 def _after_failure(record: Trajectory, name: str, ctx: RunContext) -> bool:
