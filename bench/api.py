@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import numpy
 
 ADMIN = "bench-admin-token"
 PAUSED_SERVER = """
@@ -147,8 +148,8 @@ async def load(
 
 
 def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+    """The q-th quantile (0-1), numpy's linear interpolation."""
+    return float(numpy.quantile(values, q))
 
 
 def show(label: str, rate: float, latencies: list[float]) -> None:

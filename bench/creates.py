@@ -40,6 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docker
+import numpy
 
 from pier.lifecycle.admission import FLOOR_PER_CPU, CreateGate
 from pier.lifecycle.pool import PoolKey, WarmPool
@@ -51,8 +52,8 @@ LABELS = {"pier.bench": "creates"}
 
 
 def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+    """The q-th quantile (0-1), numpy's linear interpolation."""
+    return float(numpy.quantile(values, q))
 
 
 def burst(n: int, make: Callable[[], object], first: Callable[[object], None], timeout: float) -> dict:
