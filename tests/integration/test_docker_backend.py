@@ -187,3 +187,15 @@ def test_a_client_on_the_engines_unix_socket_reads_no_proxy_variables(docker_bac
     api = connect(Settings())
     assert api.base_url.startswith("http+docker://") and api.trust_env is False
     assert api.version()["ApiVersion"]  # the call went to the engine, not to the proxy
+
+
+def test_the_disk_guard_finds_the_writable_layer_the_engine_reports(make_sandbox, docker_backend):
+    """The disk guard reads a container's upper dir from the engine's layer
+    database instead of an inspect; both must name the same folder."""
+    from pier.sandbox.docker import diskguard
+
+    sandbox = make_sandbox(memory="256m", network=False)
+    driver = inspect(docker_backend, sandbox)["GraphDriver"]
+    found = diskguard.upper_dir(docker_backend.facts.root_dir, sandbox.id)
+    # Another storage driver has no such entry: the guard asks the engine then.
+    assert found == (driver["Data"]["UpperDir"] if driver["Name"] == "overlay2" else None)

@@ -337,8 +337,10 @@ class DockerBackend(SandboxBackend):
             return None
         if self.disk_guard_missing is not None:  # refuse_unsupported let it through: a quota driver
             raise SandboxError(f"the disk limit cannot be enforced: {self.disk_guard_missing}")
-        with docker_errors(f"inspecting sandbox {container_id[:12]}", self._url):
-            upper = self.api.inspect_container(container_id)["GraphDriver"]["Data"]["UpperDir"]
+        upper = diskguard.upper_dir(self.facts.root_dir, container_id)
+        if upper is None:  # not where overlay2 keeps it: the engine says
+            with docker_errors(f"inspecting sandbox {container_id[:12]}", self._url):
+                upper = self.api.inspect_container(container_id)["GraphDriver"]["Data"]["UpperDir"]
         size = parse_size(spec.limits.disk)
         disk = diskguard.install(
             container_id, upper, spec.limits.disk, size, self._settings.disk_guard_root, self._spares

@@ -25,15 +25,27 @@ folder's few entries (link, lower, the empty diff/ and work/) back in it, as
 the sandbox that took it, so no sandbox sees another's files. With no spare
 left the sandbox formats its own file as before, and the spares are made again
 in a background thread.
+
+The mount itself is three calls to the kernel made from here (a free loop
+device, LOOP_CONFIGURE with the file, mount(2)), where `mount -o loop` cost a
+process of util-linux per sandbox (about 10 ms more on an idle machine,
+docs/speed.md); a kernel older than LOOP_CONFIGURE (5.8) gets the `mount` tool.
+The loop device is made to detach itself when its filesystem is unmounted
+(autoclear), as `mount -o loop` does.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import fcntl
+import functools
 import logging
 import os
 import shutil
 import stat as stat_mode
+import struct
 import subprocess
 import threading
 import uuid
@@ -68,6 +80,25 @@ def guard_available(root_dir: str | None, engine_is_local: bool) -> str | None:
     if not root_dir or not Path(root_dir, "overlay2").is_dir():
         return f"the engine's data root {root_dir or '(unknown)'} is not visible from here"
     return None
+
+
+def upper_dir(root_dir: str | None, container_id: str) -> str | None:
+    """A created container's writable layer (its overlay upper dir), read where
+    the engine keeps it (overlay2: the layer's id in the container's layerdb
+    entry), without an inspect; None when it is not there as expected."""
+    if not root_dir:
+        return None
+    try:
+        layer_id = Path(
+            root_dir, "image", "overlay2", "layerdb", "mounts", container_id, "mount-id"
+        ).read_text()
+    except OSError:
+        return None
+    layer_id = layer_id.strip()
+    if not layer_id or "/" in layer_id or layer_id.startswith("."):
+        return None
+    upper = Path(root_dir, "overlay2", layer_id, "diff")
+    return str(upper) if upper.is_dir() else None
 
 
 def image_path(folder: Path, container_id: str) -> Path:
@@ -118,7 +149,7 @@ def install(
     entries = _entries(layer) if spares is not None else None
     try:
         if entries is not None and spares is not None and spares.take(size, image):
-            _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(layer)])
+            loop_mount(image, layer)
             try:
                 _put_back(layer, entries)
             except BaseException:
@@ -127,7 +158,7 @@ def install(
                 raise
         else:
             _format(image, size, layer)
-            _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(layer)])
+            loop_mount(image, layer)
     except BaseException:
         image.unlink(missing_ok=True)
         raise
@@ -135,6 +166,79 @@ def install(
         if spares is not None:
             spares.refill(size)
     return LoopDisk(container_id, limit, size, image, layer)
+
+
+# <linux/loop.h> and <sys/mount.h>
+LOOP_CTL_GET_FREE = 0x4C82
+LOOP_CONFIGURE = 0x4C0A
+LO_FLAGS_AUTOCLEAR = 4
+LOOP_INFO64_SIZE = 232  # struct loop_info64
+LOOP_INFO64_FLAGS_AT = 52  # its lo_flags
+MS_NOSUID, MS_NODEV = 2, 4
+FREE_LOOP_TRIES = 64  # another process may take the free device first (EBUSY): ask again
+
+
+def loop_mount(image: Path, target: Path) -> None:
+    """Mount the ext4 file `image` on `target` through a loop device, nosuid and
+    nodev, as `mount -o loop,nosuid,nodev` does, without its process. Raises
+    SandboxError; leaves no loop device attached then."""
+    try:
+        device = _attach_loop(image)
+    except _NoLoopConfigure:
+        _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(target)])
+        return
+    except OSError as exc:
+        raise SandboxError(f"disk limit: no loop device for {image.name}: {exc}") from exc
+    name, handle = device
+    try:
+        if _libc().mount(name.encode(), str(target).encode(), b"ext4", MS_NOSUID | MS_NODEV, None) != 0:
+            code = ctypes.get_errno()
+            raise SandboxError(f"disk limit: mount failed: {name} on {target}: {os.strerror(code)}")
+    finally:
+        os.close(handle)  # autoclear: unmounted, or never mounted, the device detaches
+
+
+class _NoLoopConfigure(Exception):
+    """This kernel has no LOOP_CONFIGURE (before 5.8)."""
+
+
+def _attach_loop(image: Path) -> tuple[str, int]:
+    """A free loop device bound to `image`, set to detach when its last user
+    goes: (its path, an open handle to it)."""
+    info = bytearray(LOOP_INFO64_SIZE)
+    struct.pack_into("I", info, LOOP_INFO64_FLAGS_AT, LO_FLAGS_AUTOCLEAR)
+    backing = os.open(image, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        # struct loop_config: the backing fd, a block size (0: the default), the info, 8 reserved u64
+        config = struct.pack("II", backing, 0) + bytes(info) + bytes(64)
+        try:
+            control = os.open("/dev/loop-control", os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError as exc:  # the `mount` tool may still find a device
+            raise _NoLoopConfigure() from exc
+        try:
+            for _ in range(FREE_LOOP_TRIES):
+                name = f"/dev/loop{fcntl.ioctl(control, LOOP_CTL_GET_FREE)}"
+                handle = os.open(name, os.O_RDWR | os.O_CLOEXEC)
+                try:
+                    fcntl.ioctl(handle, LOOP_CONFIGURE, config)
+                except OSError as exc:
+                    os.close(handle)
+                    if exc.errno == errno.EBUSY:
+                        continue
+                    if exc.errno in (errno.ENOTTY, errno.EINVAL):
+                        raise _NoLoopConfigure() from exc
+                    raise
+                return name, handle
+        finally:
+            os.close(control)
+    finally:
+        os.close(backing)  # the device holds its own reference to the file
+    raise OSError(errno.EBUSY, f"every free loop device was taken first ({FREE_LOOP_TRIES} tries)")
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _format(image: Path, size: int, source: Path | None = None) -> None:
