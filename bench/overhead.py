@@ -7,7 +7,7 @@ in its own process (`python -m pier.cli`, as with PIER_RESIDENT=false), and of
 (goal: <= 1.5), the same lifecycle run in-process (as the server runs it, without
 the CLI's interpreter start-up; goal <= 1.2), in-process again with a warm pool of
 one sandbox (refilled between runs, as a server's is), and the median time from
-the start to the agent's first output line for each (goal <= 0.5 s), with the
+the start to the agent's first output line for each (goal <= 0.3 s), with the
 load average. Both sides run on the same OCI runtime (--runtime, default runc:
 pier's own default is runsc where the engine has it, and raw docker's is the
 engine's default, so without it the ratio would compare gVisor with runc), and
@@ -233,7 +233,7 @@ def main() -> None:
     print(f"  with a warm pool (median):   {w:.3f} s  ratio {w / r:.2f}")
     print(f"start to first agent line:    pier run {hf:.3f} s (in its own process {med(first):.3f} s), "
           f"in-process {med(inproc_first):.3f} s, "
-          f"with a warm pool {med(warm_first):.3f} s (medians; goal <= 0.5)")  # fmt: skip
+          f"with a warm pool {med(warm_first):.3f} s (medians; goal <= 0.3)")  # fmt: skip
     print(f"  docker run to its first line: {med(raw_first):.3f} s (baseline)")
     print(
         f"pier run CPU, user + system (median): {med(CPU[sys.executable][1:]):.3f} s in its own process, "

@@ -7,9 +7,10 @@ writes one result), a CPU-bound job (Python arithmetic) and a file-heavy job
 (2,000 small files written, read and removed); then runsc / runc for each. Then,
 on runc, create -> first command -> delete with the disk guard (the sandbox's
 writable layer on a loop-mounted file of the limit's size) taking a spare disk
-(formatted ahead of time, PIER_DISK_GUARD_SPARES), with the guard formatting its
-own (spares 0), and without (no disk limit), interleaved, and their differences:
-the guard's cost per run. Needs a Docker engine with runsc registered
+(formatted ahead of time, PIER_DISK_GUARD_SPARES), the same as before (the
+`mount` tool and an inspect, the baseline), with the guard formatting its own
+(spares 0), and without (no disk limit), interleaved, and their differences:
+the guard's cost per run, and its own step in create timed. Needs a Docker engine with runsc registered
 (docs/runtime.md), root, and the image.
 
     uv run python bench/runtime.py [--runs 5] [--image pier-base:bookworm] [--part all|guard|runsc]
@@ -133,53 +134,73 @@ def main() -> None:
 
 
 def guard(home: Path, image: str, runs: int) -> None:
-    """The disk guard's cost on runc, its three ways taking turns in each round."""
+    """The disk guard's cost on runc, its ways taking turns in each round: a
+    spare disk, a spare disk as before (the `mount` tool's process and an
+    inspect for the layer's folder, the baseline of the kernel calls and the
+    layerdb read), mkfs per sandbox, no disk limit."""
     spare = DockerBackend(Settings(home=home, disk_guard_spares=2))
+    before = DockerBackend(Settings(home=home, disk_guard_spares=2))
     formatting = DockerBackend(Settings(home=home, disk_guard_spares=0))
     bare = DockerBackend(Settings(home=home))
     size = 10 << 30
     spares = spare._spares
     spares.fill(size)
-    ways: dict[str, list[float]] = {"spare": [], "formatted": [], "none": []}
-    first: dict[str, list[float]] = {"spare": [], "formatted": [], "none": []}
+    names = ("spare", "before", "formatted", "none")
+    ways: dict[str, list[float]] = {name: [] for name in names}
+    first: dict[str, list[float]] = {name: [] for name in names}
+    steps: dict[str, list[float]] = {name: [] for name in names}
     load = os.getloadavg()[0]
-    installs: dict[str, list[float]] = {"spare": [], "formatted": []}
-    install = diskguard.install
+    guard_disk, loop_mount, upper_dir = DockerBackend._guard_disk, diskguard.loop_mount, diskguard.upper_dir
+    current: dict[str, str | int] = {"way": "none", "round": 0}
 
-    def timed_install(*args, **kwargs):  # the guard's own step in create, by way
+    def timed_guard(self, *args, **kwargs):  # the guard's whole step in create: the layer's folder, the mount
         began = time.perf_counter()
         try:
-            return install(*args, **kwargs)
+            return guard_disk(self, *args, **kwargs)
         finally:
-            installs["spare" if kwargs.get("spares", args[-1]).count else "formatted"].append(
-                time.perf_counter() - began
-            )
+            if current["round"]:  # the first round warms each way up
+                steps[str(current["way"])].append(time.perf_counter() - began)
 
-    diskguard.install = timed_install
-    for n in range(runs + 1):
-        order = [("spare", spare, "10G"), ("formatted", formatting, "10G"), ("none", bare, None)]
-        for name, backend, disk in order[n % 3 :] + order[: n % 3]:
-            while name == "spare" and len(list(spares.folder.glob("*.ext4"))) < spares.count:
-                time.sleep(0.05)  # refilled between runs, as between a server's runs
-            to_first = first_command(backend, image, disk)
-            total = with_delete(backend, image, disk)
-            if n:  # the first round warms each way up
-                first[name].append(to_first)
-                ways[name].append(total)
+    def as_before(image_file: Path, target: Path) -> None:
+        diskguard._run(["mount", "-o", "loop,nosuid,nodev", str(image_file), str(target)])
+
+    DockerBackend._guard_disk = timed_guard  # type: ignore[method-assign]
+    try:
+        for n in range(runs + 1):
+            order = [("spare", spare, "10G"), ("before", before, "10G"), ("formatted", formatting, "10G"),
+                     ("none", bare, None)]  # fmt: skip
+            for name, backend, disk in order[n % 4 :] + order[: n % 4]:
+                current["way"], current["round"] = name, n
+                while name in ("spare", "before") and len(list(spares.folder.glob("*.ext4"))) < spares.count:
+                    time.sleep(0.05)  # refilled between runs, as between a server's runs
+                if name == "before":
+                    diskguard.loop_mount, diskguard.upper_dir = as_before, lambda *_: None
+                try:
+                    to_first = first_command(backend, image, disk)
+                    total = with_delete(backend, image, disk)
+                finally:
+                    diskguard.loop_mount, diskguard.upper_dir = loop_mount, upper_dir
+                if n:  # the first round warms each way up
+                    first[name].append(to_first)
+                    ways[name].append(total)
+    finally:
+        DockerBackend._guard_disk = guard_disk  # type: ignore[method-assign]
     med = statistics.median
     print(
         f"disk guard (10G, runc), {runs} rounds, load average {load:.1f} -> {os.getloadavg()[0]:.1f}, medians:"
     )
-    for name, label in (("none", "no disk limit"), ("formatted", "guard, mkfs per sandbox"),
-                        ("spare", "guard, a spare disk")):  # fmt: skip
+    labels = {"none": "no disk limit", "formatted": "guard, mkfs per sandbox", "spare": "guard, a spare disk",
+              "before": "guard, spare, mount tool+inspect"}  # fmt: skip
+    for name in ("none", "formatted", "before", "spare"):
         f, t = med(first[name]), med(ways[name])
         extra = "" if name == "none" else (
             f"   +{(f - med(first['none'])) * 1000:.0f} ms / +{(t - med(ways['none'])) * 1000:.0f} ms"
         )  # fmt: skip
-        print(f"  {label:<26} create -> first command {f:.3f} s, create+exec+delete {t:.3f} s{extra}")
-    diskguard.install = install
-    print(f"  the guard's step in create (inspect excluded): mkfs per sandbox {med(installs['formatted']) * 1000:.0f} ms, "
-          f"a spare disk {med(installs['spare']) * 1000:.0f} ms (medians of {len(installs['spare'])})")  # fmt: skip
+        print(f"  {labels[name]:<33} create -> first command {f:.3f} s, create+exec+delete {t:.3f} s{extra}")
+    print(f"  the guard's step in create (its layer's folder and mount; medians of {len(steps['spare'])}):")
+    for name in ("formatted", "before", "spare"):
+        print(f"    {labels[name]:<33} {med(steps[name]) * 1000:6.1f} ms")
+    print(f"  a spare disk now / as before: {med(steps['spare']) / med(steps['before']):.2f}x")
 
 
 def report(home: Path, image: str, runs: int) -> None:
