@@ -12,10 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.support.services import executable, require_service
 
 from pier.errors import SandboxError
 from pier.sandbox.docker import diskguard
-from tests.support.services import executable, require_service
 
 
 @pytest.fixture
