@@ -127,3 +127,23 @@ def test_the_writable_layer_is_read_from_the_engines_layer_database(tmp_path):
     (entry / "mount-id").write_text("gone")
     assert diskguard.upper_dir(str(root), "c0ffee") is None
     assert diskguard.upper_dir(None, "c0ffee") is None
+
+
+def test_a_dev_without_the_devices_node_gets_the_mount_tool(tmp_path, monkeypatch, loop_host):
+    """A static /dev (no node made for a new loop device): the tool is asked,
+    which may find one of its own, and nothing is left attached."""
+    real_open = os.open
+
+    def static_dev(path, *args, **kwargs):
+        if str(path).startswith("/dev/loop") and str(path) != "/dev/loop-control":
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(path))
+        return real_open(path, *args, **kwargs)
+
+    ran: list[list[str]] = []
+    monkeypatch.setattr(diskguard.os, "open", static_dev)
+    monkeypatch.setattr(diskguard, "_run", ran.append)
+    image, target = formatted(tmp_path / "disk.ext4"), tmp_path / "layer"
+    diskguard.loop_mount(image, target)
+    assert ran == [["mount", "-o", "loop,nosuid,nodev", str(image), str(target)]]
+    monkeypatch.undo()
+    assert devices_of(image) == []

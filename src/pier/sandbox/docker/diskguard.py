@@ -199,7 +199,8 @@ def loop_mount(image: Path, target: Path) -> None:
 
 
 class _NoLoopConfigure(Exception):
-    """This kernel has no LOOP_CONFIGURE (before 5.8)."""
+    """This kernel has no LOOP_CONFIGURE (before 5.8), or this /dev no loop
+    control or device node: the `mount` tool is asked instead."""
 
 
 def _attach_loop(image: Path) -> tuple[str, int]:
@@ -218,7 +219,10 @@ def _attach_loop(image: Path) -> tuple[str, int]:
         try:
             for _ in range(FREE_LOOP_TRIES):
                 name = f"/dev/loop{fcntl.ioctl(control, LOOP_CTL_GET_FREE)}"
-                handle = os.open(name, os.O_RDWR | os.O_CLOEXEC)
+                try:
+                    handle = os.open(name, os.O_RDWR | os.O_CLOEXEC)
+                except FileNotFoundError as exc:  # no device node made for it here (a static /dev)
+                    raise _NoLoopConfigure() from exc
                 try:
                     fcntl.ioctl(handle, LOOP_CONFIGURE, config)
                 except OSError as exc:
