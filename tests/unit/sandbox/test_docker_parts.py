@@ -5,6 +5,8 @@ from __future__ import annotations
 import tarfile
 import threading
 import time
+from collections import Counter
+from functools import partial
 
 import docker.errors
 import pytest
@@ -503,9 +505,10 @@ def test_the_exit_watch_asks_again_after_an_engine_error_and_closes_a_removed_sa
     monkeypatch.setattr(execs, "CLOSE_GRACE_S", 0.05)
     monkeypatch.setattr(execs.ExitWatch, "FIRST_POLL_S", 0.01)
     monkeypatch.setattr(execs.ExitWatch, "MAX_POLL_S", 0.02)
+    monkeypatch.setattr(execs.ExitWatch, "SETTLE_S", 0.01)
     answers = iter([ConnectionError("engine busy"), False, True])
 
-    def exited() -> bool:
+    def exited(_sandbox_too: bool) -> bool:
         answer = next(answers, True)
         if isinstance(answer, Exception):
             raise answer
@@ -517,6 +520,57 @@ def test_the_exit_watch_asks_again_after_an_engine_error_and_closes_a_removed_sa
     assert closed.wait(5), "the stream was never closed"
     watch.stop()
     assert calls == ["kill"] and watch.fired
+
+
+def test_the_exit_watch_kills_nothing_when_the_output_ends_just_after_the_process(monkeypatch):
+    """On a loaded machine the engine can report the process gone before the
+    reader has seen the output end: a kill then cost an exec of its own (5 of
+    40 runs of a 32-slot burst). The output that ends within SETTLE_S is left
+    alone; one still open after it is held by leftovers, which are killed."""
+    monkeypatch.setattr(execs.ExitWatch, "FIRST_POLL_S", 0.01)
+    calls: list[str] = []
+    watch = execs.ExitWatch(lambda _sandbox_too: True, kill=lambda: calls.append("kill"), close=lambda: None)
+    watch.start()
+    time.sleep(0.1)  # polled, and exited, 0.09 s ago
+    watch.stop()  # the reader reached the output's end
+    time.sleep(0.5)
+    assert calls == [] and not watch.fired
+
+    monkeypatch.setattr(execs.ExitWatch, "SETTLE_S", 0.05, raising=False)
+    monkeypatch.setattr(execs, "CLOSE_GRACE_S", 0.05)
+    closed = threading.Event()
+    watch = execs.ExitWatch(lambda _sandbox_too: True, kill=lambda: calls.append("kill"), close=closed.set)
+    assert watch.start() and closed.wait(5)
+    assert calls == ["kill"] and watch.fired
+
+
+class CountingEngine:
+    """An exec that runs for its first `running` inspects; counts the round trips."""
+
+    def __init__(self, running: int):
+        self.running, self.calls = running, Counter()
+
+    def exec_inspect(self, exec_id):
+        self.calls["exec"] += 1
+        return {"Running": self.calls["exec"] <= self.running, "ContainerID": "c1"}
+
+    def inspect_container(self, container_id):
+        self.calls["container"] += 1
+        return {"State": {"Running": True}}
+
+
+def test_the_exit_watch_asks_about_the_sandbox_only_once_its_polls_are_slow(monkeypatch):
+    """A short command's polls are one round trip each; the sandbox's state (a
+    second round trip) is asked once the polls are at their slowest."""
+    monkeypatch.setattr(execs.ExitWatch, "FIRST_POLL_S", 0.01)
+    monkeypatch.setattr(execs.ExitWatch, "MAX_POLL_S", 0.04)
+    monkeypatch.setattr(execs.ExitWatch, "SETTLE_S", 0.01, raising=False)
+    monkeypatch.setattr(execs, "CLOSE_GRACE_S", 0.01)
+    engine = CountingEngine(running=5)  # polls at 0.01, 0.02, 0.04, 0.04, 0.04 s: two slow ones
+    closed = threading.Event()
+    watch = execs.ExitWatch(partial(execs.exec_exited, engine, "e1"), kill=lambda: None, close=closed.set)
+    assert watch.start() and closed.wait(5)
+    assert engine.calls == Counter(exec=6, container=3)
 
 
 def test_the_disk_guard_says_why_it_cannot_be_installed(tmp_path, monkeypatch):

@@ -220,15 +220,25 @@ class Watchdog:
 
 
 class ExitWatch:
-    """Polls the engine for the exec's main process; once it has exited, calls
-    kill (its leftovers hold the output open) and, if the output still has not
-    ended CLOSE_GRACE_S later, close. Polls start fast and slow down, so a short
-    command costs no extra round trip and a long one about one a second."""
+    """Polls the engine for the exec's main process; once it has exited and the
+    output has still not ended SETTLE_S later, calls kill (its leftovers hold the
+    output open) and, if the output still has not ended CLOSE_GRACE_S later,
+    close. Polls start fast and slow down, so a short command costs no extra
+    round trip and a long one about one a second.
+
+    `exited(sandbox_too)` answers; sandbox_too asks whether the whole sandbox
+    stopped as well, which costs a second round trip: it is asked once the polls
+    are at their slowest (a command that ran for more than a second or so), as a
+    stopped sandbox is rare and a second later is soon enough for it."""
 
     FIRST_POLL_S = 0.2
     MAX_POLL_S = 1.0
+    # The output ends a moment after the process on a machine at rest, and later
+    # on a loaded one (the reader has not got there yet): a kill before this
+    # costs an exec of its own for nothing.
+    SETTLE_S = 0.5
 
-    def __init__(self, exited: Callable[[], bool], kill: Callable[[], None], close: Callable[[], None]):
+    def __init__(self, exited: Callable[[bool], bool], kill: Callable[[], None], close: Callable[[], None]):
         self.fired = False
         self._done = threading.Event()
         self._exited, self._kill, self._close = exited, kill, close
@@ -245,13 +255,15 @@ class ExitWatch:
         interval = self.FIRST_POLL_S
         while not self._done.wait(interval):
             try:
-                if not self._exited():
+                if not self._exited(interval >= self.MAX_POLL_S):
                     interval = min(interval * 2, self.MAX_POLL_S)
                     continue
             except Exception as exc:  # the engine did not answer: ask again later
                 log.debug("could not inspect an exec: %s", exc)
                 interval = self.MAX_POLL_S
                 continue
+            if self._done.wait(self.SETTLE_S):
+                return  # the output ended on its own: nothing was left behind
             self.fired = True
             self._kill()
             if not self._done.wait(CLOSE_GRACE_S):
@@ -259,14 +271,17 @@ class ExitWatch:
             return
 
 
-def exec_exited(api: docker.APIClient, exec_id: str) -> bool:
-    """Whether the exec's main process is gone, or its whole sandbox stopped or
-    was removed: the engine may then keep the exec's stream open, and report it
-    running, for ever (gVisor's runtime does so after a removal)."""
+def exec_exited(api: docker.APIClient, exec_id: str, sandbox_too: bool = True) -> bool:
+    """Whether the exec's main process is gone, or (sandbox_too) its whole
+    sandbox stopped or was removed: the engine may then keep the exec's stream
+    open, and report it running, for ever (gVisor's runtime does so after a
+    removal)."""
     try:
         state = api.exec_inspect(exec_id)
         if not state.get("Running"):
             return True
+        if not sandbox_too:
+            return False
         container = api.inspect_container(state["ContainerID"])
     except docker.errors.NotFound:  # the sandbox, and its exec with it, was removed
         return True
