@@ -15,6 +15,9 @@ has it), and pier's sandboxes have no disk limit unless --disk-limit (raw
 docker has none). Each side's whole-machine CPU per run (user + system of every
 process, from /proc/stat, over the burst) is printed beside its rate: it
 includes whatever else the machine ran meanwhile, so read it with the load.
+pier's window opens at the first POST and closes when the last run has ended:
+the server's start (its imports, about 1 CPU-s, once per server) is printed on
+a line of its own, as raw docker's side does not start its engine either.
 
 --slots takes a list (8,16,32): each count is a burst of its own, beside raw
 docker at the same parallelism. --ungated adds a pier side whose sandbox creates
@@ -66,7 +69,11 @@ def machine_cpu() -> float:
 
 def burst_api(
     args: argparse.Namespace, home: Path, python: str | None = None, gated: bool = True
-) -> tuple[float, list[float]]:
+) -> tuple[float, list[float], float]:
+    """(runs/s, ready latencies, machine CPU seconds from the first POST until the
+    last run ended). The server's own start (its imports, the collection's set-up,
+    the pool's fill) is not in the CPU: raw docker's side does not start its
+    engine either; it is printed on its own line."""
     os.environ["PIER_MAX_CONCURRENT_RUNS"] = str(args.slots)
     os.environ["PIER_SANDBOX_RUNTIME"] = args.runtime
     os.environ["PIER_DISK_LIMIT"] = args.disk_limit
@@ -79,25 +86,36 @@ def burst_api(
     if args.pool:
         os.environ["PIER_WARM_POOL"] = json.dumps([{"image": args.image, "size": args.pool}])
     home.mkdir()
+    cpu = {"start": machine_cpu()}
     server = Server(NORMAL_SERVER, home, None, args.port, python=python)
     try:
         token = setup_collection(server.url, "burst", runbook(SCRIPT, args.image))
+        print(f"  (the server's start and set-up: {machine_cpu() - cpu['start']:.2f} CPU-s, not counted)")
         if args.pool:
             time.sleep(args.pool_wait)  # let the pool fill before the burst
         post = http_request("POST", "/api/v1/run/bench/burst", token, b"{}")
         began_wall = datetime.now().astimezone()
         began = time.perf_counter()
+        cpu["burst"] = machine_cpu()
         _, _, bodies = asyncio.run(load(server.port, args.runs, min(args.runs, 32), lambda _n: post))
         ids = [json.loads(body)["trajectory_id"] for body in bodies]
-        ended = wait_all(server.url, token, ids, began, args.timeout)
+        ended = wait_all(
+            server.url, token, ids, began, args.timeout, on_all_ended=lambda: cpu.update(end=machine_cpu())
+        )
     finally:
         server.stop()
     latencies = [(moment - began_wall).total_seconds() for moment in ended]
-    return args.runs / max(latencies), latencies
+    return args.runs / max(latencies), latencies, cpu["end"] - cpu["burst"]
 
 
 def wait_all(
-    url: str, token: str, ids: list[str], began: float, timeout: float, task: str = "burst"
+    url: str,
+    token: str,
+    ids: list[str],
+    began: float,
+    timeout: float,
+    task: str = "burst",
+    on_all_ended: Callable[[], None] = lambda: None,
 ) -> list[datetime]:
     """Each run's `ended`, once every run has one. While they run it asks once
     a second how many have ended (one count, `GET /api/v1/runs?status=...&limit=1`:
@@ -113,6 +131,7 @@ def wait_all(
                 "/api/v1/runs", params=[("collection", "bench"), ("task", task), *ended_states, ("limit", 1)]
             ).json()
             if page["total"] >= len(ids):
+                on_all_ended()
                 break
             time.sleep(1)
         ended: list[datetime] = []
@@ -219,7 +238,7 @@ def main() -> None:
                 shift = n % len(order)
                 for side, (python, gated) in order[shift:] + order[:shift]:  # none always goes first
                     home = work / f"home-{side.replace(', ', '-')}{slots}-{n}"
-                    rate, latencies, cpu = measured(lambda: burst_api(args, home, python, gated))  # noqa: B023
+                    rate, latencies, cpu = burst_api(args, home, python, gated)
                     show(
                         f"{slots} slots, round {n + 1}: pier serve ({side})", rate, latencies, cpu, args.runs
                     )
