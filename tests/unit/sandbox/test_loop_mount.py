@@ -105,13 +105,19 @@ def test_a_kernel_without_loop_configure_gets_the_mount_tool(tmp_path, monkeypat
             raise OSError(errno.ENOTTY, "Inappropriate ioctl for device")
         return real_ioctl(fd, request, *args)
 
-    ran: list[list[str]] = []
     monkeypatch.setattr(diskguard.fcntl, "ioctl", old_kernel)
+    image = mounted_by_the_tool(tmp_path, monkeypatch)
+    assert devices_of(image) == []  # the device it tried was let go
+
+
+def mounted_by_the_tool(tmp_path: Path, monkeypatch) -> Path:
+    """loop_mount of a fresh image, asserting it asked the mount tool (recorded, not run)."""
+    ran: list[list[str]] = []
     monkeypatch.setattr(diskguard, "_run", ran.append)
     image, target = formatted(tmp_path / "disk.ext4"), tmp_path / "layer"
     diskguard.loop_mount(image, target)
     assert ran == [["mount", "-o", "loop,nosuid,nodev", str(image), str(target)]]
-    assert devices_of(image) == []  # the device it tried was let go
+    return image
 
 
 def test_the_writable_layer_is_read_from_the_engines_layer_database(tmp_path):
@@ -139,11 +145,7 @@ def test_a_dev_without_the_devices_node_gets_the_mount_tool(tmp_path, monkeypatc
             raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(path))
         return real_open(path, *args, **kwargs)
 
-    ran: list[list[str]] = []
     monkeypatch.setattr(diskguard.os, "open", static_dev)
-    monkeypatch.setattr(diskguard, "_run", ran.append)
-    image, target = formatted(tmp_path / "disk.ext4"), tmp_path / "layer"
-    diskguard.loop_mount(image, target)
-    assert ran == [["mount", "-o", "loop,nosuid,nodev", str(image), str(target)]]
+    image = mounted_by_the_tool(tmp_path, monkeypatch)
     monkeypatch.undo()
     assert devices_of(image) == []
