@@ -26,6 +26,7 @@ from temporalio.client import Client
 from pier.db import Store
 from tests.support.api_server import ADMIN_TOKEN, Server
 from tests.support.services import require_service
+from tests.support.waits import wait_for
 
 TEMPORAL_ENV = "PIER_TEST_TEMPORAL_ADDRESS"
 REPO = Path(__file__).resolve().parents[2]
@@ -230,16 +231,6 @@ def _payloads(node: object) -> list[str]:
     if isinstance(node.get("data"), str) and "metadata" in node:
         found.append(base64.b64decode(node["data"]).decode(errors="replace"))
     return found + [text for value in node.values() for text in _payloads(value)]
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what}: not after {timeout}s"
-        time.sleep(interval)
 
 
 __all__ = [

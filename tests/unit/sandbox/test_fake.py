@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
+from tests.support.waits import wait_for
 
 from pier.errors import SandboxError
 from pier.sandbox.base import LABEL_OWNER, LABEL_RUN, Limits, SandboxSource, SandboxSpec
@@ -117,9 +117,6 @@ def test_what_a_command_left_running_goes_with_the_sandbox():
     markers = set(sandbox._markers)
     # The loop's process is read from /proc, which can miss it for a moment (its
     # environ reads empty while it execs): on a loaded machine this failed once.
-    deadline = time.monotonic() + 5
-    while not marked_by_any(markers) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert marked_by_any(markers), "the loop did not start"
+    wait_for(lambda: marked_by_any(markers), 5, "the loop did not start", interval=0.05)
     sandbox.delete()
     assert marked_by_any(markers) == []
