@@ -16,8 +16,10 @@ docker has none). Each side's whole-machine CPU per run (user + system of every
 process, from /proc/stat, over the burst) is printed beside its rate: it
 includes whatever else the machine ran meanwhile, so read it with the load.
 pier's window opens at the first POST and closes when the last run has ended:
-the server's start (its imports, about 1 CPU-s, once per server) is printed on
-a line of its own, as raw docker's side does not start its engine either.
+the server's start (its imports, the store's migrations, the fence's rules and
+the collection's set-up: 2.6-4.4 CPU-s on a 2-core machine, once per server) is
+printed on a line of its own, as raw docker's side does not start its engine
+either; the warm pool's fill (--pool) is in neither.
 
 --slots takes a list (8,16,32): each count is a burst of its own, beside raw
 docker at the same parallelism. --ungated adds a pier side whose sandbox creates
@@ -71,9 +73,8 @@ def burst_api(
     args: argparse.Namespace, home: Path, python: str | None = None, gated: bool = True
 ) -> tuple[float, list[float], float]:
     """(runs/s, ready latencies, machine CPU seconds from the first POST until the
-    last run ended). The server's own start (its imports, the collection's set-up,
-    the pool's fill) is not in the CPU: raw docker's side does not start its
-    engine either; it is printed on its own line."""
+    last run ended). The server's start and the collection's set-up are printed
+    on their own line, not counted; the pool's fill is in neither."""
     os.environ["PIER_MAX_CONCURRENT_RUNS"] = str(args.slots)
     os.environ["PIER_SANDBOX_RUNTIME"] = args.runtime
     os.environ["PIER_DISK_LIMIT"] = args.disk_limit
